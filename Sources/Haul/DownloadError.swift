@@ -1,0 +1,151 @@
+import Foundation
+
+/// An error that ends or interrupts a download.
+///
+/// `DownloadError` is a struct around a code so that new kinds of failure can be added
+/// without breaking callers. Compare ``code`` against the static values of
+/// ``DownloadError/Code`` and show ``message`` to a person: it says what went wrong and,
+/// where there is one, what to do about it.
+///
+/// ```swift
+/// do {
+///     let result = try await handle.result
+/// } catch where error.code == .httpStatus {
+///     print("server said \(error.statusCode ?? 0)")
+/// }
+/// ```
+public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Base: String, Hashable, Sendable {
+            case httpStatus
+            case network
+            case timeout
+            case tooManyRedirects
+            case redirectLoop
+            case sizeMismatch
+            case checksumMismatch
+            case tooLarge
+            case invalidRequest
+            case fileSystem
+            case diskFull
+            case duplicate
+            case cancelled
+            case protocolViolation
+        }
+
+        let base: Base
+
+        /// The server answered with a status of 400 or above (see ``DownloadError/statusCode``).
+        public static let httpStatus = Code(base: .httpStatus)
+        /// The connection could not be made, or broke before the body was complete.
+        public static let network = Code(base: .network)
+        /// No connection within the connect timeout, or no byte within the idle timeout.
+        public static let timeout = Code(base: .timeout)
+        /// More redirects than the configured maximum.
+        public static let tooManyRedirects = Code(base: .tooManyRedirects)
+        /// A redirect led back to a URL already visited.
+        public static let redirectLoop = Code(base: .redirectLoop)
+        /// The downloaded size differs from the expected size.
+        public static let sizeMismatch = Code(base: .sizeMismatch)
+        /// The downloaded content does not match the expected checksum.
+        public static let checksumMismatch = Code(base: .checksumMismatch)
+        /// An in-memory download grew past its size limit.
+        public static let tooLarge = Code(base: .tooLarge)
+        /// The request itself is invalid: bad URL, scheme, destination or checksum.
+        public static let invalidRequest = Code(base: .invalidRequest)
+        /// Reading or writing a local file failed.
+        public static let fileSystem = Code(base: .fileSystem)
+        /// The disk holding the destination is full. The partial file is kept.
+        public static let diskFull = Code(base: .diskFull)
+        /// A download with the same ID or destination is already active and the manager is
+        /// configured to refuse duplicates.
+        public static let duplicate = Code(base: .duplicate)
+        /// The download was cancelled (see ``DownloadError/cancellationReason``).
+        public static let cancelled = Code(base: .cancelled)
+        /// The server's answer broke the HTTP rules Haul relies on, such as a
+        /// `Content-Range` that does not match the requested range.
+        public static let protocolViolation = Code(base: .protocolViolation)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// Why a download was cancelled.
+    public struct CancellationReason: Hashable, Sendable, CustomStringConvertible {
+        /// A short, stable word describing the reason, such as `"evicted"`.
+        public let rawValue: String
+
+        /// Someone called `cancel()`.
+        public static let userRequested = CancellationReason(rawValue: "cancelled")
+        /// The manager's `replaceOldest` policy made room for a newer download.
+        /// The partial file is kept, so adding the download again resumes it.
+        public static let evicted = CancellationReason(rawValue: "evicted")
+        /// Every caller waiting for the download withdrew its interest.
+        public static let noLongerWanted = CancellationReason(rawValue: "no longer wanted")
+        /// The manager was shut down.
+        public static let shutdown = CancellationReason(rawValue: "shutdown")
+
+        public var description: String { rawValue }
+    }
+
+    /// The kind of failure.
+    public let code: Code
+    /// A message a person can act on.
+    public let message: String
+    /// The HTTP status, for ``Code/httpStatus``.
+    public let statusCode: Int?
+    /// The reason, for ``Code/cancelled``.
+    public let cancellationReason: CancellationReason?
+    /// The delay a server asked for with `Retry-After`, if any.
+    let retryAfter: Duration?
+
+    init(
+        _ code: Code,
+        _ message: String,
+        statusCode: Int? = nil,
+        cancellationReason: CancellationReason? = nil,
+        retryAfter: Duration? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.statusCode = statusCode
+        self.cancellationReason = cancellationReason
+        self.retryAfter = retryAfter
+    }
+
+    public var description: String { message }
+
+    /// Whether the retry policy may try again after this error.
+    ///
+    /// Connection failures, timeouts, 408, 429 and 5xx are retried; other 4xx are not.
+    var isRetryable: Bool {
+        switch code.base {
+        case .network, .timeout, .protocolViolation:
+            return true
+        case .httpStatus:
+            guard let status = statusCode else { return false }
+            return status == 408 || status == 429 || (500...599).contains(status)
+        default:
+            return false
+        }
+    }
+
+    static func cancelled(_ reason: CancellationReason, id: DownloadID) -> DownloadError {
+        DownloadError(.cancelled, "\(id): \(reason.rawValue)", cancellationReason: reason)
+    }
+
+    static func invalid(_ message: String) -> DownloadError {
+        DownloadError(.invalidRequest, message)
+    }
+
+    static func fileSystem(_ operation: String, path: String, errno code: Int32) -> DownloadError {
+        let reason = String(cString: strerror(code))
+        if code == ENOSPC || code == EDQUOT {
+            return DownloadError(
+                .diskFull,
+                "no space left to \(operation) \(path): free some space and resume; the partial file is kept"
+            )
+        }
+        return DownloadError(.fileSystem, "cannot \(operation) \(path): \(reason)")
+    }
+}

@@ -1,0 +1,28 @@
+/// Something that happened to a download.
+public enum DownloadEvent: Sendable {
+    /// The download waits for a slot.
+    case queued
+    /// The download took a slot and its first request is going out.
+    case started
+    /// Bytes arrived; sent at most about ten times a second.
+    case progress(DownloadProgress)
+    /// An attempt failed with a retryable error; the next one starts after `delay`,
+    /// resuming from the bytes already on disk where the server allows it.
+    case retrying(attempt: Int, reason: DownloadError, delay: Duration)
+    /// The download was paused; its partial file is kept.
+    case paused
+    /// The download finished and was verified.
+    case completed(DownloadResult)
+    /// The download failed for good.
+    case failed(DownloadError)
+    /// The download was cancelled.
+    case cancelled(DownloadError.CancellationReason)
+
+    /// Whether no event follows this one.
+    public var isTerminal: Bool {
+        switch self {
+        case .completed, .failed, .cancelled: true
+        default: false
+        }
+    }
+}

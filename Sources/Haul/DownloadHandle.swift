@@ -1,0 +1,62 @@
+/// A caller's handle on a download: its result, its events, and its controls.
+///
+/// Several handles can share one transfer when requests join. Cancelling the Swift task
+/// that awaits ``result`` withdraws only that caller's interest; the transfer stops when
+/// no handle wants it any more. ``cancel()`` stops it for everyone.
+public final class DownloadHandle: Sendable {
+    /// The download's ID.
+    public let id: DownloadID
+    private let core: JobCore
+    private let manager: DownloadManager
+    private let subscriber: UInt64
+
+    init(id: DownloadID, core: JobCore, manager: DownloadManager, subscriber: UInt64) {
+        self.id = id
+        self.core = core
+        self.manager = manager
+        self.subscriber = subscriber
+    }
+
+    /// The verified file or data, once the download completes.
+    ///
+    /// Waits through pauses and retries. If the awaiting task is cancelled, this caller's
+    /// interest is withdrawn and the result throws ``DownloadError/Code/cancelled`` with
+    /// the reason ``DownloadError/CancellationReason/noLongerWanted``.
+    ///
+    /// - Throws: A ``DownloadError`` saying why the download did not complete.
+    public var result: DownloadResult {
+        get async throws(DownloadError) {
+            let core = self.core
+            let manager = self.manager
+            let subscriber = self.subscriber
+            let outcome = await core.result.wait {
+                Task { await manager.withdraw(subscriber: subscriber, core: core) }
+            }
+            guard let outcome else { throw .cancelled(.noLongerWanted, id: core.id) }
+            return try outcome.get()
+        }
+    }
+
+    /// The download's events from now on, in a fresh stream on every access.
+    ///
+    /// The stream finishes after `completed`, `failed` or `cancelled`. A stream made after
+    /// the download ended yields that last event at once.
+    public var events: AsyncStream<DownloadEvent> { core.events.makeStream() }
+
+    /// The current progress.
+    public var progress: DownloadProgress { core.meter.snapshot() }
+
+    /// Pauses the download, keeping its partial file.
+    public func pause() async { await manager.pause(core: core) }
+
+    /// Resumes the download after a pause.
+    public func resume() async { await manager.resume(core: core) }
+
+    /// Cancels the download for every caller and deletes its partial file.
+    public func cancel() async { await manager.cancel(core: core) }
+
+    /// Changes the download's priority, while it is queued or running.
+    public func setPriority(_ priority: DownloadPriority) async {
+        await manager.setPriority(priority, core: core)
+    }
+}

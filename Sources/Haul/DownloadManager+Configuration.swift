@@ -1,0 +1,79 @@
+extension DownloadManager {
+    /// What happens to a new download when every slot is busy.
+    public enum OverflowPolicy: Sendable, Hashable {
+        /// Wait for a slot, in priority order, then first come first served.
+        case queue
+        /// Cancel the oldest running download to make room. It ends as cancelled with the
+        /// reason ``DownloadError/CancellationReason/evicted`` and keeps its partial file,
+        /// so adding it again resumes.
+        case replaceOldest
+    }
+
+    /// What happens to a request whose ID or destination matches an active download.
+    public enum DuplicatePolicy: Sendable, Hashable {
+        /// Join the active download: one transfer, and every caller gets its result.
+        case join
+        /// Fail with ``DownloadError/Code/duplicate``.
+        case fail
+    }
+
+    /// How a manager schedules and runs downloads.
+    public struct Configuration: Sendable {
+        /// How many downloads may hold a slot at once. Default 10.
+        public var maxConcurrentDownloads: Int = 10
+        /// How many of those may talk to the same host (`host:port`). Default 6.
+        public var maxConnectionsPerHost: Int = 6
+        /// What happens when every slot is busy. Default ``OverflowPolicy/queue``.
+        public var overflowPolicy: OverflowPolicy = .queue
+        /// What happens to a duplicate request. Default ``DuplicatePolicy/join``.
+        public var duplicatePolicy: DuplicatePolicy = .join
+        /// When and how failed attempts are retried.
+        public var retry = RetryPolicy()
+        /// How long to wait for a connection. Default 30 seconds.
+        public var connectTimeout: Duration = .seconds(30)
+        /// How long a transfer may go without receiving a byte. Default 60 seconds.
+        public var idleTimeout: Duration = .seconds(60)
+        /// How many redirects to follow. Default 10.
+        public var maxRedirects: Int = 10
+        /// Resume a partial file even when the server gave no validator (ETag or
+        /// Last-Modified) to prove the content has not changed. Off by default: without
+        /// a validator a retry starts from zero.
+        public var allowsBlindResume = false
+        /// The `User-Agent` header.
+        public var userAgent = "Haul/0.1"
+
+        /// The default configuration.
+        public init() {}
+    }
+}
+
+/// When and how a failed attempt is retried.
+///
+/// Connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff and
+/// full jitter, honouring `Retry-After`; other 4xx never are.
+public struct RetryPolicy: Sendable, Hashable {
+    /// Retries after the first attempt. Default 5.
+    public var maxRetries: Int = 5
+    /// The delay before the first retry. Default 0.5 seconds.
+    public var baseDelay: Duration = .milliseconds(500)
+    /// The longest delay between attempts, `Retry-After` included. Default 60 seconds.
+    public var maxDelay: Duration = .seconds(60)
+
+    /// Creates a policy.
+    public init(maxRetries: Int = 5, baseDelay: Duration = .milliseconds(500), maxDelay: Duration = .seconds(60)) {
+        self.maxRetries = maxRetries
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// The delay before retry number `retry` (1-based).
+    func delay(beforeRetry retry: Int, retryAfter: Duration?) -> Duration {
+        if let retryAfter { return min(retryAfter, maxDelay) }
+        let exponent = min(retry - 1, 30)
+        let ceiling = min(baseDelay * (1 << exponent), maxDelay)
+        // "Equal jitter": half fixed, half random, so delays never collapse to zero.
+        let half = ceiling / 2
+        let nanos = max(0, Int64(Double(half.components.attoseconds / 1_000_000_000 + half.components.seconds * 1_000_000_000)))
+        return half + .nanoseconds(Int64.random(in: 0...max(0, nanos)))
+    }
+}

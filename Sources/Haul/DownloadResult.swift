@@ -1,0 +1,18 @@
+public import Foundation
+
+/// What a completed download produced.
+public struct DownloadResult: Sendable {
+    /// The download's ID.
+    public let id: DownloadID
+    /// The verified file, for file and directory destinations.
+    public let fileURL: URL?
+    /// The body, for memory destinations.
+    public let data: Data?
+    /// The URL the content came from, after redirects.
+    public let finalURL: URL
+    /// The size of the content.
+    public let byteCount: Int64
+    /// How many bytes crossed the network in this run; less than ``byteCount`` when an
+    /// earlier partial was resumed.
+    public let bytesTransferred: Int64
+}

@@ -1,0 +1,68 @@
+import NIOConcurrencyHelpers
+
+/// Fans events out to any number of `AsyncStream`s, each made fresh on request.
+///
+/// Yielding takes a lock but never hops to an actor, so the transfer's hot path can emit
+/// progress without suspending. After a terminal event, new streams receive that event
+/// and finish at once.
+final class EventBroadcaster<Element: Sendable>: Sendable {
+    private struct State {
+        var continuations: [UInt64: AsyncStream<Element>.Continuation] = [:]
+        var nextID: UInt64 = 0
+        var terminal: Element?
+        var finished = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    init() {}
+
+    /// A new stream that receives every event yielded from now on.
+    func makeStream() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
+        let id: UInt64? = state.withLockedValue { state in
+            if state.finished {
+                if let terminal = state.terminal { continuation.yield(terminal) }
+                continuation.finish()
+                return nil
+            }
+            let id = state.nextID
+            state.nextID += 1
+            state.continuations[id] = continuation
+            return id
+        }
+        if let id {
+            continuation.onTermination = { [weak self] _ in
+                self?.state.withLockedValue { _ = $0.continuations.removeValue(forKey: id) }
+            }
+        }
+        return stream
+    }
+
+    /// Sends `element` to every stream; a terminal element also finishes them.
+    ///
+    /// Yields happen under the lock so that events from different threads keep one
+    /// order; `finish()` happens outside it, because it runs `onTermination`.
+    func yield(_ element: Element, terminal: Bool = false) {
+        let finishing = state.withLockedValue { state -> [AsyncStream<Element>.Continuation] in
+            guard !state.finished else { return [] }
+            for continuation in state.continuations.values { continuation.yield(element) }
+            guard terminal else { return [] }
+            state.terminal = element
+            state.finished = true
+            defer { state.continuations = [:] }
+            return Array(state.continuations.values)
+        }
+        for continuation in finishing { continuation.finish() }
+    }
+
+    /// Finishes every stream without a terminal element.
+    func finish() {
+        let continuations = state.withLockedValue { state in
+            state.finished = true
+            defer { state.continuations = [:] }
+            return Array(state.continuations.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+}

@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import NIOCore
+
+/// An open partial file. Every method blocks, so callers run them on the I/O thread pool,
+/// never on an event loop.
+final class PartialFile: Sendable {
+    let path: String
+    let descriptor: Int32
+
+    /// Opens (creating if needed) the partial file at `path` for reading and writing.
+    init(path: String) throws(DownloadError) {
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .fileSystem("open", path: path, errno: errno) }
+        descriptor = fd
+    }
+
+    /// The file's current length.
+    func length() throws(DownloadError) -> Int64 {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .fileSystem("stat", path: path, errno: errno) }
+        return Int64(info.st_size)
+    }
+
+    /// Cuts the file to `length` bytes.
+    func truncate(to length: Int64) throws(DownloadError) {
+        guard ftruncate(descriptor, off_t(length)) == 0 else {
+            throw .fileSystem("truncate", path: path, errno: errno)
+        }
+    }
+
+    /// Writes all of `buffer` at `offset`.
+    func write(_ buffer: ByteBuffer, at offset: Int64) throws(DownloadError) {
+        let failure: Int32? = buffer.withUnsafeReadableBytes { bytes in
+            var written = 0
+            while written < bytes.count {
+                let result = pwrite(
+                    descriptor, bytes.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written))
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += result
+            }
+            return nil
+        }
+        if let failure { throw .fileSystem("write", path: path, errno: failure) }
+    }
+
+    /// Feeds the first `length` bytes of the file to `digest`.
+    func digest(into digest: ContentDigest, length: Int64) throws(DownloadError) {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < length {
+            let wanted = Int(min(Int64(chunk), length - offset))
+            let result = pread(descriptor, buffer.baseAddress!, wanted, off_t(offset))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw .fileSystem("read", path: path, errno: errno)
+            }
+            if result == 0 { break }
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<result]))
+            offset += Int64(result)
+        }
+    }
+
+    /// Flushes the file's data to stable storage.
+    func sync() throws(DownloadError) {
+        guard fsync(descriptor) == 0 else { throw .fileSystem("sync", path: path, errno: errno) }
+    }
+
+    /// Closes the descriptor. Call exactly once, after every write has finished.
+    func close() {
+        _ = closeDescriptor(descriptor)
+    }
+
+    /// Renames the partial to `destination` atomically, then syncs the directory so the
+    /// rename itself survives a crash.
+    func commit(to destination: URL) throws(DownloadError) {
+        var info = stat()
+        if stat(destination.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+            throw DownloadError(.fileSystem, "cannot replace \(destination.path): it is a directory")
+        }
+        guard rename(path, destination.path) == 0 else {
+            throw .fileSystem("rename to \(destination.path)", path: path, errno: errno)
+        }
+        let directory = open(destination.deletingLastPathComponent().path, O_RDONLY | O_CLOEXEC)
+        if directory >= 0 {
+            _ = fsync(directory)
+            _ = closeDescriptor(directory)
+        }
+    }
+
+    /// Removes a partial file and its metadata, ignoring files that are already gone.
+    static func remove(_ paths: PartialPaths) {
+        _ = unlink(paths.partial)
+        _ = unlink(paths.metadata)
+    }
+}
+
+private func closeDescriptor(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+    Darwin.close(fd)
+    #elseif canImport(Musl)
+    Musl.close(fd)
+    #else
+    Glibc.close(fd)
+    #endif
+}

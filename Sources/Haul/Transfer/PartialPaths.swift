@@ -1,0 +1,69 @@
+import Foundation
+
+/// Where a file download keeps its partial content and resume metadata, and where it
+/// ends up. The partial lives next to the destination, so the final rename never
+/// crosses file systems.
+struct PartialPaths: Hashable, Sendable {
+    /// The directory the file lands in.
+    let directory: URL
+    /// The destination's name when the caller fixed it; `nil` when the response decides.
+    let fixedName: String?
+    /// The partial file.
+    let partial: String
+    /// The resume metadata beside it.
+    let metadata: String
+
+    static let partialSuffix = ".haul-partial"
+    static let metadataSuffix = ".haul-meta"
+
+    /// Paths for `destination`, or `nil` for memory destinations.
+    init?(destination: DownloadDestination, url: URL) throws(DownloadError) {
+        let baseName: String
+        switch destination {
+        case .memory:
+            return nil
+        case .file(let file):
+            guard file.isFileURL else { throw .invalid("destination \(file) is not a file path") }
+            let name = file.lastPathComponent
+            guard !name.isEmpty, name != "/", name != ".", name != ".." else {
+                throw .invalid("destination \(file.path) does not name a file")
+            }
+            directory = file.deletingLastPathComponent()
+            fixedName = name
+            baseName = name
+        case .directory(let folder, let name):
+            guard folder.isFileURL else { throw .invalid("destination \(folder) is not a directory path") }
+            directory = folder
+            if let name {
+                guard let safe = FileNaming.sanitize(name) else {
+                    throw .invalid("'\(name)' cannot be used as a file name")
+                }
+                fixedName = safe
+                baseName = safe
+            } else {
+                fixedName = nil
+                baseName = FileNaming.urlName(url).flatMap(FileNaming.sanitize) ?? FileNaming.fallbackName
+            }
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else {
+            throw .invalid("directory \(directory.path) does not exist: create it first")
+        }
+        let base = directory.appendingPathComponent(baseName).path
+        partial = base + Self.partialSuffix
+        metadata = base + Self.metadataSuffix
+    }
+
+    /// The final file for a response: the fixed name, else the safe `Content-Disposition`
+    /// name, else the URL's name. Always directly inside ``directory``.
+    func destination(contentDisposition: String?, finalURL: URL) -> URL {
+        let name =
+            fixedName
+            ?? contentDisposition.flatMap(FileNaming.dispositionName).flatMap(FileNaming.sanitize)
+            ?? FileNaming.urlName(finalURL).flatMap(FileNaming.sanitize)
+            ?? FileNaming.fallbackName
+        return directory.appendingPathComponent(name)
+    }
+}

@@ -1,0 +1,103 @@
+/// The resume rules, as a plain value with no I/O: what to ask for, and what to do with
+/// the answer.
+///
+/// - A partial with a validator is resumed with `Range: bytes=N-` and `If-Range`.
+/// - A partial without one restarts from zero, unless blind resume is allowed.
+/// - A 206 is accepted only when its `Content-Range` starts at the requested offset and
+///   (with an ETag) the ETag is the one we hold.
+/// - A 200 means the content changed or the server ignores ranges: start from zero.
+/// - A 416 on a partial that already holds the whole content is done.
+struct ResumePlan: Hashable, Sendable {
+    /// The byte the request asks to start at; 0 asks for everything.
+    let offset: Int64
+    /// The validator sent in `If-Range`, if any.
+    let validator: Validator?
+    /// The full size recorded with the partial, if known.
+    let knownTotal: Int64?
+
+    /// A plan that asks for the whole content.
+    static let fresh = ResumePlan(offset: 0, validator: nil, knownTotal: nil)
+
+    init(offset: Int64, validator: Validator?, knownTotal: Int64?) {
+        self.offset = offset
+        self.validator = validator
+        self.knownTotal = knownTotal
+    }
+
+    /// Plans the next request for a partial file of `existingBytes` bytes.
+    init(existingBytes: Int64, stored: PartialMetadata?, allowsBlindResume: Bool) {
+        guard existingBytes > 0 else {
+            self = .fresh
+            return
+        }
+        if let validator = stored?.validator {
+            self.init(offset: existingBytes, validator: validator, knownTotal: stored?.totalBytes)
+        } else if allowsBlindResume {
+            self.init(offset: existingBytes, validator: nil, knownTotal: stored?.totalBytes)
+        } else {
+            self = .fresh
+        }
+    }
+
+    /// The headers that ask for the rest of the content.
+    var requestHeaders: [(String, String)] {
+        guard offset > 0 else { return [] }
+        var headers = [("Range", "bytes=\(offset)-")]
+        if let validator { headers.append(("If-Range", validator.headerValue)) }
+        return headers
+    }
+
+    /// What to do with a response.
+    enum Action: Hashable, Sendable {
+        /// Write the body at `offset`; `truncate` first empties the partial file.
+        /// `total` is the full content's size when the server said it.
+        case write(offset: Int64, truncate: Bool, total: Int64?)
+        /// The partial already holds all `total` bytes.
+        case complete(total: Int64)
+        /// The partial cannot be trusted: discard it and ask again from zero.
+        case restart(reason: String)
+        /// Follow a redirect to `location` (not yet resolved against the request URL).
+        case redirect(location: String)
+        /// An HTTP error status.
+        case fail(status: Int, retryAfter: String?)
+    }
+
+    /// Decides what to do with a response of `status` whose headers `header` reads
+    /// (case-insensitively).
+    func evaluate(status: Int, header: (String) -> String?) -> Action {
+        switch status {
+        case 206:
+            guard let contentRange = header("Content-Range").flatMap(ContentRange.init),
+                let range = contentRange.range
+            else {
+                return .restart(reason: "206 response without a valid Content-Range")
+            }
+            guard range.lowerBound == offset else {
+                return .restart(
+                    reason: "Content-Range starts at \(range.lowerBound) but \(offset) was requested"
+                )
+            }
+            if case .etag(let held) = validator, let etag = header("ETag"), etag != held {
+                return .restart(reason: "ETag changed from \(held) to \(etag)")
+            }
+            let total = contentRange.total ?? (range.upperBound + 1 == knownTotal ? knownTotal : nil)
+            return .write(offset: offset, truncate: false, total: total)
+        case 200...299:
+            let length = header("Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            return .write(offset: 0, truncate: true, total: status == 204 ? 0 : length)
+        case 416:
+            if offset > 0 {
+                let total = header("Content-Range").flatMap(ContentRange.init)?.total ?? knownTotal
+                if total == offset { return .complete(total: offset) }
+            }
+            return .restart(reason: "the server cannot serve bytes from \(offset) on")
+        case 301, 302, 303, 307, 308:
+            guard let location = header("Location"), !location.isEmpty else {
+                return .fail(status: status, retryAfter: nil)
+            }
+            return .redirect(location: location)
+        default:
+            return .fail(status: status, retryAfter: header("Retry-After"))
+        }
+    }
+}

@@ -1,0 +1,220 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Receives one HTTP response on its event loop and streams a 2xx body to the sink.
+///
+/// The head decides, through ``ResumePlan``, whether the body is written, and where.
+/// Bodies of errors and redirects never touch the disk. File writes run on the I/O
+/// thread pool; the future handed back to AsyncHTTPClient completes when the write is
+/// done, which is the back-pressure that keeps memory flat.
+final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    /// Where body bytes go.
+    enum Sink: Sendable {
+        case file(PartialFile, PartialPaths)
+        case memory(limit: Int)
+    }
+
+    /// What the delegate saw, read by the transfer once the request has ended.
+    struct Outcome: Sendable {
+        var status: Int?
+        var headers = HTTPHeaders()
+        var action: ResumePlan.Action?
+        /// Bytes of this response's body that reached the sink.
+        var bytesWritten: Int64 = 0
+        /// An error the delegate raised itself (write failure, size limits).
+        var failure: DownloadError?
+        var body: ByteBuffer?
+        /// A digest covering the content from byte 0 to the end of what was written,
+        /// or `nil` when the file must be hashed from disk.
+        var digest: ContentDigest?
+    }
+
+    private struct State {
+        var outcome = Outcome()
+        var nextOffset: Int64 = 0
+        var lastWrite: EventLoopFuture<Void>?
+    }
+
+    private let plan: ResumePlan
+    private let sink: Sink
+    private let requestURL: URL
+    private let expectedSize: Int64?
+    private let algorithm: Checksum.Algorithm?
+    private let carriedDigest: ContentDigest?
+    private let core: JobCore
+    private let threadPool: NIOThreadPool
+    private let state = NIOLockedValueBox(State())
+
+    /// The largest error body read before the connection is dropped instead.
+    private static let maxDiscardedBody: Int64 = 64 * 1024
+
+    init(
+        plan: ResumePlan,
+        sink: Sink,
+        requestURL: URL,
+        expectedSize: Int64?,
+        algorithm: Checksum.Algorithm?,
+        carriedDigest: ContentDigest?,
+        core: JobCore,
+        threadPool: NIOThreadPool
+    ) {
+        self.plan = plan
+        self.sink = sink
+        self.requestURL = requestURL
+        self.expectedSize = expectedSize
+        self.algorithm = algorithm
+        self.carriedDigest = carriedDigest
+        self.core = core
+        self.threadPool = threadPool
+    }
+
+    /// What happened, once the request has ended and ``drained()`` has returned.
+    var outcome: Outcome { state.withLockedValue { $0.outcome } }
+
+    /// Waits for the last write to finish, so the file may be synced or closed.
+    func drained() async {
+        let last = state.withLockedValue { $0.lastWrite }
+        _ = try? await last?.get()
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        let status = Int(head.status.code)
+        let action = plan.evaluate(status: status) { head.headers.first(name: $0) }
+        var early: DownloadError?
+        var digest: ContentDigest?
+        if case .write(let offset, let truncate, let total) = action {
+            if let expectedSize, let total, total != expectedSize {
+                early = DownloadError(
+                    .sizeMismatch,
+                    "\(requestURL.absoluteString) is \(total) bytes but \(expectedSize) were expected")
+            }
+            if case .memory(let limit) = sink, let total, total > Int64(limit) {
+                early = DownloadError(
+                    .tooLarge, "\(requestURL.absoluteString) is \(total) bytes, over the \(limit)-byte memory limit")
+            }
+            if let algorithm {
+                if truncate || offset == 0 {
+                    digest = ContentDigest(algorithm)
+                } else if let carriedDigest, carriedDigest.byteCount == offset {
+                    digest = carriedDigest
+                }
+            }
+            core.meter.reset(completed: offset, total: total)
+        }
+        state.withLockedValue { state in
+            state.outcome.status = status
+            state.outcome.headers = head.headers
+            state.outcome.action = action
+            state.outcome.failure = early
+            state.outcome.digest = digest
+            if case .write(let offset, _, _) = action { state.nextOffset = offset }
+        }
+        if early != nil {
+            task.cancel()
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+        switch action {
+        case .restart:
+            // The body is not the content we asked for; don't read it.
+            task.cancel()
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .write(_, let truncate, let total) where truncate:
+            guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
+            let metadata = PartialMetadata(
+                url: requestURL.absoluteString,
+                validator: Validator(etag: head.headers.first(name: "ETag"),
+                                     lastModified: head.headers.first(name: "Last-Modified")),
+                totalBytes: total)
+            let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
+                try file.truncate(to: 0)
+                try metadata.save(to: paths.metadata)
+            }
+            return recordingFailure(of: future, task: task)
+        default:
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let count = buffer.readableBytes
+        enum Step {
+            case discard
+            case dropConnection
+            case write(offset: Int64, digest: ContentDigest?)
+            case stored
+        }
+        let step: Step = state.withLockedValue { state in
+            guard state.outcome.failure == nil, case .write = state.outcome.action else {
+                state.outcome.bytesWritten += Int64(count)
+                return state.outcome.bytesWritten > Self.maxDiscardedBody ? .dropConnection : .discard
+            }
+            switch sink {
+            case .memory(let limit):
+                let size = (state.outcome.body?.readableBytes ?? 0) + count
+                guard size <= limit else {
+                    state.outcome.failure = DownloadError(
+                        .tooLarge, "\(requestURL.absoluteString) is over the \(limit)-byte memory limit")
+                    return .dropConnection
+                }
+                if state.outcome.body == nil {
+                    state.outcome.body = buffer
+                } else {
+                    state.outcome.body!.writeImmutableBuffer(buffer)
+                }
+                state.outcome.bytesWritten += Int64(count)
+                return .stored
+            case .file:
+                let offset = state.nextOffset
+                state.nextOffset += Int64(count)
+                return .write(offset: offset, digest: state.outcome.digest)
+            }
+        }
+        switch step {
+        case .discard:
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .dropConnection:
+            task.cancel()
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .stored:
+            if let digest = state.withLockedValue({ $0.outcome.digest }) { digest.update(buffer) }
+            core.received(count)
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .write(let offset, let digest):
+            guard case .file(let file, _) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
+            let core = self.core
+            let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
+                try file.write(buffer, at: offset)
+                digest?.update(buffer)
+            }.map { [state] in
+                state.withLockedValue { $0.outcome.bytesWritten += Int64(count) }
+                core.received(count)
+            }
+            return recordingFailure(of: future, task: task)
+        }
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
+
+    /// Remembers `future` as the last write, and turns its failure into the transfer's
+    /// failure so the request stops.
+    private func recordingFailure(of future: EventLoopFuture<Void>, task: HTTPClient.Task<Void>)
+        -> EventLoopFuture<Void>
+    {
+        state.withLockedValue { $0.lastWrite = future }
+        return future.flatMapErrorThrowing { [state] error in
+            let failure =
+                (error as? DownloadError)
+                ?? DownloadError(.fileSystem, "cannot write \(self.requestURL.lastPathComponent): \(error)")
+            state.withLockedValue { $0.outcome.failure = failure }
+            throw failure
+        }
+    }
+}

@@ -1,0 +1,353 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// How a transfer ended.
+enum TransferOutcome: Sendable {
+    case completed(DownloadResult)
+    case failed(DownloadError)
+    /// The Swift task was cancelled (pause, cancel, eviction); the partial is intact.
+    case interrupted
+}
+
+/// Runs one download to its end: attempts, redirects, resume, retries, verification and
+/// the final atomic rename. One Swift task per download, no thread: the bytes are
+/// handled by ``TransferDelegate`` on the event loop and the I/O pool.
+struct TransferOperation: Sendable {
+    let request: DownloadRequest
+    let paths: PartialPaths?
+    let client: HTTPClient
+    let threadPool: NIOThreadPool
+    let configuration: DownloadManager.Configuration
+    let core: JobCore
+    let logger: Logger
+
+    func run() async -> TransferOutcome {
+        var retries = 0
+        var digest: ContentDigest?
+        while true {
+            do {
+                return .completed(try await attempt(carrying: &digest))
+            } catch {
+                if Task.isCancelled { return .interrupted }
+                guard error.isRetryable, retries < configuration.retry.maxRetries else {
+                    logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
+                    removeEmptyPartial()
+                    return .failed(error)
+                }
+                retries += 1
+                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
+                logger.debug(
+                    "retrying", metadata: ["id": "\(request.id)", "retry": "\(retries)", "error": "\(error)"])
+                core.emit(.retrying(attempt: retries, reason: error, delay: delay))
+                do { try await Task.sleep(for: delay) } catch { return .interrupted }
+            }
+        }
+    }
+
+    /// A failed download keeps a partial that holds bytes, for a later resume, but leaves
+    /// no empty file behind.
+    private func removeEmptyPartial() {
+        guard let paths else { return }
+        var info = stat()
+        if stat(paths.partial, &info) == 0, info.st_size == 0 { PartialFile.remove(paths) }
+    }
+
+    // MARK: - One attempt
+
+    private func attempt(carrying digest: inout ContentDigest?) async throws(DownloadError) -> DownloadResult {
+        guard let paths else { return try await attemptInMemory(carrying: &digest) }
+        let file = try await io { () throws(DownloadError) in try PartialFile(path: paths.partial) }
+        do {
+            let result = try await transfer(into: file, paths: paths, carrying: &digest)
+            file.close()
+            return result
+        } catch {
+            file.close()
+            throw error
+        }
+    }
+
+    private func transfer(
+        into file: PartialFile, paths: PartialPaths, carrying digest: inout ContentDigest?
+    ) async throws(DownloadError) -> DownloadResult {
+        let existing = try await io { () throws(DownloadError) in try file.length() }
+        let stored = PartialMetadata.load(from: paths.metadata).flatMap {
+            $0.url == request.url.absoluteString ? $0 : nil
+        }
+        var plan = ResumePlan(
+            existingBytes: existing, stored: stored, allowsBlindResume: configuration.allowsBlindResume)
+        core.meter.reset(completed: plan.offset, total: stored?.totalBytes ?? request.expectedSize)
+
+        let (outcome, finalURL) = try await exchange(
+            plan: &plan, sink: .file(file, paths), carriedDigest: digest)
+        if let used = outcome.digest { digest = used }
+
+        let size: Int64
+        switch outcome.action {
+        case .complete(let total):
+            size = total
+        case .write(let offset, _, let total):
+            size = offset + outcome.bytesWritten
+            if let total, size != total {
+                throw DownloadError(
+                    .network,
+                    "\(request.url.absoluteString): connection ended after \(size) of \(total) bytes")
+            }
+        default:
+            throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
+        }
+
+        do {
+            try verify(size: size)
+            if let checksum = request.checksum {
+                let hex: String
+                if let digest, digest.byteCount == size {
+                    hex = digest.hex()
+                } else {
+                    hex = try await io { () throws(DownloadError) in
+                        let fresh = ContentDigest(checksum.algorithm)
+                        try file.digest(into: fresh, length: size)
+                        return fresh.hex()
+                    }
+                }
+                try verify(checksum: checksum, actual: hex)
+            }
+        } catch {
+            PartialFile.remove(paths)
+            throw error
+        }
+
+        let destination = paths.destination(
+            contentDisposition: outcome.headers.first(name: "Content-Disposition"), finalURL: finalURL)
+        try await io { () throws(DownloadError) in
+            try file.truncate(to: size)
+            try file.sync()
+            try file.commit(to: destination)
+            _ = unlink(paths.metadata)
+        }
+        return DownloadResult(
+            id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,
+            bytesTransferred: core.meter.bytesTransferred)
+    }
+
+    private func attemptInMemory(carrying digest: inout ContentDigest?) async throws(DownloadError)
+        -> DownloadResult
+    {
+        guard case .memory(let limit) = request.destination else {
+            throw .invalid("no partial file for a file destination")
+        }
+        var plan = ResumePlan.fresh
+        core.meter.reset(completed: 0, total: request.expectedSize)
+        let (outcome, finalURL) = try await exchange(plan: &plan, sink: .memory(limit: limit), carriedDigest: nil)
+        let body = outcome.body ?? ByteBuffer()
+        let size = Int64(body.readableBytes)
+        if case .write(_, _, let total?) = outcome.action, total != size {
+            throw DownloadError(
+                .network, "\(request.url.absoluteString): connection ended after \(size) of \(total) bytes")
+        }
+        try verify(size: size)
+        if let checksum = request.checksum {
+            let fresh = outcome.digest ?? {
+                let digest = ContentDigest(checksum.algorithm)
+                digest.update(body)
+                return digest
+            }()
+            try verify(checksum: checksum, actual: fresh.hex())
+        }
+        let data = Data(body.readableBytesView)
+        return DownloadResult(
+            id: request.id, fileURL: nil, data: data, finalURL: finalURL, byteCount: size,
+            bytesTransferred: core.meter.bytesTransferred)
+    }
+
+    // MARK: - Requests and redirects
+
+    /// Sends requests until one yields content (or proves the partial complete),
+    /// following redirects and restarting from zero when the partial cannot be trusted.
+    private func exchange(
+        plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?
+    ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
+        var url = request.url
+        var visited: Set<String> = [url.absoluteString]
+        var restarted = false
+        while true {
+            let delegate = TransferDelegate(
+                plan: plan, sink: sink, requestURL: request.url, expectedSize: request.expectedSize,
+                algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
+                threadPool: threadPool)
+            let transportError = await send(url: url, plan: plan, delegate: delegate)
+            await delegate.drained()
+            let outcome = delegate.outcome
+            if let failure = outcome.failure { throw failure }
+            guard let action = outcome.action else {
+                throw Self.translate(transportError, url: url)
+            }
+            switch action {
+            case .write:
+                if let transportError { throw Self.translate(transportError, url: url) }
+                return (outcome, url)
+            case .complete:
+                return (outcome, url)
+            case .fail(let status, let retryAfter):
+                throw Self.httpError(status: status, url: url, retryAfter: retryAfter)
+            case .restart(let reason):
+                logger.debug("restarting from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
+                guard !restarted, plan.offset > 0 else {
+                    throw DownloadError(.protocolViolation, "\(url.absoluteString): \(reason)")
+                }
+                restarted = true
+                plan = .fresh
+                core.meter.reset(completed: 0, total: request.expectedSize)
+            case .redirect(let location):
+                guard let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                    let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+                else {
+                    throw DownloadError(
+                        .protocolViolation, "\(url.absoluteString) redirects to an unusable location '\(location)'")
+                }
+                guard !visited.contains(next.absoluteString) else {
+                    throw DownloadError(
+                        .redirectLoop, "\(request.url.absoluteString): redirect loop back to \(next.absoluteString)")
+                }
+                guard visited.count <= configuration.maxRedirects else {
+                    throw DownloadError(
+                        .tooManyRedirects,
+                        "\(request.url.absoluteString): more than \(configuration.maxRedirects) redirects")
+                }
+                visited.insert(next.absoluteString)
+                url = next
+            }
+        }
+    }
+
+    /// Sends one request and waits for its end; returns the transport error, if any.
+    private func send(url: URL, plan: ResumePlan, delegate: TransferDelegate) async -> (any Error)? {
+        var headers = HTTPHeaders()
+        headers.add(name: "User-Agent", value: configuration.userAgent)
+        for header in request.headers { headers.add(name: header.name, value: header.value) }
+        for (name, value) in plan.requestHeaders { headers.replaceOrAdd(name: name, value: value) }
+        let httpRequest: HTTPClient.Request
+        do {
+            httpRequest = try HTTPClient.Request(url: url.absoluteString, method: .GET, headers: headers)
+        } catch {
+            return error
+        }
+        let task = client.execute(request: httpRequest, delegate: delegate, logger: logger)
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    // MARK: - Checks and helpers
+
+    private func verify(size: Int64) throws(DownloadError) {
+        if let expected = request.expectedSize, expected != size {
+            throw DownloadError(
+                .sizeMismatch,
+                "size check failed for \(request.url.absoluteString): got \(size) bytes, expected \(expected)")
+        }
+    }
+
+    private func verify(checksum: Checksum, actual: String) throws(DownloadError) {
+        guard actual == checksum.hex else {
+            throw DownloadError(
+                .checksumMismatch,
+                "\(checksum.algorithm.rawValue) check failed for \(request.url.absoluteString): expected \(checksum.hex), got \(actual)"
+            )
+        }
+    }
+
+    /// Runs blocking file work on the I/O pool.
+    private func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError)
+        -> T
+    {
+        do {
+            return try await threadPool.runIfActive { try body() }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.fileSystem, "file I/O could not run: \(error)")
+        }
+    }
+
+    static func httpError(status: Int, url: URL, retryAfter: String?) -> DownloadError {
+        let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
+        return DownloadError(
+            .httpStatus, "HTTP \(status) \(reason) from \(url.absoluteString)", statusCode: status,
+            retryAfter: retryAfter.flatMap(parseRetryAfter))
+    }
+
+    /// Parses `Retry-After` as seconds or an HTTP date.
+    static func parseRetryAfter(_ value: String) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int64(text), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: text) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000))
+    }
+
+    /// Turns a transport error into a ``DownloadError`` a person can act on.
+    static func translate(_ error: (any Error)?, url: URL) -> DownloadError {
+        guard let error else {
+            return DownloadError(.network, "\(url.absoluteString): the request ended without a response")
+        }
+        if let error = error as? DownloadError { return error }
+        let host = url.host ?? url.absoluteString
+        if let client = error as? HTTPClientError {
+            switch client {
+            case .connectTimeout:
+                return DownloadError(.timeout, "could not connect to \(host) within the connect timeout")
+            case .readTimeout, .deadlineExceeded:
+                return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
+            case .remoteConnectionClosed:
+                return DownloadError(.network, "\(url.absoluteString): the server closed the connection early")
+            default:
+                return DownloadError(.network, "\(url.absoluteString): \(client)")
+            }
+        }
+        if let connection = error as? NIOConnectionError {
+            if connection.dnsAError != nil || connection.dnsAAAAError != nil {
+                return DownloadError(.network, "cannot resolve host \(connection.host): check the name and your DNS")
+            }
+            if let first = connection.connectionErrors.first?.error {
+                return translateSocketError(first, host: "\(connection.host):\(connection.port)", url: url)
+            }
+        }
+        return translateSocketError(error, host: host, url: url)
+    }
+
+    private static func translateSocketError(_ error: any Error, host: String, url: URL) -> DownloadError {
+        if let io = error as? IOError {
+            switch io.errnoCode {
+            case ECONNREFUSED:
+                return DownloadError(.network, "connection refused by \(host): is the server running?")
+            case ECONNRESET, EPIPE:
+                return DownloadError(.network, "\(url.absoluteString): connection reset by the server")
+            case ENETUNREACH, EHOSTUNREACH:
+                return DownloadError(.network, "\(host) is unreachable: check the network")
+            case ETIMEDOUT:
+                return DownloadError(.timeout, "\(host) did not answer in time")
+            default:
+                return DownloadError(.network, "\(url.absoluteString): \(String(cString: strerror(io.errnoCode)))")
+            }
+        }
+        if let channel = error as? ChannelError, case .connectTimeout = channel {
+            return DownloadError(.timeout, "could not connect to \(host) within the connect timeout")
+        }
+        return DownloadError(.network, "\(url.absoluteString): \(error)")
+    }
+}

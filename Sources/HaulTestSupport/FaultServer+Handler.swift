@@ -1,0 +1,292 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// The per-connection handler of a ``FaultServer``.
+///
+/// It sits behind NIO's HTTP/1.1 server pipeline (with pipelining assistance, so at most
+/// one request per connection is being answered at any time) and confines all of its state
+/// to the connection's event loop. Bodies are written in slices of the stored file with
+/// back-pressure: the handler stops writing while the channel is not writable and resumes on
+/// `channelWritabilityChanged`, or, when trickling (`rate=`), writes on a 100 ms timer.
+final class FaultConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// A request whose head has been received and whose response has not been completed.
+    private struct ActiveRequest {
+        var head: HTTPRequestHead
+        var target: RequestTarget
+    }
+
+    /// The body currently being written.
+    private struct BodyJob {
+        var body: ByteBuffer
+        var sent = 0
+        var limit: Int
+        var chunkSize: Int
+        var rate: Int?
+        var ending: ResponsePlan.Ending
+        var keepAlive: Bool
+        var path: String
+
+        var isDone: Bool { self.sent >= self.limit }
+    }
+
+    private let core: ServerCore
+    private var context: ChannelHandlerContext?
+    private var connectionNumber = 0
+    private var registered = false
+
+    private var current: ActiveRequest?
+    /// Requests of this connection currently counted as in flight by the core.
+    private var outstanding = 0
+    private var gateWait: (gate: String, id: Int)?
+    private var job: BodyJob?
+    private var lastWrite: EventLoopFuture<Void>?
+    private var rateTimer: Scheduled<Void>?
+    private var pumping = false
+    private var pumpAgain = false
+
+    init(core: ServerCore) {
+        self.core = core
+    }
+
+    // MARK: - Lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if let number = self.core.connectionOpened(context.channel) {
+            self.connectionNumber = number
+            self.registered = true
+        } else {
+            context.close(promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.rateTimer?.cancel()
+        self.rateTimer = nil
+        self.job = nil
+        self.current = nil
+        if let gateWait = self.gateWait {
+            self.core.leaveGate(gateWait.gate, id: gateWait.id)
+            self.gateWait = nil
+        }
+        if self.outstanding > 0 {
+            self.core.requestsFinished(self.outstanding)
+            self.outstanding = 0
+        }
+        if self.registered {
+            self.registered = false
+            self.core.connectionClosed(context.channel)
+        }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Typically ECONNRESET/EPIPE from a client that went away. Nothing to report.
+        context.close(promise: nil)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, let job = self.job, job.rate == nil {
+            self.pump()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: - Requests
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            let target = RequestTarget(uri: head.uri)
+            _ = self.core.requestArrived(
+                connection: self.connectionNumber,
+                method: head.method.rawValue,
+                uri: head.uri,
+                target: target,
+                headers: head.headers.map { (name: $0.name, value: $0.value) }
+            )
+            self.outstanding += 1
+            self.current = ActiveRequest(head: head, target: target)
+        case .body:
+            break
+        case .end:
+            guard let request = self.current else { return }
+            self.process(request, context: context)
+        }
+    }
+
+    private func process(_ request: ActiveRequest, context: ChannelHandlerContext) {
+        if let gate = request.target.query["gate"] {
+            let id = self.core.makeID()
+            let eventLoop = context.eventLoop
+            let handler = NIOLoopBound(self, eventLoop: eventLoop)
+            let open = self.core.enterGate(gate, id: id) {
+                eventLoop.execute { handler.value.gateOpened(id: id) }
+            }
+            if !open {
+                self.gateWait = (gate, id)
+                return
+            }
+        }
+        self.respond(to: request)
+    }
+
+    private func gateOpened(id: Int) {
+        guard let gateWait = self.gateWait, gateWait.id == id, let request = self.current else { return }
+        self.gateWait = nil
+        self.respond(to: request)
+    }
+
+    private func respond(to request: ActiveRequest) {
+        guard let context = self.context else { return }
+        let plan = self.core.plan(method: request.head.method, target: request.target, headers: request.head.headers)
+        let keepAlive = request.head.isKeepAlive
+        var headers = plan.headers
+        if !keepAlive {
+            headers.replaceOrAdd(name: "connection", value: "close")
+        }
+        let head = HTTPResponseHead(version: .http1_1, status: plan.status, headers: headers)
+        self.lastWrite = context.write(self.wrapOutboundOut(.head(head)))
+
+        guard let body = plan.body, request.head.method != .HEAD else {
+            self.finishResponse(keepAlive: keepAlive)
+            return
+        }
+        self.job = BodyJob(
+            body: body,
+            limit: plan.bodyLimit,
+            chunkSize: plan.chunkSize,
+            rate: plan.rate,
+            ending: plan.ending,
+            keepAlive: keepAlive,
+            path: request.target.path
+        )
+        if plan.rate != nil {
+            self.rateTick()
+        } else {
+            self.pump()
+        }
+    }
+
+    // MARK: - Body writing
+
+    /// Writes body slices while the channel is writable. Re-entrancy safe: a writability
+    /// change fired from inside `flush()` just makes the outer call loop again.
+    private func pump() {
+        if self.pumping {
+            self.pumpAgain = true
+            return
+        }
+        self.pumping = true
+        defer { self.pumping = false }
+        repeat {
+            self.pumpAgain = false
+            self.pumpOnce()
+        } while self.pumpAgain
+    }
+
+    private func pumpOnce() {
+        guard let context = self.context, self.job != nil else { return }
+        while let job = self.job, !job.isDone, context.channel.isWritable {
+            self.writeSlice(length: min(job.chunkSize, job.limit - job.sent), context: context)
+        }
+        context.flush()
+        if let job = self.job, job.isDone {
+            self.bodyLimitReached()
+        }
+    }
+
+    private func rateTick() {
+        self.rateTimer = nil
+        guard let context = self.context, let rate = self.job?.rate else { return }
+        var budget = max(1, rate / 10)
+        while budget > 0, let job = self.job, !job.isDone, context.channel.isWritable {
+            let length = min(budget, job.chunkSize, job.limit - job.sent)
+            self.writeSlice(length: length, context: context)
+            budget -= length
+        }
+        context.flush()
+        guard let job = self.job else { return }
+        if job.isDone {
+            self.bodyLimitReached()
+        } else {
+            self.rateTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(100)) {
+                self.rateTick()
+            }
+        }
+    }
+
+    /// Writes (without flushing) the next `length` bytes of the current job.
+    private func writeSlice(length: Int, context: ChannelHandlerContext) {
+        guard var job = self.job else { return }
+        let slice = job.body.getSlice(at: job.body.readerIndex + job.sent, length: length)!
+        job.sent += length
+        self.job = job
+        let core = self.core
+        let path = job.path
+        let write = context.write(self.wrapOutboundOut(.body(.byteBuffer(slice))))
+        write.whenSuccess { core.bodyBytesWritten(length, path: path) }
+        self.lastWrite = write
+    }
+
+    private func bodyLimitReached() {
+        guard let context = self.context, let job = self.job else { return }
+        self.job = nil
+        switch job.ending {
+        case .complete:
+            self.finishResponse(keepAlive: job.keepAlive)
+        case .stall:
+            // Leave the request in flight; nothing more is sent until the connection closes.
+            break
+        case .reset(let orderly):
+            self.closeAfterPendingWrites(context: context, abortively: !orderly)
+        case .close:
+            self.closeAfterPendingWrites(context: context, abortively: false)
+        }
+    }
+
+    /// Completes the current response by writing its end. All state is updated *before*
+    /// writing, because writing the end lets the pipelining handler deliver the next
+    /// request of this connection synchronously.
+    private func finishResponse(keepAlive: Bool) {
+        guard let context = self.context else { return }
+        self.current = nil
+        if self.outstanding > 0 {
+            self.outstanding -= 1
+            self.core.requestsFinished()
+        }
+        let channel = context.channel
+        let end = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            end.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// Closes the connection once everything written so far has reached the kernel;
+    /// `abortively` sets SO_LINGER 0 first so that the close sends a TCP RST.
+    private func closeAfterPendingWrites(context: ChannelHandlerContext, abortively: Bool) {
+        let channel = context.channel
+        let written = self.lastWrite ?? context.eventLoop.makeSucceededVoidFuture()
+        written.whenComplete { _ in
+            guard abortively, let options = channel as? any SocketOptionProvider else {
+                channel.close(promise: nil)
+                return
+            }
+            options.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        }
+    }
+}

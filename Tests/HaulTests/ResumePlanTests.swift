@@ -1,0 +1,166 @@
+import Testing
+
+@testable import Haul
+
+@Suite("Resume rules")
+struct ResumePlanTests {
+    private func headers(_ pairs: [String: String]) -> (String) -> String? {
+        { name in pairs.first { $0.key.lowercased() == name.lowercased() }?.value }
+    }
+
+    @Test func freshPartialAsksForEverything() {
+        let plan = ResumePlan(existingBytes: 0, stored: nil, allowsBlindResume: true)
+        #expect(plan == .fresh)
+        #expect(plan.requestHeaders.isEmpty)
+    }
+
+    @Test func strongETagIsUsedForIfRange() {
+        let stored = PartialMetadata(url: "u", validator: Validator(etag: "\"abc\"", lastModified: "date"), totalBytes: 10)
+        let plan = ResumePlan(existingBytes: 4, stored: stored, allowsBlindResume: false)
+        #expect(plan.offset == 4)
+        #expect(plan.requestHeaders.map(\.0) == ["Range", "If-Range"])
+        #expect(plan.requestHeaders.map(\.1) == ["bytes=4-", "\"abc\""])
+    }
+
+    @Test func weakETagFallsBackToLastModified() {
+        #expect(Validator(etag: "W/\"abc\"", lastModified: "Tue, 01 Jan 2030 00:00:00 GMT")
+            == .lastModified("Tue, 01 Jan 2030 00:00:00 GMT"))
+        #expect(Validator(etag: "W/\"abc\"", lastModified: nil) == nil)
+    }
+
+    @Test func noValidatorRestartsUnlessBlindResumeIsAllowed() {
+        let stored = PartialMetadata(url: "u", validator: nil, totalBytes: 10)
+        #expect(ResumePlan(existingBytes: 4, stored: stored, allowsBlindResume: false) == .fresh)
+        let blind = ResumePlan(existingBytes: 4, stored: stored, allowsBlindResume: true)
+        #expect(blind.offset == 4)
+        #expect(blind.requestHeaders.map(\.0) == ["Range"])
+    }
+
+    @Test func matching206IsWrittenAtTheOffset() {
+        let plan = ResumePlan(offset: 100, validator: .etag("\"e\""), knownTotal: 1000)
+        let action = plan.evaluate(status: 206, header: headers(["Content-Range": "bytes 100-999/1000", "ETag": "\"e\""]))
+        #expect(action == .write(offset: 100, truncate: false, total: 1000))
+    }
+
+    @Test func misplaced206RestartsFromZero() {
+        let plan = ResumePlan(offset: 100, validator: .etag("\"e\""), knownTotal: 1000)
+        guard case .restart = plan.evaluate(status: 206, header: headers(["Content-Range": "bytes 0-999/1000"])) else {
+            Issue.record("expected restart")
+            return
+        }
+        guard case .restart = plan.evaluate(status: 206, header: headers([:])) else {
+            Issue.record("a 206 without Content-Range must restart")
+            return
+        }
+        guard case .restart = plan.evaluate(
+            status: 206, header: headers(["Content-Range": "bytes 100-999/1000", "ETag": "\"other\""]))
+        else {
+            Issue.record("a changed ETag must restart")
+            return
+        }
+    }
+
+    @Test func fullResponseStartsAgainFromZero() {
+        let plan = ResumePlan(offset: 100, validator: .etag("\"e\""), knownTotal: 1000)
+        #expect(plan.evaluate(status: 200, header: headers(["Content-Length": "1200"]))
+            == .write(offset: 0, truncate: true, total: 1200))
+    }
+
+    @Test func unsatisfiableRangeOnCompletePartialIsDone() {
+        let plan = ResumePlan(offset: 1000, validator: .etag("\"e\""), knownTotal: 1000)
+        #expect(plan.evaluate(status: 416, header: headers(["Content-Range": "bytes */1000"])) == .complete(total: 1000))
+        guard case .restart = plan.evaluate(status: 416, header: headers(["Content-Range": "bytes */2000"])) else {
+            Issue.record("416 on an incomplete partial must restart")
+            return
+        }
+    }
+
+    @Test func errorsAndRedirects() {
+        let plan = ResumePlan.fresh
+        #expect(plan.evaluate(status: 302, header: headers(["Location": "/x"])) == .redirect(location: "/x"))
+        #expect(plan.evaluate(status: 503, header: headers(["Retry-After": "3"])) == .fail(status: 503, retryAfter: "3"))
+        #expect(plan.evaluate(status: 404, header: headers([:])) == .fail(status: 404, retryAfter: nil))
+    }
+
+    @Test(arguments: [
+        ("bytes 0-9/10", ContentRange(range: 0...9, total: 10)),
+        ("bytes 5-9/*", ContentRange(range: 5...9, total: nil)),
+        ("bytes */10", ContentRange(range: nil, total: 10)),
+    ])
+    func parsesContentRange(text: String, expected: ContentRange) {
+        #expect(ContentRange(text) == expected)
+    }
+
+    @Test(arguments: ["bytes 9-5/10", "bytes 0-10/10", "items 0-1/2", "bytes */*", "bytes x-y/10"])
+    func rejectsBadContentRange(text: String) {
+        #expect(ContentRange(text) == nil)
+    }
+}
+
+@Suite("Retry policy")
+struct RetryPolicyTests {
+    @Test func backoffGrowsAndIsCapped() {
+        let policy = RetryPolicy(maxRetries: 10, baseDelay: .seconds(1), maxDelay: .seconds(8))
+        for retry in 1...10 {
+            let delay = policy.delay(beforeRetry: retry, retryAfter: nil)
+            let ceiling = min(Duration.seconds(1) * (1 << (retry - 1)), .seconds(8))
+            #expect(delay >= ceiling / 2 && delay <= ceiling)
+        }
+    }
+
+    @Test func retryAfterWinsButIsCapped() {
+        let policy = RetryPolicy(maxRetries: 3, baseDelay: .seconds(1), maxDelay: .seconds(8))
+        #expect(policy.delay(beforeRetry: 1, retryAfter: .seconds(3)) == .seconds(3))
+        #expect(policy.delay(beforeRetry: 1, retryAfter: .seconds(30)) == .seconds(8))
+        #expect(TransferOperation.parseRetryAfter("7") == .seconds(7))
+        #expect(TransferOperation.parseRetryAfter("soon") == nil)
+    }
+
+    @Test func onlyTransientFailuresAreRetried() {
+        #expect(DownloadError(.httpStatus, "", statusCode: 503).isRetryable)
+        #expect(DownloadError(.httpStatus, "", statusCode: 429).isRetryable)
+        #expect(DownloadError(.httpStatus, "", statusCode: 408).isRetryable)
+        #expect(!DownloadError(.httpStatus, "", statusCode: 404).isRetryable)
+        #expect(!DownloadError(.httpStatus, "", statusCode: 403).isRetryable)
+        #expect(DownloadError(.network, "").isRetryable)
+        #expect(!DownloadError(.checksumMismatch, "").isRetryable)
+    }
+}
+
+@Suite("File names")
+struct FileNamingTests {
+    @Test(arguments: [
+        ("attachment; filename=\"report.pdf\"", "report.pdf"),
+        ("attachment; filename=plain.txt", "plain.txt"),
+        ("attachment; filename=\"a;b.txt\"", "a;b.txt"),
+        ("attachment; filename=\"x.txt\"; filename*=UTF-8''%E2%82%AC%20rates.txt", "€ rates.txt"),
+    ])
+    func readsContentDisposition(header: String, expected: String) {
+        #expect(FileNaming.dispositionName(header) == expected)
+    }
+
+    @Test(arguments: [
+        ("../../etc/passwd", "passwd"),
+        ("..\\..\\windows\\evil.exe", "evil.exe"),
+        ("/absolute/path.txt", "path.txt"),
+        (".hidden", "hidden"),
+        ("name\u{0}with\u{7}controls", "namewithcontrols"),
+    ])
+    func sanitizesToOneComponent(name: String, expected: String) {
+        #expect(FileNaming.sanitize(name) == expected)
+    }
+
+    @Test(arguments: ["..", ".", "", "/", "../", "   "])
+    func rejectsNamesWithNothingLeft(name: String) {
+        #expect(FileNaming.sanitize(name) == nil)
+    }
+
+    @Test func checksumsAreValidated() throws {
+        #expect(throws: DownloadError.self) { try Checksum(parsing: "sha-256=abc") }
+        #expect(throws: DownloadError.self) { try Checksum(parsing: "crc32=00000000") }
+        #expect(throws: DownloadError.self) { try Checksum(parsing: "nohex") }
+        let checksum = try Checksum(parsing: "SHA1=" + String(repeating: "A", count: 40))
+        #expect(checksum.algorithm == .sha1)
+        #expect(checksum.hex == String(repeating: "a", count: 40))
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@Suite("Scheduling")
+struct SchedulingTests {
+    @Test func neverMoreThanTheSlotLimitInFlight() async throws {
+        try await Fixture.with({ $0.maxConcurrentDownloads = 3 }) { f in
+            let bytes = f.serve("s", count: 10_000)
+            var handles: [DownloadHandle] = []
+            for index in 0..<8 {
+                handles.append(try await f.manager.download(f.request("/files/s?gate=g&n=\(index)", to: "s\(index)")))
+            }
+            await f.server.waitForGateWaiters("g", count: 3)
+            let progress = await f.manager.progress
+            #expect(progress.running == 3)
+            #expect(progress.queued == 5)
+            f.server.release("g")
+            for handle in handles { _ = try await handle.result }
+            #expect(f.server.statistics.maxInFlightRequests == 3)
+            #expect((0..<8).allSatisfy { f.contents("s\($0)") == bytes })
+            let done = await f.manager.progress
+            #expect(done.completed == 8)
+            #expect(done.completedBytes == 80_000)
+        }
+    }
+
+    @Test func perHostCapHoldsAcrossDownloads() async throws {
+        try await Fixture.with({ $0.maxConnectionsPerHost = 2 }) { f in
+            f.serve("h", count: 1000)
+            var handles: [DownloadHandle] = []
+            for index in 0..<6 {
+                // Two host names for the same server: the cap is per host.
+                let host = index % 2 == 0 ? "127.0.0.1" : "localhost"
+                let url = URL(string: "http://\(host):\(f.server.port)/files/h?gate=g&n=\(index)")!
+                handles.append(try await f.manager.download(
+                    DownloadRequest(url: url, destination: .directory(f.directory, name: "h\(index)"))))
+            }
+            await f.server.waitForGateWaiters("g", count: 4)
+            #expect(await f.manager.progress.running == 4)
+            f.server.release("g")
+            for handle in handles { _ = try await handle.result }
+            #expect(f.server.statistics.maxInFlightRequests == 4)
+        }
+    }
+
+    @Test func queuedDownloadsStartByPriorityThenArrival() async throws {
+        try await Fixture.with({ $0.maxConcurrentDownloads = 1 }) { f in
+            f.serve("p", count: 100)
+            let blocker = try await f.manager.download(f.request("/files/p?gate=g&n=blocker", to: "blocker"))
+            await f.server.waitForGateWaiters("g", count: 1)
+            let order: [(String, DownloadPriority)] = [
+                ("low", .low), ("normal1", .normal), ("high", .high), ("normal2", .normal), ("veryHigh", .veryHigh),
+                ("late", .veryLow),
+            ]
+            var handles = [blocker]
+            for (name, priority) in order {
+                handles.append(try await f.manager.download(f.request("/files/p?n=\(name)", to: name, priority: priority)))
+            }
+            // Raised while queued: now ahead of "normal" but behind "high".
+            await handles.last!.setPriority(.high)
+            f.server.release("g")
+            for handle in handles { _ = try await handle.result }
+            let started = f.server.requests(path: "/files/p").compactMap { $0.query["n"] }
+            #expect(started == ["blocker", "veryHigh", "high", "late", "normal1", "normal2", "low"])
+        }
+    }
+
+    @Test func replaceOldestEvictsAndKeepsThePartial() async throws {
+        try await Fixture.with({
+            $0.maxConcurrentDownloads = 2
+            $0.overflowPolicy = .replaceOldest
+        }) { f in
+            let bytes = f.serve("e", count: 400_000)
+            f.serve("other", count: 10)
+            let oldest = try await f.manager.download(
+                f.request("/files/e?stall_after=100000&stall_times=1", to: "e", id: "oldest"))
+            let oldestEvents = oldest.events
+            await firstEvent(oldestEvents) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            let second = try await f.manager.download(f.request("/files/other?gate=g", to: "second"))
+            await f.server.waitForGateWaiters("g", count: 1)
+            let newcomer = try await f.manager.download(f.request("/files/other", to: "newcomer"))
+
+            let error = try #require(await failure(of: oldest))
+            #expect(error.code == .cancelled)
+            #expect(error.cancellationReason == .evicted)
+            _ = try await newcomer.result
+            let partial = try FileManager.default.attributesOfItem(atPath: f.file("e.haul-partial").path)
+            let kept = try #require(partial[.size] as? Int)
+            #expect(kept > 0)
+
+            // Adding it again resumes from the kept bytes.
+            f.server.release("g")
+            _ = try await second.result
+            _ = try await f.manager.download(
+                f.request("/files/e?stall_after=100000&stall_times=1", to: "e", id: "oldest")).result
+            #expect(f.contents("e") == bytes)
+            #expect(f.server.requests(path: "/files/e").last?.header("Range") == "bytes=\(kept)-")
+        }
+    }
+
+    @Test func sameIDOrDestinationJoinsOneTransfer() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("j", count: 5000)
+            let first = try await f.manager.download(f.request("/files/j?gate=g", to: "j", id: "one"))
+            let sameID = try await f.manager.download(f.request("/files/j?gate=g", to: "j", id: "one"))
+            let sameDestination = try await f.manager.download(f.request("/files/j?gate=g", to: "j", id: "two"))
+            await f.server.waitForGateWaiters("g", count: 1)
+            f.server.release("g")
+            let results = [try await first.result, try await sameID.result, try await sameDestination.result]
+            #expect(results.allSatisfy { $0.fileURL == f.file("j") })
+            #expect(f.server.requests(path: "/files/j").count == 1)
+            #expect(f.contents("j") == bytes)
+        }
+    }
+
+    @Test func duplicatesCanBeRefused() async throws {
+        try await Fixture.with({ $0.duplicatePolicy = .fail }) { f in
+            f.serve("d", count: 10)
+            let first = try await f.manager.download(f.request("/files/d?gate=g", to: "d"))
+            await #expect(throws: DownloadError.self) {
+                try await f.manager.download(f.request("/files/d?gate=g", to: "d"))
+            }
+            f.server.release("g")
+            _ = try await first.result
+        }
+    }
+
+    @Test func pauseKeepsThePartialAndResumeContinues() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("pr", count: 600_000)
+            let handle = try await f.manager.download(f.request("/files/pr?stall_after=200000&stall_times=1"))
+            let events = handle.events
+            await firstEvent(events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            await handle.pause()
+            await firstEvent(events) { event -> Bool? in
+                if case .paused = event { return true }
+                return nil
+            }
+            #expect(await f.manager.progress.paused == 1)
+            let kept = try #require(
+                try FileManager.default.attributesOfItem(atPath: f.file("pr.haul-partial").path)[.size] as? Int)
+            #expect(kept > 0)
+            await handle.resume()
+            _ = try await handle.result
+            #expect(f.contents("pr") == bytes)
+            #expect(f.server.requests(path: "/files/pr").last?.header("Range") == "bytes=\(kept)-")
+            #expect(f.listing() == ["pr"])
+        }
+    }
+
+    @Test func cancelDeletesThePartial() async throws {
+        try await Fixture.with { f in
+            f.serve("c", count: 600_000)
+            let handle = try await f.manager.download(f.request("/files/c?stall_after=200000"))
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            await f.manager.cancel(id: handle.id)
+            let error = try #require(await failure(of: handle))
+            #expect(error.cancellationReason == .userRequested)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func cancelAllStopsQueuedAndRunning() async throws {
+        try await Fixture.with({ $0.maxConcurrentDownloads = 2 }) { f in
+            f.serve("ca", count: 10)
+            var handles: [DownloadHandle] = []
+            for index in 0..<5 {
+                handles.append(try await f.manager.download(f.request("/files/ca?gate=g&n=\(index)", to: "ca\(index)")))
+            }
+            await f.server.waitForGateWaiters("g", count: 2)
+            await f.manager.cancelAll()
+            for handle in handles {
+                #expect(await failure(of: handle)?.code == .cancelled)
+            }
+            #expect(await f.manager.activeIDs.isEmpty)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func cancellingTheAwaitingTaskWithdrawsInterest() async throws {
+        try await Fixture.with { f in
+            f.serve("w", count: 10)
+            let handle = try await f.manager.download(f.request("/files/w?gate=g"))
+            let events = f.manager.events
+            await f.server.waitForGateWaiters("g", count: 1)
+            let waiter = Task { await failure(of: handle) }
+            waiter.cancel()
+            let error = await waiter.value
+            #expect(error?.cancellationReason == .noLongerWanted)
+            // Nobody else wanted it, so the transfer itself is cancelled.
+            let reason = await firstEvent(AsyncStream { continuation in
+                Task {
+                    for await event in events { continuation.yield(event.event) }
+                    continuation.finish()
+                }
+            }) { event -> DownloadError.CancellationReason? in
+                if case .cancelled(let reason) = event { return reason }
+                return nil
+            }
+            #expect(reason == .noLongerWanted)
+            #expect(await f.manager.activeIDs.isEmpty)
+        }
+    }
+
+    @Test func anotherCallersInterestKeepsTheTransferGoing() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("k", count: 1000)
+            let first = try await f.manager.download(f.request("/files/k?gate=g"))
+            let second = try await f.manager.download(f.request("/files/k?gate=g"))
+            await f.server.waitForGateWaiters("g", count: 1)
+            let waiter = Task { await failure(of: first) }
+            waiter.cancel()
+            #expect(await waiter.value?.cancellationReason == .noLongerWanted)
+            f.server.release("g")
+            _ = try await second.result
+            #expect(f.contents("k") == bytes)
+        }
+    }
+
+    @Test func managerEventsTellTheWholeStory() async throws {
+        try await Fixture.with { f in
+            f.serve("ev", count: 300_000)
+            let events = f.manager.events
+            let handle = try await f.manager.download(f.request("/files/ev"))
+            _ = try await handle.result
+            var kinds: [String] = []
+            for await event in events {
+                #expect(event.id == handle.id)
+                switch event.event {
+                case .queued: kinds.append("queued")
+                case .started: kinds.append("started")
+                case .progress: if kinds.last != "progress" { kinds.append("progress") }
+                case .completed: kinds.append("completed")
+                default: kinds.append("other")
+                }
+                if event.event.isTerminal { break }
+            }
+            #expect(kinds == ["queued", "started", "progress", "completed"])
+            let progress = handle.progress
+            #expect(progress.completedBytes == 300_000)
+            #expect(progress.fractionCompleted == 1)
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+/// A fault server, a manager with quick retries, and a fresh temporary directory.
+struct Fixture {
+    let server: FaultServer
+    let manager: DownloadManager
+    let directory: URL
+
+    static func testConfiguration() -> DownloadManager.Configuration {
+        var configuration = DownloadManager.Configuration()
+        configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50))
+        configuration.connectTimeout = .seconds(5)
+        configuration.idleTimeout = .seconds(10)
+        return configuration
+    }
+
+    /// Runs `body` with a fixture, shutting everything down afterwards.
+    static func with(
+        _ configure: (inout DownloadManager.Configuration) -> Void = { _ in },
+        _ body: (Fixture) async throws -> Void
+    ) async throws {
+        var configuration = testConfiguration()
+        configure(&configuration)
+        let server = try await FaultServer.start()
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("haul-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let fixture = Fixture(server: server, manager: DownloadManager(configuration: configuration), directory: directory)
+        do {
+            try await body(fixture)
+        } catch {
+            await fixture.close()
+            throw error
+        }
+        await fixture.close()
+    }
+
+    func close() async {
+        await manager.shutdown()
+        try? await server.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Registers `count` random bytes under `/files/<name>` and returns them.
+    @discardableResult
+    func serve(
+        _ name: String, count: Int, seed: UInt64 = 1, etag: ServedFile.ETag = .automatic,
+        lastModified: ServedFile.LastModified = .automatic
+    ) -> [UInt8] {
+        let bytes = FaultServer.randomBytes(count: count, seed: seed)
+        server.setFile(name, bytes, etag: etag, lastModified: lastModified)
+        return bytes
+    }
+
+    func file(_ name: String) -> URL { directory.appendingPathComponent(name) }
+
+    func request(
+        _ pathAndQuery: String, to name: String? = nil, id: DownloadID? = nil, priority: DownloadPriority = .normal,
+        expectedSize: Int64? = nil, checksum: Checksum? = nil
+    ) -> DownloadRequest {
+        DownloadRequest(
+            url: server.url(pathAndQuery), destination: .directory(directory, name: name), id: id,
+            priority: priority, expectedSize: expectedSize, checksum: checksum)
+    }
+
+    func contents(_ name: String) -> [UInt8]? {
+        FileManager.default.contents(atPath: file(name).path).map { [UInt8]($0) }
+    }
+
+    /// The names in the directory, sorted.
+    func listing() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+    }
+}
+
+/// Waits for the first event that `match` accepts; `nil` if the stream ends first.
+@discardableResult
+func firstEvent<T>(_ events: AsyncStream<DownloadEvent>, _ match: (DownloadEvent) -> T?) async -> T? {
+    for await event in events {
+        if let value = match(event) { return value }
+    }
+    return nil
+}
+
+/// The error a download ended with, or `nil` if it completed.
+func failure(of handle: DownloadHandle) async -> DownloadError? {
+    do {
+        _ = try await handle.result
+        return nil
+    } catch {
+        return error
+    }
+}

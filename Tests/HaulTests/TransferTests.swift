@@ -1,0 +1,337 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+@Suite("Transfer")
+struct TransferTests {
+    @Test func downloadsAFileAndLeavesNoPartial() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("a.bin", count: 300_000)
+            let handle = try await f.manager.download(f.request("/files/a.bin"))
+            let result = try await handle.result
+            #expect(result.fileURL == f.file("a.bin"))
+            #expect(result.byteCount == 300_000)
+            #expect(result.bytesTransferred == 300_000)
+            #expect(f.contents("a.bin") == bytes)
+            #expect(f.listing() == ["a.bin"])
+        }
+    }
+
+    @Test func fileDestinationAndChunkedBody() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("c", count: 200_000)
+            let target = f.file("chosen.dat")
+            let handle = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/c?chunked=1"), destination: .file(target)))
+            _ = try await handle.result
+            #expect(f.contents("chosen.dat") == bytes)
+        }
+    }
+
+    @Test func traversalInContentDispositionStaysInsideTheDirectory() async throws {
+        try await Fixture.with { f in
+            f.serve("t", count: 10)
+            let disposition = "attachment;%20filename=%22../../escape.txt%22"
+            let result = try await f.manager.download(f.request("/files/t?disposition=\(disposition)")).result
+            #expect(result.fileURL == f.file("escape.txt"))
+            #expect(f.listing() == ["escape.txt"])
+            #expect(!FileManager.default.fileExists(atPath: f.directory.deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("escape.txt").path))
+        }
+    }
+
+    @Test func clientErrorIsTypedNotRetriedAndNeverWritten() async throws {
+        try await Fixture.with { f in
+            let handle = try await f.manager.download(f.request("/status/404", to: "missing"))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .httpStatus)
+            #expect(error.statusCode == 404)
+            #expect(error.message.contains("404"))
+            #expect(f.server.statistics.totalRequests == 1)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func serverErrorsAreRetriedHonouringRetryAfter() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("flaky", count: 50_000)
+            let handle = try await f.manager.download(f.request("/files/flaky?fail=503&fail_times=2&retry_after=0"))
+            let events = handle.events
+            let result = try await handle.result
+            #expect(result.byteCount == 50_000)
+            #expect(f.contents("flaky") == bytes)
+            #expect(f.server.requests(path: "/files/flaky").count == 3)
+            var retries: [Int] = []
+            for await event in events {
+                if case .retrying(let attempt, let reason, _) = event {
+                    retries.append(attempt)
+                    #expect(reason.statusCode == 503)
+                }
+            }
+            #expect(retries == [1, 2])
+        }
+    }
+
+    @Test func persistentServerErrorFailsAfterTheRetries() async throws {
+        try await Fixture.with { f in
+            f.serve("down", count: 10)
+            let handle = try await f.manager.download(f.request("/files/down?fail=500"))
+            let error = try #require(await failure(of: handle))
+            #expect(error.statusCode == 500)
+            #expect(f.server.requests(path: "/files/down").count == 4)  // 1 + 3 retries
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func tooManyRequestsIsRetried() async throws {
+        try await Fixture.with { f in
+            f.serve("busy", count: 10)
+            _ = try await f.manager.download(f.request("/files/busy?fail=429&fail_times=1")).result
+            #expect(f.server.requests(path: "/files/busy").count == 2)
+        }
+    }
+
+    @Test func followsRedirectChains() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("target", count: 1000)
+            let result = try await f.manager.download(f.request("/redirect/3?to=%2Ffiles%2Ftarget", to: "out")).result
+            #expect(result.finalURL == f.server.url("/files/target"))
+            #expect(f.contents("out") == bytes)
+        }
+    }
+
+    @Test func detectsRedirectLoopsAndLongChains() async throws {
+        try await Fixture.with { f in
+            f.serve("target", count: 10)
+            let loop = try #require(await failure(of: try await f.manager.download(f.request("/loop/a", to: "x"))))
+            #expect(loop.code == .redirectLoop)
+            let long = try #require(
+                await failure(of: try await f.manager.download(f.request("/redirect/11?to=%2Ffiles%2Ftarget", to: "y"))))
+            #expect(long.code == .tooManyRedirects)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func resumesAfterResetsWithRangeAndIfRange() async throws {
+        try await Fixture.with { f in
+            let size = 4 << 20
+            let bytes = f.serve("big", count: size)
+            let etag = try #require(f.server.etag(forFile: "big"))
+            let result = try await f.manager.download(f.request("/files/big?reset_after=1000000&reset_times=2")).result
+            #expect(f.contents("big") == bytes)
+            let requests = f.server.requests(path: "/files/big")
+            #expect(requests.count == 3)
+            #expect(requests[0].header("Range") == nil)
+            for request in requests.dropFirst() {
+                let range = try #require(request.header("Range"))
+                #expect(range.hasPrefix("bytes=") && range != "bytes=0-")
+                #expect(request.header("If-Range") == etag)
+            }
+            #expect(Double(f.server.bytesServed(path: "/files/big")) <= Double(size) * 1.05)
+            #expect(result.bytesTransferred <= Int64(Double(size) * 1.05))
+        }
+    }
+
+    @Test func lastModifiedIsTheValidatorWhenThereIsNoStrongETag() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("lm", count: 1 << 20)
+            let lastModified = try #require(f.server.lastModified(forFile: "lm"))
+            _ = try await f.manager.download(f.request("/files/lm?weak_etag=1&reset_after=300000&reset_times=1")).result
+            #expect(f.contents("lm") == bytes)
+            let second = try #require(f.server.requests(path: "/files/lm").last)
+            #expect(second.header("If-Range") == lastModified)
+        }
+    }
+
+    @Test func withoutValidatorsARetryStartsFromZero() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("nv", count: 1 << 20, etag: .none, lastModified: .none)
+            _ = try await f.manager.download(f.request("/files/nv?reset_after=300000&reset_times=1")).result
+            #expect(f.contents("nv") == bytes)
+            let requests = f.server.requests(path: "/files/nv")
+            #expect(requests.count == 2)
+            #expect(requests.allSatisfy { $0.header("Range") == nil })
+        }
+    }
+
+    @Test func blindResumeIsAnExplicitOptIn() async throws {
+        try await Fixture.with({ $0.allowsBlindResume = true }) { f in
+            let bytes = f.serve("blind", count: 1 << 20, etag: .none, lastModified: .none)
+            _ = try await f.manager.download(f.request("/files/blind?reset_after=300000&reset_times=1")).result
+            #expect(f.contents("blind") == bytes)
+            let second = try #require(f.server.requests(path: "/files/blind").last)
+            #expect(second.header("Range") != nil)
+            #expect(second.header("If-Range") == nil)
+        }
+    }
+
+    @Test func serverIgnoringRangeMeansStartingOver() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("ir", count: 1 << 20)
+            _ = try await f.manager.download(f.request("/files/ir?ignore_range=1&reset_after=300000&reset_times=1")).result
+            #expect(f.contents("ir") == bytes)
+            #expect(f.server.requests(path: "/files/ir").last?.header("Range") != nil)
+        }
+    }
+
+    @Test func changedContentIsDownloadedWholeNeverSpliced() async throws {
+        try await Fixture.with { f in
+            f.serve("v", count: 1 << 20, seed: 1)
+            let handle = try await f.manager.download(f.request("/files/v?stall_after=400000&stall_times=1"))
+            let events = handle.events
+            await firstEvent(events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            await handle.pause()
+            let partial = f.file("v.haul-partial")
+            #expect(FileManager.default.fileExists(atPath: partial.path))
+            let newBytes = f.serve("v", count: 1 << 20, seed: 2)
+            await handle.resume()
+            _ = try await handle.result
+            #expect(f.contents("v") == newBytes)
+            let last = try #require(f.server.requests(path: "/files/v").last)
+            #expect(last.header("Range") != nil)  // asked to resume, got a 200 with the new content
+        }
+    }
+
+    @Test func unsatisfiableRangeOnACompletePartialIsDone() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("done", count: 100_000)
+            // A previous run wrote every byte but stopped before the rename.
+            let url = f.server.url("/files/done")
+            _ = FileManager.default.createFile(atPath: f.file("done.haul-partial").path, contents: Data(bytes))
+            let etag = try #require(f.server.etag(forFile: "done"))
+            try PartialMetadata(url: url.absoluteString, validator: .etag(etag), totalBytes: 100_000)
+                .save(to: f.file("done.haul-meta").path)
+
+            let result = try await f.manager.download(f.request("/files/done")).result
+            #expect(result.byteCount == 100_000)
+            #expect(f.contents("done") == bytes)
+            #expect(f.server.requests(path: "/files/done").first?.header("Range") == "bytes=100000-")
+            #expect(f.server.bytesServed(path: "/files/done") == 0)
+            #expect(f.listing() == ["done"])
+        }
+    }
+
+    @Test func lyingContentLengthFailsWithoutADestination() async throws {
+        try await Fixture.with { f in
+            f.serve("liar", count: 10_000)
+            let handle = try await f.manager.download(f.request("/files/liar?lie_length=500"))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .network)
+            #expect(!FileManager.default.fileExists(atPath: f.file("liar").path))
+        }
+    }
+
+    @Test func idleTimeoutRetriesAndResumes() async throws {
+        try await Fixture.with({ $0.idleTimeout = .milliseconds(300) }) { f in
+            let bytes = f.serve("stall", count: 500_000)
+            let handle = try await f.manager.download(f.request("/files/stall?stall_after=200000&stall_times=1"))
+            let events = handle.events
+            _ = try await handle.result
+            #expect(f.contents("stall") == bytes)
+            let reason = await firstEvent(events) { event -> DownloadError? in
+                if case .retrying(_, let reason, _) = event { return reason }
+                return nil
+            }
+            #expect(reason?.code == .timeout)
+            #expect(f.server.requests(path: "/files/stall").last?.header("Range") != nil)
+        }
+    }
+
+    @Test(arguments: Checksum.Algorithm.allCases)
+    func verifiesChecksums(algorithm: Checksum.Algorithm) async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("sum", count: 123_456)
+            let good = try Checksum(algorithm, hex: Self.digest(bytes, algorithm))
+            _ = try await f.manager.download(f.request("/files/sum", checksum: good)).result
+            #expect(f.contents("sum") == bytes)
+
+            let bad = try Checksum(algorithm, hex: String(repeating: "0", count: good.hex.count))
+            let error = try #require(await failure(of: try await f.manager.download(f.request("/files/sum", to: "bad", checksum: bad))))
+            #expect(error.code == .checksumMismatch)
+            #expect(error.message.contains(algorithm.rawValue))
+            #expect(f.listing() == ["sum"])
+        }
+    }
+
+    @Test func checksumIsRightAfterAResume() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("rs", count: 1 << 20)
+            let checksum = try Checksum(.sha256, hex: Self.digest(bytes, .sha256))
+            _ = try await f.manager.download(f.request("/files/rs?reset_after=400000&reset_times=1", checksum: checksum)).result
+            #expect(f.contents("rs") == bytes)
+        }
+    }
+
+    @Test func wrongExpectedSizeFails() async throws {
+        try await Fixture.with { f in
+            f.serve("sz", count: 1000)
+            let error = try #require(await failure(of: try await f.manager.download(f.request("/files/sz", expectedSize: 999))))
+            #expect(error.code == .sizeMismatch)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func downloadsIntoMemoryWithALimit() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("thumb", count: 20_000)
+            let ok = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/thumb"), destination: .memory(limit: 64_000))).result
+            #expect(ok.data.map { [UInt8]($0) } == bytes)
+            #expect(ok.fileURL == nil)
+
+            for query in ["", "?chunked=1"] {
+                let tooBig = try await f.manager.download(
+                    DownloadRequest(url: f.server.url("/files/thumb" + query), destination: .memory(limit: 10_000)))
+                let error = try #require(await failure(of: tooBig))
+                #expect(error.code == .tooLarge)
+            }
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func refusedConnectionIsANetworkError() async throws {
+        try await Fixture.with({ $0.retry.maxRetries = 1 }) { f in
+            let port = f.server.port
+            try await f.server.shutdown()
+            let handle = try await f.manager.download(
+                DownloadRequest(url: URL(string: "http://127.0.0.1:\(port)/x")!, destination: .directory(f.directory)))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .network || error.code == .timeout)
+        }
+    }
+
+    @Test func invalidRequestsAreRejectedUpFront() async throws {
+        try await Fixture.with { f in
+            await #expect(throws: DownloadError.self) {
+                try await f.manager.download(
+                    DownloadRequest(url: URL(string: "ftp://example.com/x")!, destination: .directory(f.directory)))
+            }
+            await #expect(throws: DownloadError.self) {
+                try await f.manager.download(
+                    DownloadRequest(url: f.server.url("/files/x"), destination: .directory(f.file("nope"))))
+            }
+        }
+    }
+
+    static func digest(_ bytes: [UInt8], _ algorithm: Checksum.Algorithm) -> String {
+        let tool = ["sha-256": "sha256sum", "sha-1": "sha1sum", "md5": "md5sum"][algorithm.rawValue]!
+        let input = FileManager.default.temporaryDirectory.appendingPathComponent("digest-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: input.path, contents: Data(bytes))
+        defer { try? FileManager.default.removeItem(at: input) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [tool, input.path]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try? process.run()
+        process.waitUntilExit()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        return String(output.prefix { $0 != " " })
+    }
+}
