@@ -62,6 +62,9 @@ public actor DownloadManager {
         client.connectionPool = HTTPClient.Configuration.ConnectionPool(
             idleTimeout: .seconds(60),
             concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
+        // Haul retries with its own policy; a refused connection should fail the attempt at
+        // once rather than be retried inside the pool until the connect timeout.
+        client.connectionPool.retryConnectionEstablishment = false
         client.decompression = .disabled
         self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
         self.threadPool = NIOThreadPool.singleton

@@ -25,7 +25,10 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         var sent = 0
         var limit: Int
         var chunkSize: Int
+        /// Bytes per second when trickling, else `nil`.
         var rate: Int?
+        /// Bytes that may still be written before the next rate tick (unlimited if no rate).
+        var budget = Int.max
         var ending: ResponsePlan.Ending
         var keepAlive: Bool
         var path: String
@@ -98,7 +101,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable, let job = self.job, job.rate == nil {
+        if context.channel.isWritable, self.job != nil {
             self.pump()
         }
         context.fireChannelWritabilityChanged()
@@ -174,6 +177,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
             path: request.target.path
         )
         if plan.rate != nil {
+            self.job?.budget = 0
             self.rateTick()
         } else {
             self.pump()
@@ -182,8 +186,9 @@ final class FaultConnectionHandler: ChannelInboundHandler {
 
     // MARK: - Body writing
 
-    /// Writes body slices while the channel is writable. Re-entrancy safe: a writability
-    /// change fired from inside `flush()` just makes the outer call loop again.
+    /// Writes body slices while the channel is writable (and, when trickling, while the
+    /// current 100 ms budget lasts). Re-entrancy safe: a writability change fired from inside
+    /// `flush()` just makes the outer call loop again.
     private func pump() {
         if self.pumping {
             self.pumpAgain = true
@@ -199,8 +204,8 @@ final class FaultConnectionHandler: ChannelInboundHandler {
 
     private func pumpOnce() {
         guard let context = self.context, self.job != nil else { return }
-        while let job = self.job, !job.isDone, context.channel.isWritable {
-            self.writeSlice(length: min(job.chunkSize, job.limit - job.sent), context: context)
+        while let job = self.job, !job.isDone, job.budget > 0, context.channel.isWritable {
+            self.writeSlice(length: min(job.chunkSize, job.limit - job.sent, job.budget), context: context)
         }
         context.flush()
         if let job = self.job, job.isDone {
@@ -208,20 +213,14 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Runs every 100 ms while a trickled body is being sent: refills the budget to
+    /// `rate / 10` bytes (unused budget does not accumulate) and writes.
     private func rateTick() {
         self.rateTimer = nil
         guard let context = self.context, let rate = self.job?.rate else { return }
-        var budget = max(1, rate / 10)
-        while budget > 0, let job = self.job, !job.isDone, context.channel.isWritable {
-            let length = min(budget, job.chunkSize, job.limit - job.sent)
-            self.writeSlice(length: length, context: context)
-            budget -= length
-        }
-        context.flush()
-        guard let job = self.job else { return }
-        if job.isDone {
-            self.bodyLimitReached()
-        } else {
+        self.job?.budget = max(1, rate / 10)
+        self.pump()
+        if self.job != nil {
             self.rateTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(100)) {
                 self.rateTick()
             }
@@ -233,6 +232,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         guard var job = self.job else { return }
         let slice = job.body.getSlice(at: job.body.readerIndex + job.sent, length: length)!
         job.sent += length
+        job.budget -= length
         self.job = job
         let core = self.core
         let path = job.path
@@ -244,6 +244,8 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     private func bodyLimitReached() {
         guard let context = self.context, let job = self.job else { return }
         self.job = nil
+        self.rateTimer?.cancel()
+        self.rateTimer = nil
         switch job.ending {
         case .complete:
             self.finishResponse(keepAlive: job.keepAlive)

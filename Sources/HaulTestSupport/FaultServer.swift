@@ -55,7 +55,8 @@ import NIOPosix
 ///   they have been written to the socket, then close abruptly with `SO_LINGER` 0 (TCP RST).
 ///   An RST may discard bytes still queued in the kernel, so a client sees *at most* N bytes
 ///   (exactly N for small N on loopback). `reset_fin=1` closes with a plain FIN instead, which
-///   always delivers all N bytes. Only GET requests answered 200/206 count.
+///   always delivers all N bytes. If N ≥ the body length the whole body is sent and the
+///   connection is then reset. Only GET requests answered 200/206 count.
 /// - `stall_after=N`, `stall_times=K`: send the head and N body bytes, then nothing more, keeping
 ///   the connection open (the request stays in flight) until the client closes it or the server
 ///   shuts down. Only GET requests answered 200/206 count. `reset_after` wins over
