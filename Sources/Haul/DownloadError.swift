@@ -98,16 +98,21 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public let cancellationReason: CancellationReason?
     /// The delay a server asked for with `Retry-After`, if any.
     let retryAfter: Duration?
+    /// Whether the failure was reaching the host at all (refused, unreachable, DNS,
+    /// connect timeout), which may mean the network is gone.
+    let isConnectivity: Bool
 
     init(
         _ code: Code,
         _ message: String,
         statusCode: Int? = nil,
         cancellationReason: CancellationReason? = nil,
-        retryAfter: Duration? = nil
+        retryAfter: Duration? = nil,
+        isConnectivity: Bool = false
     ) {
         self.code = code
         self.message = message
+        self.isConnectivity = isConnectivity
         self.statusCode = statusCode
         self.cancellationReason = cancellationReason
         self.retryAfter = retryAfter

@@ -11,6 +11,11 @@ public enum DownloadEvent: Sendable {
     case retrying(attempt: Int, reason: DownloadError, delay: Duration)
     /// The download was paused; its partial file is kept.
     case paused
+    /// The download's host cannot be reached and a probe failed too: the download waits,
+    /// without spending retries, until the host answers again.
+    case networkLost(host: String)
+    /// The host answers again; the download queues for a slot and resumes.
+    case networkRestored(host: String)
     /// The download finished and was verified.
     case completed(DownloadResult)
     /// The download failed for good.

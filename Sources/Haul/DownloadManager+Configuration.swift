@@ -41,6 +41,16 @@ extension DownloadManager {
         public var allowsBlindResume = false
         /// The `User-Agent` header.
         public var userAgent = "Haul/0.1"
+        /// How long to wait before first probing a host that could not be reached. Default 1 second.
+        public var networkProbeDelay: Duration = .seconds(1)
+        /// The longest wait between two probes of an unreachable host. Default 30 seconds.
+        public var maxNetworkProbeDelay: Duration = .seconds(30)
+        /// How often a manager with a journal looks for commands from other processes and
+        /// for newly queued jobs. Default 250 milliseconds.
+        public var journalPollInterval: Duration = .milliseconds(250)
+        /// How many queued jobs a manager with a journal keeps in memory at once; the rest
+        /// stay on disk. Default 256.
+        public var admissionWindow = 256
 
         /// The default configuration.
         public init() {}

@@ -18,7 +18,9 @@ import NIOPosix
 ///
 /// At most ``Configuration/maxConcurrentDownloads`` downloads hold a slot, and at most
 /// ``Configuration/maxConnectionsPerHost`` of them talk to one host. A request whose ID
-/// or destination matches an active download joins it. Call ``shutdown()`` when done.
+/// or destination matches an active download joins it. With a ``Journal``, every
+/// download is recorded durably and can be resumed by a later process. Call
+/// ``shutdown()`` when done.
 public actor DownloadManager {
     /// An event of one of the manager's downloads.
     public struct Event: Sendable {
@@ -30,11 +32,17 @@ public actor DownloadManager {
 
     /// The configuration the manager was made with.
     public nonisolated let configuration: Configuration
+    /// The journal the manager records downloads in, if any.
+    public nonisolated let journal: Journal?
 
     let client: HTTPClient
     let threadPool: NIOThreadPool
     let logger: Logger
     private let managerEvents = EventBroadcaster<Event>()
+    private let journalWriter: JournalWriter?
+    private let reachability: HostReachability
+    private let connectivity: (any ConnectivityMonitor)?
+    private let me = ProcessIdentity.current
 
     private var jobs: [DownloadID: Job] = [:]
     private var jobsByPath: [String: DownloadID] = [:]
@@ -45,20 +53,39 @@ public actor DownloadManager {
     private var subscriberCounter: UInt64 = 0
     private var finished = AggregateProgress()
     private var isShutDown = false
+    private var background: [Task<Void, Never>] = []
+    private var admitting = false
+    /// Whether the journal may hold queued jobs of this manager not yet in memory.
+    private var journalMayHaveWork = false
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Creates a manager.
     ///
     /// - Parameters:
     ///   - configuration: Slots, policies, timeouts and retries.
+    ///   - journal: Where to record downloads durably; `nil` keeps them in memory only.
+    ///   - connectivityMonitor: The platform's view of the network, if it has one.
     ///   - logger: Where the manager logs, at `debug` and below only. Logs nothing by default.
-    public init(configuration: Configuration = Configuration(), logger: Logger? = nil) {
+    public init(
+        configuration: Configuration = Configuration(),
+        journal: Journal? = nil,
+        connectivityMonitor: (any ConnectivityMonitor)? = nil,
+        logger: Logger? = nil
+    ) {
         self.configuration = configuration
-        self.logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.journal = journal
+        self.connectivity = connectivityMonitor
+        let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger
+        self.journalWriter = journal.map { JournalWriter(journal: $0, logger: logger) }
+        self.reachability = HostReachability(
+            initialDelay: configuration.networkProbeDelay, maxDelay: configuration.maxNetworkProbeDelay,
+            timeout: configuration.connectTimeout)
         var client = HTTPClient.Configuration()
         client.redirectConfiguration = .disallow
         client.timeout = HTTPClient.Configuration.Timeout(
-            connect: .nanoseconds(Int64(Self.nanoseconds(configuration.connectTimeout))),
-            read: .nanoseconds(Int64(Self.nanoseconds(configuration.idleTimeout))))
+            connect: .nanoseconds(Self.nanoseconds(configuration.connectTimeout)),
+            read: .nanoseconds(Self.nanoseconds(configuration.idleTimeout)))
         client.connectionPool = HTTPClient.Configuration.ConnectionPool(
             idleTimeout: .seconds(60),
             concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
@@ -74,17 +101,17 @@ public actor DownloadManager {
 
     /// Adds a download, or joins the active one with the same ID or destination.
     ///
+    /// With a journal, a request whose ID has an unfinished journal entry continues from
+    /// its partial file.
+    ///
     /// - Returns: A handle to await the result, watch events and control the download.
     /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL or destination;
     ///   ``DownloadError/Code/duplicate`` when joining is turned off.
     public func download(_ request: DownloadRequest) throws(DownloadError) -> DownloadHandle {
-        guard !isShutDown else { throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown) }
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = request.url.host, !host.isEmpty
-        else {
-            throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
+        guard !isShutDown else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
-        let paths = try PartialPaths(destination: request.destination, url: request.url)
+        let (paths, endpoint) = try Self.validate(request)
         if let existing = jobs[request.id] ?? paths.flatMap({ jobsByPath[$0.partial] }).flatMap({ jobs[$0] }) {
             guard configuration.duplicatePolicy == .join else {
                 throw DownloadError(
@@ -94,17 +121,92 @@ public actor DownloadManager {
             if case .paused = existing.phase { resume(existing) }
             return makeHandle(for: existing)
         }
-        let port = request.url.port ?? (scheme == "https" ? 443 : 80)
-        let job = Job(
-            core: JobCore(id: request.id, managerEvents: managerEvents), request: request, paths: paths,
-            hostKey: "\(host.lowercased()):\(port)")
-        job.core.meter.reset(completed: 0, total: request.expectedSize)
-        jobs[request.id] = job
-        if let paths { jobsByPath[paths.partial] = request.id }
+        startBackgroundWork()
+        var journaled: TransferOperation.JournaledProgress?
+        if let journalWriter, var record = JobRecord(request: request, paths: paths) {
+            if let previous = try? journalWriter.journal.record(request.id), previous.state.isUnfinished,
+                previous.partialPath == record.partialPath, previous.url == record.url
+            {
+                journaled = .init(committed: previous.bytesCommitted, bootID: previous.bootID)
+            }
+            record.owner = me
+            record.session = me
+            journalWriter.submit(.upsert(record))
+        }
+        let job = add(request, paths: paths, endpoint: endpoint)
+        job.journaled = journaled
         let handle = makeHandle(for: job)
         enqueue(job)
         schedule()
         return handle
+    }
+
+    /// Queues many downloads without handles, for long lists: they are written to the
+    /// journal and admitted a window at a time, so memory stays flat however many there
+    /// are. Follow them through ``events`` and wait with ``waitUntilIdle()``.
+    ///
+    /// Without a journal this falls back to ``download(_:)`` for each request.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
+    ///   nothing is queued then.
+    public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
+        guard let journal else {
+            for request in requests { _ = try download(request) }
+            return
+        }
+        var records: [JobRecord] = []
+        records.reserveCapacity(requests.count)
+        var checkedDirectories: Set<String> = []
+        for request in requests {
+            let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
+            if let paths { checkedDirectories.insert(paths.directory.path) }
+            guard var record = JobRecord(request: request, paths: paths) else {
+                _ = try download(request)
+                continue
+            }
+            record.session = me
+            records.append(record)
+        }
+        startBackgroundWork()
+        try await journal.insert(records, session: me)
+        journalMayHaveWork = true
+        await admit()
+    }
+
+    /// Takes over every unfinished job in the journal that no live process is running or
+    /// about to run, and queues it here; returns how many. `haul resume` is built on this.
+    @discardableResult
+    public func resumeUnfinished() async throws(DownloadError) -> Int {
+        guard let journal else { return 0 }
+        startBackgroundWork()
+        await journalWriter?.flush()
+        let count = try journal.adoptUnfinished(session: me)
+        journalMayHaveWork = true
+        await admit()
+        return count
+    }
+
+    private func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
+        let job = Job(
+            core: JobCore(id: request.id, managerEvents: managerEvents), request: request, paths: paths,
+            endpoint: endpoint)
+        job.core.meter.reset(completed: 0, total: request.expectedSize)
+        jobs[request.id] = job
+        if let paths { jobsByPath[paths.partial] = request.id }
+        return job
+    }
+
+    private static func validate(_ request: DownloadRequest, skippingDirectoryCheckFor checked: Set<String> = [])
+        throws(DownloadError) -> (PartialPaths?, HostReachability.Endpoint)
+    {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = request.url.host, !host.isEmpty
+        else {
+            throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
+        }
+        let paths = try PartialPaths(destination: request.destination, url: request.url, checkedDirectories: checked)
+        let port = request.url.port ?? (scheme == "https" ? 443 : 80)
+        return (paths, HostReachability.Endpoint(host: host, port: port))
     }
 
     private func makeHandle(for job: Job) -> DownloadHandle {
@@ -134,7 +236,7 @@ public actor DownloadManager {
     }
 
     /// Pauses every download, keeping their partial files, and returns once none is
-    /// running any more.
+    /// running any more and the journal records them as paused.
     public func pauseAll() async {
         var stopping: [Task<Void, Never>] = []
         for job in Array(jobs.values) {
@@ -142,6 +244,7 @@ public actor DownloadManager {
             stop(job, intent: .pause)
         }
         for task in stopping { await task.value }
+        await journalWriter?.flush()
     }
 
     /// Resumes a paused download: it queues for a slot and continues from its partial file.
@@ -176,18 +279,28 @@ public actor DownloadManager {
             case .queued: total.queued += 1
             case .running: total.running += 1
             case .paused: total.paused += 1
+            case .waiting: total.waiting += 1
             }
         }
         total.totalBytes = knownTotal
         return total
     }
 
-    /// IDs of the downloads that are queued, running or paused.
+    /// IDs of the downloads that are queued, running, waiting or paused in this manager.
     public var activeIDs: [DownloadID] { jobs.keys.sorted() }
 
-    /// Stops everything: running downloads are interrupted with their partial files kept,
-    /// waiting callers get ``DownloadError/CancellationReason/shutdown``, and the HTTP
-    /// client is closed. Call it once, when done with the manager.
+    /// Returns once nothing is queued, running or waiting for the network, here or in the
+    /// journal for this manager. Paused downloads do not count.
+    public func waitUntilIdle() async {
+        await admit()
+        guard !isIdle else { return }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// Stops everything: running downloads are interrupted with their partial files kept
+    /// (the journal records them as paused), waiting callers get
+    /// ``DownloadError/CancellationReason/shutdown``, and the HTTP client is closed. Call
+    /// it once, when done with the manager.
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
@@ -197,8 +310,17 @@ public actor DownloadManager {
             stop(job, intent: .cancel(.shutdown))
         }
         for task in tasks { await task.value }
+        for task in background { task.cancel() }
+        await reachability.shutdown()
+        if let journalWriter {
+            journalWriter.submit(.release(owner: me))
+            await journalWriter.close()
+        }
         try? await client.shutdown()
         managerEvents.finish()
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     // MARK: - Interest
@@ -237,6 +359,10 @@ public actor DownloadManager {
             guard let id = queue.dequeue(where: { hasHostCapacity(for: $0) }), let job = jobs[id] else { break }
             start(job)
         }
+        if journalMayHaveWork, queue.count < configuration.admissionWindow / 2 {
+            Task { await self.admit() }
+        }
+        checkIdle()
         guard configuration.overflowPolicy == .replaceOldest, runningCount >= configuration.maxConcurrentDownloads
         else { return }
         // Make room for every queued download that has no slot being freed for it yet.
@@ -253,7 +379,7 @@ public actor DownloadManager {
 
     private func hasHostCapacity(for id: DownloadID) -> Bool {
         guard let job = jobs[id] else { return true }
-        return hostCounts[job.hostKey, default: 0] < configuration.maxConnectionsPerHost
+        return hostCounts[job.endpoint.key, default: 0] < configuration.maxConnectionsPerHost
     }
 
     private func start(_ job: Job) {
@@ -261,11 +387,17 @@ public actor DownloadManager {
         startCounter += 1
         job.startOrder = startCounter
         runningCount += 1
-        hostCounts[job.hostKey, default: 0] += 1
+        hostCounts[job.endpoint.key, default: 0] += 1
         let generation = job.generation
+        let checkpointer = journalWriter.flatMap { writer in
+            job.paths.map { _ in Checkpointer(id: job.id.rawValue, writer: writer, meter: job.core.meter) }
+        }
+        journalWriter?.submit(.started(id: job.id.rawValue, owner: me))
         let operation = TransferOperation(
             request: job.request, paths: job.paths, client: client, threadPool: threadPool,
-            configuration: configuration, core: job.core, logger: logger)
+            configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
+            journaled: job.journaled, reachability: reachability, endpoint: job.endpoint)
+        job.journaled = nil
         job.core.emit(.started)
         let id = job.id
         job.phase = .running(
@@ -278,8 +410,8 @@ public actor DownloadManager {
     private func transferEnded(id: DownloadID, generation: Int, outcome: TransferOutcome) {
         guard let job = jobs[id], job.generation == generation, job.isRunning else { return }
         runningCount -= 1
-        hostCounts[job.hostKey, default: 1] -= 1
-        if hostCounts[job.hostKey] == 0 { hostCounts[job.hostKey] = nil }
+        hostCounts[job.endpoint.key, default: 1] -= 1
+        if hostCounts[job.endpoint.key] == 0 { hostCounts[job.endpoint.key] = nil }
         let intent = job.stopIntent
         job.stopIntent = nil
         switch (outcome, intent) {
@@ -289,11 +421,15 @@ public actor DownloadManager {
             finishCancelled(job, reason: reason)
         case (.failed(let error), _):
             finish(job, .failure(error))
-        case (.interrupted, .pause):
-            job.phase = .paused
-            job.core.emit(.paused)
+        case (.interrupted, .pause), (.waitingForNetwork, .pause):
+            markPaused(job)
+        case (.waitingForNetwork, _):
+            wait(job)
+            moveQueuedJobsToWaiting(for: job.endpoint.key)
+            Task { await self.reachability.markDown(job.endpoint) }
         case (.interrupted, .requeue), (.interrupted, nil):
             enqueue(job)
+            record(job, .queued)
         }
         schedule()
     }
@@ -305,13 +441,12 @@ public actor DownloadManager {
             if case .cancel = job.stopIntent { return }
             job.stopIntent = intent
             task.cancel()
-        case .queued, .paused:
+        case .queued, .paused, .waiting:
             switch intent {
             case .pause:
-                guard case .queued = job.phase else { return }
+                if case .paused = job.phase { return }
                 queue.remove(job.id)
-                job.phase = .paused
-                job.core.emit(.paused)
+                markPaused(job)
             case .requeue:
                 return
             case .cancel(let reason):
@@ -319,16 +454,18 @@ public actor DownloadManager {
                 finishCancelled(job, reason: reason)
             }
         }
+        checkIdle()
     }
 
     private func resume(_ job: Job) {
         switch job.phase {
         case .paused:
             enqueue(job)
+            record(job, .queued)
             schedule()
         case .running:
             if job.stopIntent == .pause { job.stopIntent = .requeue }
-        case .queued:
+        case .queued, .waiting:
             break
         }
     }
@@ -342,27 +479,177 @@ public actor DownloadManager {
         }
     }
 
-    private func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason) {
-        // Eviction and shutdown keep the partial so the download can resume later.
-        if reason != .evicted && reason != .shutdown, let paths = job.paths { PartialFile.remove(paths) }
-        finish(job, .failure(.cancelled(reason, id: job.id)))
+    private func markPaused(_ job: Job) {
+        job.phase = .paused
+        job.core.emit(.paused)
+        record(job, .paused)
     }
 
-    private func finish(_ job: Job, _ outcome: Result<DownloadResult, DownloadError>) {
+    // MARK: - Network loss
+
+    private func wait(_ job: Job) {
+        job.phase = .waiting
+        job.core.emit(.networkLost(host: job.endpoint.host))
+        record(job, .waiting)
+    }
+
+    private func moveQueuedJobsToWaiting(for key: String) {
+        for job in jobs.values where job.endpoint.key == key {
+            guard case .queued = job.phase else { continue }
+            queue.remove(job.id)
+            wait(job)
+        }
+    }
+
+    private func hostRestored(_ key: String) {
+        for job in jobs.values where job.endpoint.key == key {
+            guard case .waiting = job.phase else { continue }
+            job.core.emit(.networkRestored(host: job.endpoint.host))
+            enqueue(job)
+            record(job, .queued)
+        }
+        schedule()
+    }
+
+    // MARK: - Finishing
+
+    private func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason) {
+        // Eviction and shutdown keep the partial so the download can resume later.
+        let keepsPartial = reason == .evicted || reason == .shutdown
+        if !keepsPartial, let paths = job.paths { PartialFile.remove(paths) }
+        if reason == .shutdown {
+            record(job, .paused)
+        } else {
+            record(job, .cancelled, errorCode: reason == .evicted ? "evicted" : "cancelled", error: reason.rawValue)
+        }
+        finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
+    }
+
+    private func finish(_ job: Job, _ outcome: Result<DownloadResult, DownloadError>, journaled: Bool = false) {
         jobs[job.id] = nil
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
         queue.remove(job.id)
-        let progress = job.core.meter.snapshot()
         switch outcome {
         case .success(let result):
             finished.completed += 1
             finished.completedBytes += result.byteCount
             finished.totalBytes = (finished.totalBytes ?? 0) + result.byteCount
-        case .failure:
+            journalWriter?.submit(
+                .completed(id: job.id.rawValue, bytes: result.byteCount, finalURL: result.finalURL.absoluteString))
+        case .failure(let error):
             finished.failed += 1
-            _ = progress
+            if !journaled {
+                // A full disk pauses the job in the journal: `haul resume` continues it.
+                record(job, error.code == .diskFull ? .paused : .failed, errorCode: error.code.description, error: error.message)
+            }
         }
         job.core.finish(outcome)
+        checkIdle()
+    }
+
+    private func record(_ job: Job, _ state: JobState, errorCode: String? = nil, error: String? = nil) {
+        guard job.paths != nil else { return }
+        journalWriter?.submit(.state(id: job.id.rawValue, state, errorCode: errorCode, error: error))
+    }
+
+    // MARK: - Journal admission and remote control
+
+    /// Starts the journal poll and the network watchers, once.
+    private func startBackgroundWork() {
+        guard background.isEmpty, !isShutDown else { return }
+        let restored = reachability.restored
+        background.append(
+            Task { [weak self] in
+                for await key in restored { await self?.hostRestored(key) }
+            })
+        if let connectivity {
+            let reachability = self.reachability
+            background.append(
+                Task {
+                    for await status in connectivity.statusUpdates() where status == .satisfied {
+                        await reachability.probeAllNow()
+                    }
+                })
+        }
+        if journal != nil {
+            let interval = configuration.journalPollInterval
+            background.append(
+                Task { [weak self] in
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: interval) } catch { return }
+                        await self?.pollJournal()
+                    }
+                })
+        }
+    }
+
+    /// Applies commands other processes left for this manager's jobs, and admits jobs
+    /// queued for it.
+    private func pollJournal() async {
+        guard let journal, let journalWriter, !isShutDown else { return }
+        if let commands = try? await journal.commands(for: me) {
+            for (id, command) in commands {
+                journalWriter.submit(.clearCommand(id: id.rawValue))
+                guard let job = jobs[id] else { continue }
+                switch command {
+                case "pause": stop(job, intent: .pause)
+                case "cancel": stop(job, intent: .cancel(.userRequested))
+                case "resume": resume(job)
+                default: logger.debug("unknown journal command", metadata: ["id": "\(id)", "command": "\(command)"])
+                }
+            }
+        }
+        journalMayHaveWork = true
+        await admit()
+    }
+
+    /// Moves queued journal jobs of this manager into memory, up to the admission window.
+    private func admit() async {
+        guard let journal, !admitting, !isShutDown, journalMayHaveWork else {
+            checkIdle()
+            return
+        }
+        admitting = true
+        defer {
+            admitting = false
+            checkIdle()
+        }
+        await journalWriter?.flush()
+        while !isShutDown, queue.count < configuration.admissionWindow {
+            let wanted = configuration.admissionWindow - queue.count
+            guard let records = try? await journal.claim(limit: wanted, session: me) else { break }
+            for record in records where jobs[DownloadID(record.id)] == nil {
+                guard let request = try? record.request(), let (paths, endpoint) = try? Self.validate(request)
+                else {
+                    journalWriter?.submit(
+                        .state(id: record.id, .failed, errorCode: "invalidRequest", error: "the journal entry is invalid"))
+                    continue
+                }
+                let job = add(request, paths: paths, endpoint: endpoint)
+                job.journaled = .init(committed: record.bytesCommitted, bootID: record.bootID)
+                enqueue(job)
+            }
+            schedule()
+            if records.count < wanted {
+                journalMayHaveWork = false
+                break
+            }
+        }
+    }
+
+    private var isIdle: Bool {
+        guard !admitting, !journalMayHaveWork || isShutDown else { return false }
+        return jobs.values.allSatisfy { job in
+            if case .paused = job.phase { return true }
+            return false
+        }
+    }
+
+    private func checkIdle() {
+        guard !idleWaiters.isEmpty, isIdle else { return }
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

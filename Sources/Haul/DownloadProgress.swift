@@ -41,6 +41,8 @@ public struct AggregateProgress: Sendable, Hashable {
     public var running = 0
     /// Paused downloads.
     public var paused = 0
+    /// Downloads waiting for their host to answer again.
+    public var waiting = 0
     /// Completed downloads.
     public var completed = 0
     /// Failed or cancelled downloads.

@@ -237,6 +237,10 @@ actor ProgressRenderer {
             rows[id]?.status = .retrying(until: .now + delay, attempt: attempt, reason: reason.message)
         case .paused:
             rows[id]?.status = .paused
+        case .networkLost:
+            rows[id]?.status = .paused
+        case .networkRestored:
+            rows[id]?.status = .queued
         case .completed(let result):
             finishedFiles += 1
             finishedBytes += result.byteCount
@@ -268,6 +272,10 @@ actor ProgressRenderer {
             line = "retrying \(url): attempt \(attempt) in \(Format.elapsed(delay)): \(reason.message)"
         case .paused:
             line = "paused \(url)"
+        case .networkLost(let host):
+            line = "network lost \(url): waiting for \(host) to answer"
+        case .networkRestored(let host):
+            line = "network restored \(url): \(host) answers again"
         case .completed(let result):
             let path = result.fileURL?.path ?? "memory"
             line = "completed \(url) -> \(path) (\(Format.bytes(result.byteCount)))"
@@ -315,6 +323,12 @@ actor ProgressRenderer {
             object["delay"] = .double(Format.seconds(delay))
         case .paused:
             object = self.object("paused", id: id)
+        case .networkLost(let host):
+            object = self.object("networkLost", id: id)
+            object["host"] = .string(host)
+        case .networkRestored(let host):
+            object = self.object("networkRestored", id: id)
+            object["host"] = .string(host)
         case .completed(let result):
             object = self.object("completed", id: id)
             object["path"] = result.fileURL.map { .string($0.path) } ?? .null

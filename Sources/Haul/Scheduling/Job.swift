@@ -6,6 +6,8 @@ final class Job {
         case queued
         case running(Task<Void, Never>)
         case paused
+        /// Its host cannot be reached; it queues again when the host answers.
+        case waiting
     }
 
     /// What to do when a running transfer has been stopped.
@@ -18,8 +20,8 @@ final class Job {
     let core: JobCore
     var request: DownloadRequest
     let paths: PartialPaths?
-    /// `host:port`, the key of the per-host cap.
-    let hostKey: String
+    /// The host and port, whose key is that of the per-host cap.
+    let endpoint: HostReachability.Endpoint
     var phase: Phase = .queued
     var stopIntent: StopIntent?
     /// Bumped at each start, so a late report from an old transfer is ignored.
@@ -28,12 +30,14 @@ final class Job {
     var startOrder: UInt64 = 0
     /// Handles that still want the result.
     var subscribers: Set<UInt64> = []
+    /// What the journal knew of the partial file before this process started the job.
+    var journaled: TransferOperation.JournaledProgress?
 
-    init(core: JobCore, request: DownloadRequest, paths: PartialPaths?, hostKey: String) {
+    init(core: JobCore, request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) {
         self.core = core
         self.request = request
         self.paths = paths
-        self.hostKey = hostKey
+        self.endpoint = endpoint
     }
 
     var id: DownloadID { request.id }

@@ -17,7 +17,7 @@ struct PartialPaths: Hashable, Sendable {
     static let metadataSuffix = ".haul-meta"
 
     /// Paths for `destination`, or `nil` for memory destinations.
-    init?(destination: DownloadDestination, url: URL) throws(DownloadError) {
+    init?(destination: DownloadDestination, url: URL, checkedDirectories: Set<String> = []) throws(DownloadError) {
         let baseName: String
         switch destination {
         case .memory:
@@ -46,8 +46,9 @@ struct PartialPaths: Hashable, Sendable {
             }
         }
         var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory),
-            isDirectory.boolValue
+        guard checkedDirectories.contains(directory.path)
+            || (FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory)
+                && isDirectory.boolValue)
         else {
             throw .invalid("directory \(directory.path) does not exist: create it first")
         }

@@ -49,6 +49,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     private let carriedDigest: ContentDigest?
     private let core: JobCore
     private let threadPool: NIOThreadPool
+    private let checkpointer: Checkpointer?
     private let state = NIOLockedValueBox(State())
 
     /// The largest error body read before the connection is dropped instead.
@@ -62,7 +63,8 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         algorithm: Checksum.Algorithm?,
         carriedDigest: ContentDigest?,
         core: JobCore,
-        threadPool: NIOThreadPool
+        threadPool: NIOThreadPool,
+        checkpointer: Checkpointer?
     ) {
         self.plan = plan
         self.sink = sink
@@ -72,6 +74,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         self.carriedDigest = carriedDigest
         self.core = core
         self.threadPool = threadPool
+        self.checkpointer = checkpointer
     }
 
     /// What happened, once the request has ended and ``drained()`` has returned.
@@ -106,6 +109,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 }
             }
             core.meter.reset(completed: offset, total: total)
+            checkpointer?.describe(
+                validator: Validator(
+                    etag: head.headers.first(name: "ETag"), lastModified: head.headers.first(name: "Last-Modified"))
+                    ?? plan.validator,
+                total: total)
         }
         state.withLockedValue { state in
             state.outcome.status = status
@@ -131,9 +139,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 validator: Validator(etag: head.headers.first(name: "ETag"),
                                      lastModified: head.headers.first(name: "Last-Modified")),
                 totalBytes: total)
+            let checkpointer = self.checkpointer
             let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
                 try file.truncate(to: 0)
                 try metadata.save(to: paths.metadata)
+                checkpointer?.synced(upTo: 0)
             }
             return recordingFailure(of: future, task: task)
         default:
@@ -188,9 +198,14 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         case .write(let offset, let digest):
             guard case .file(let file, _) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
             let core = self.core
+            let checkpointer = self.checkpointer
             let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
                 try file.write(buffer, at: offset)
                 digest?.update(buffer)
+                if let checkpointer, checkpointer.wrote(count) {
+                    try file.sync()
+                    checkpointer.synced(upTo: offset + Int64(count))
+                }
             }.map { [state] in
                 state.withLockedValue { $0.outcome.bytesWritten += Int64(count) }
                 core.received(count)

@@ -11,6 +11,8 @@ enum TransferOutcome: Sendable {
     case failed(DownloadError)
     /// The Swift task was cancelled (pause, cancel, eviction); the partial is intact.
     case interrupted
+    /// The host could not be reached, nor probed: wait for the network.
+    case waitingForNetwork
 }
 
 /// Runs one download to its end: attempts, redirects, resume, retries, verification and
@@ -24,15 +26,54 @@ struct TransferOperation: Sendable {
     let configuration: DownloadManager.Configuration
     let core: JobCore
     let logger: Logger
+    /// Records progress in the journal, when there is one.
+    let checkpointer: Checkpointer?
+    /// What the journal knew of the partial file when this run began.
+    let journaled: JournaledProgress?
+    /// Probes hosts after connection failures.
+    let reachability: HostReachability
+    /// The request's host and port.
+    let endpoint: HostReachability.Endpoint
+
+    /// A journal's view of a partial file, from before this process started the job.
+    struct JournaledProgress: Sendable {
+        /// Bytes the journal knows are on stable storage.
+        var committed: Int64
+        /// The machine boot during which they were recorded.
+        var bootID: String?
+
+        /// How much of a partial file of `length` bytes can be trusted.
+        ///
+        /// In the same boot the kernel still holds every byte any process wrote, so the
+        /// file's length is right even if the writer was killed before syncing. After a
+        /// reboot only the bytes the journal recorded after an fsync can be trusted.
+        func trustedLength(of length: Int64, currentBoot: String?) -> Int64 {
+            if let bootID, let currentBoot, bootID == currentBoot { return length }
+            return min(length, committed)
+        }
+    }
 
     func run() async -> TransferOutcome {
         var retries = 0
         var digest: ContentDigest?
+        var journaled = self.journaled
         while true {
             do {
-                return .completed(try await attempt(carrying: &digest))
+                // The journal's view only matters before this process first touches the file.
+                let known = journaled
+                journaled = nil
+                return .completed(try await attempt(carrying: &digest, journaled: known))
             } catch {
                 if Task.isCancelled { return .interrupted }
+                if error.isConnectivity {
+                    // Is it the host, or the network? A failed probe means wait, without
+                    // spending retries, until the host answers again.
+                    let down = await reachability.isDown(endpoint.key)
+                    if down { return .waitingForNetwork }
+                    let answered = await HostReachability.probe(endpoint, timeout: configuration.connectTimeout)
+                    if Task.isCancelled { return .interrupted }
+                    if !answered { return .waitingForNetwork }
+                }
                 guard error.isRetryable, retries < configuration.retry.maxRetries else {
                     logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
                     removeEmptyPartial()
@@ -43,6 +84,7 @@ struct TransferOperation: Sendable {
                 logger.debug(
                     "retrying", metadata: ["id": "\(request.id)", "retry": "\(retries)", "error": "\(error)"])
                 core.emit(.retrying(attempt: retries, reason: error, delay: delay))
+                checkpointer?.attempted(retries)
                 do { try await Task.sleep(for: delay) } catch { return .interrupted }
             }
         }
@@ -58,14 +100,33 @@ struct TransferOperation: Sendable {
 
     // MARK: - One attempt
 
-    private func attempt(carrying digest: inout ContentDigest?) async throws(DownloadError) -> DownloadResult {
+    private func attempt(carrying digest: inout ContentDigest?, journaled: JournaledProgress?)
+        async throws(DownloadError) -> DownloadResult
+    {
         guard let paths else { return try await attemptInMemory(carrying: &digest) }
         let file = try await io { () throws(DownloadError) in try PartialFile(path: paths.partial) }
         do {
+            if let journaled {
+                try await io { () throws(DownloadError) in
+                    let length = try file.length()
+                    let trusted = journaled.trustedLength(of: length, currentBoot: ProcessIdentity.bootID)
+                    if trusted < length { try file.truncate(to: trusted) }
+                    try file.sync()
+                    checkpointer?.synced(upTo: trusted)
+                }
+            }
             let result = try await transfer(into: file, paths: paths, carrying: &digest)
             file.close()
             return result
         } catch {
+            // Whatever reached the file is made durable and recorded, so a pause or a
+            // retry loses nothing.
+            if let checkpointer {
+                try? await io { () throws(DownloadError) in
+                    try file.sync()
+                    checkpointer.synced(upTo: try file.length())
+                }
+            }
             file.close()
             throw error
         }
@@ -178,7 +239,7 @@ struct TransferOperation: Sendable {
             let delegate = TransferDelegate(
                 plan: plan, sink: sink, requestURL: request.url, expectedSize: request.expectedSize,
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
-                threadPool: threadPool)
+                threadPool: threadPool, checkpointer: checkpointer)
             let transportError = await send(url: url, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
@@ -310,7 +371,8 @@ struct TransferOperation: Sendable {
         if let client = error as? HTTPClientError {
             switch client {
             case .connectTimeout:
-                return DownloadError(.timeout, "could not connect to \(host) within the connect timeout")
+                return DownloadError(
+                    .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
             case .readTimeout, .deadlineExceeded:
                 return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
             case .remoteConnectionClosed:
@@ -321,7 +383,8 @@ struct TransferOperation: Sendable {
         }
         if let connection = error as? NIOConnectionError {
             if connection.dnsAError != nil || connection.dnsAAAAError != nil {
-                return DownloadError(.network, "cannot resolve host \(connection.host): check the name and your DNS")
+                return DownloadError(
+                    .network, "cannot resolve host \(connection.host): check the name and your DNS", isConnectivity: true)
             }
             if let first = connection.connectionErrors.first?.error {
                 return translateSocketError(first, host: "\(connection.host):\(connection.port)", url: url)
@@ -334,11 +397,12 @@ struct TransferOperation: Sendable {
         if let io = error as? IOError {
             switch io.errnoCode {
             case ECONNREFUSED:
-                return DownloadError(.network, "connection refused by \(host): is the server running?")
+                return DownloadError(
+                    .network, "connection refused by \(host): is the server running?", isConnectivity: true)
             case ECONNRESET, EPIPE:
                 return DownloadError(.network, "\(url.absoluteString): connection reset by the server")
             case ENETUNREACH, EHOSTUNREACH:
-                return DownloadError(.network, "\(host) is unreachable: check the network")
+                return DownloadError(.network, "\(host) is unreachable: check the network", isConnectivity: true)
             case ETIMEDOUT:
                 return DownloadError(.timeout, "\(host) did not answer in time")
             default:
@@ -346,7 +410,8 @@ struct TransferOperation: Sendable {
             }
         }
         if let channel = error as? ChannelError, case .connectTimeout = channel {
-            return DownloadError(.timeout, "could not connect to \(host) within the connect timeout")
+            return DownloadError(
+                .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
         }
         return DownloadError(.network, "\(url.absoluteString): \(error)")
     }

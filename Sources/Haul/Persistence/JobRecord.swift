@@ -1,0 +1,128 @@
+import Foundation
+import GRDB
+
+/// One row of the journal's `job` table.
+struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "job"
+
+    var id: String
+    var url: String
+    var finalURL: String?
+    /// `file` (destinationPath is the file) or `directory` (destinationPath is the folder).
+    var destinationKind: String
+    var destinationPath: String
+    var destinationName: String?
+    var partialPath: String
+    var state: JobState
+    var priority: Int
+    var attempts: Int
+    /// Bytes of the partial file known to be on stable storage.
+    var bytesCommitted: Int64
+    var totalBytes: Int64?
+    /// The validator, as `etag:VALUE` or `last-modified:VALUE`.
+    var validator: String?
+    var expectedSize: Int64?
+    /// `ALGORITHM=HEX`.
+    var checksum: String?
+    /// JSON array of `[name, value]` pairs.
+    var headers: String?
+    var lastError: String?
+    var createdAt: Date
+    var updatedAt: Date
+    var finishedAt: Date?
+    // Added by migration v2.
+    /// The process that owns the job while it is queued or running in that process.
+    var owner: Int32?
+    /// The process that should run the job: the one that added or adopted it.
+    var session: Int32?
+    /// The boot of the machine that last checkpointed the job (see ``ProcessIdentity``).
+    var bootID: String?
+    /// A command left by another process: `pause`, `cancel` or `resume`.
+    var command: String?
+    var errorCode: String?
+    var bytesPerSecond: Double
+
+    enum Columns {
+        static let id = Column(CodingKeys.id)
+        static let state = Column(CodingKeys.state)
+        static let priority = Column(CodingKeys.priority)
+        static let owner = Column(CodingKeys.owner)
+        static let session = Column(CodingKeys.session)
+        static let command = Column(CodingKeys.command)
+        static let bytesCommitted = Column(CodingKeys.bytesCommitted)
+        static let updatedAt = Column(CodingKeys.updatedAt)
+    }
+
+    /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
+    init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
+        guard let paths else { return nil }
+        id = request.id.rawValue
+        url = request.url.absoluteString
+        finalURL = nil
+        switch request.destination {
+        case .file(let file):
+            destinationKind = "file"
+            destinationPath = file.path
+            destinationName = nil
+        case .directory(let directory, let name):
+            destinationKind = "directory"
+            destinationPath = directory.path
+            destinationName = name
+        case .memory:
+            return nil
+        }
+        partialPath = paths.partial
+        state = .queued
+        priority = request.priority.rawValue
+        attempts = 0
+        bytesCommitted = 0
+        totalBytes = request.expectedSize
+        validator = nil
+        expectedSize = request.expectedSize
+        checksum = request.checksum?.description
+        headers = request.headers.isEmpty ? nil : Self.encode(headers: request.headers)
+        lastError = nil
+        createdAt = now
+        updatedAt = now
+        finishedAt = nil
+        owner = nil
+        session = nil
+        bootID = nil
+        command = nil
+        errorCode = nil
+        bytesPerSecond = 0
+    }
+
+    /// The request this record describes.
+    func request() throws(DownloadError) -> DownloadRequest {
+        guard let url = URL(string: url) else { throw .invalid("journal entry \(id) has a bad URL '\(self.url)'") }
+        let destination: DownloadDestination =
+            destinationKind == "file"
+            ? .file(URL(fileURLWithPath: destinationPath))
+            : .directory(URL(fileURLWithPath: destinationPath), name: destinationName)
+        return DownloadRequest(
+            url: url, destination: destination, id: DownloadID(id),
+            priority: DownloadPriority(rawValue: priority) ?? .normal, expectedSize: expectedSize,
+            checksum: try checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
+            headers: headers.map(Self.decode(headers:)) ?? [])
+    }
+
+    static func encode(headers: [(name: String, value: String)]) -> String {
+        let pairs = headers.map { [$0.name, $0.value] }
+        let data = (try? JSONSerialization.data(withJSONObject: pairs)) ?? Data("[]".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func decode(headers: String) -> [(name: String, value: String)] {
+        guard let pairs = try? JSONSerialization.jsonObject(with: Data(headers.utf8)) as? [[String]] else { return [] }
+        return pairs.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+    }
+
+    static func encode(validator: Validator?) -> String? {
+        switch validator {
+        case .etag(let value): "etag:" + value
+        case .lastModified(let value): "last-modified:" + value
+        case nil: nil
+        }
+    }
+}

@@ -1,0 +1,59 @@
+public import Foundation
+
+/// A journaled download as `haul list` shows it.
+public struct JobSnapshot: Sendable, Hashable, Codable {
+    /// The download's ID.
+    public var id: DownloadID
+    /// The requested URL.
+    public var url: String
+    /// Where the job stands.
+    public var state: JobState
+    /// The priority, as ``DownloadPriority/rawValue``.
+    public var priority: Int
+    /// Bytes known to be on disk.
+    public var bytes: Int64
+    public var totalBytes: Int64?
+    /// The last measured rate, in bytes per second; 0 unless running.
+    public var bytesPerSecond: Double
+    /// The destination file, or the directory when the name is not known yet.
+    public var destination: String
+    /// Retries made so far.
+    public var attempts: Int
+    /// The last error's code (see ``DownloadError/Code``), if any.
+    public var errorCode: String?
+    /// The last error's message, if any.
+    public var error: String?
+    /// When the job was first added.
+    public var createdAt: Date
+    /// When the job last changed.
+    public var updatedAt: Date
+    /// When the job completed, failed or was cancelled.
+    public var finishedAt: Date?
+
+    /// A short name for the download: the file name.
+    public var name: String { (destination as NSString).lastPathComponent }
+
+    init(_ record: JobRecord) {
+        id = DownloadID(record.id)
+        url = record.url
+        state = record.state
+        priority = record.priority
+        bytes = record.bytesCommitted
+        totalBytes = record.totalBytes
+        bytesPerSecond = record.state == .running ? record.bytesPerSecond : 0
+        if record.destinationKind == "file" {
+            destination = record.destinationPath
+        } else {
+            let name =
+                record.destinationName
+                ?? String((record.partialPath as NSString).lastPathComponent.dropLast(PartialPaths.partialSuffix.count))
+            destination = (record.destinationPath as NSString).appendingPathComponent(name)
+        }
+        attempts = record.attempts
+        errorCode = record.errorCode
+        error = record.lastError
+        createdAt = record.createdAt
+        updatedAt = record.updatedAt
+        finishedAt = record.finishedAt
+    }
+}

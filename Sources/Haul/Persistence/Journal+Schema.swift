@@ -1,0 +1,47 @@
+import GRDB
+
+extension Journal {
+    /// The journal's schema, built by named migrations. Never edit a shipped migration:
+    /// add a new one.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: jobs") { db in
+            try db.create(table: "job") { table in
+                table.primaryKey("id", .text)
+                table.column("url", .text).notNull()
+                table.column("finalURL", .text)
+                table.column("destinationKind", .text).notNull()
+                table.column("destinationPath", .text).notNull()
+                table.column("destinationName", .text)
+                table.column("partialPath", .text).notNull()
+                table.column("state", .text).notNull()
+                table.column("priority", .integer).notNull()
+                table.column("attempts", .integer).notNull().defaults(to: 0)
+                table.column("bytesCommitted", .integer).notNull().defaults(to: 0)
+                table.column("totalBytes", .integer)
+                table.column("validator", .text)
+                table.column("expectedSize", .integer)
+                table.column("checksum", .text)
+                table.column("headers", .text)
+                table.column("lastError", .text)
+                table.column("createdAt", .datetime).notNull()
+                table.column("updatedAt", .datetime).notNull()
+                table.column("finishedAt", .datetime)
+            }
+            try db.create(index: "job_by_state", on: "job", columns: ["state", "priority"])
+        }
+        migrator.registerMigration("v2: ownership and remote control") { db in
+            try db.alter(table: "job") { table in
+                table.add(column: "owner", .integer)
+                table.add(column: "session", .integer)
+                table.add(column: "bootID", .text)
+                table.add(column: "command", .text)
+                table.add(column: "errorCode", .text)
+                table.add(column: "bytesPerSecond", .double).notNull().defaults(to: 0)
+            }
+            try db.create(index: "job_commands", on: "job", columns: ["owner"], condition: Column("command") != nil)
+            try db.create(index: "job_admission", on: "job", columns: ["session", "state", "priority"])
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,310 @@
+import Foundation
+public import GRDB
+
+/// The durable record of every download: an SQLite database (WAL mode) that survives
+/// crashes, and through which several `haul` processes share and control jobs.
+///
+/// A ``DownloadManager`` given a journal records each download's state, resume offset
+/// (only bytes already fsynced) and errors, admits queued jobs from it a window at a time,
+/// and obeys commands other processes leave in it.
+///
+/// ```swift
+/// let journal = try Journal(path: Journal.defaultPath)
+/// let manager = DownloadManager(journal: journal)
+/// ```
+public final class Journal: Sendable {
+    /// The database. Tests may pass any GRDB `DatabaseWriter`.
+    public let writer: any DatabaseWriter
+
+    /// `$XDG_STATE_HOME/haul/journal.sqlite`, else `~/.local/state/haul/journal.sqlite`.
+    public static var defaultPath: String {
+        let environment = ProcessInfo.processInfo.environment
+        let base: String
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            base = state
+        } else {
+            let home = environment["HOME"] ?? NSHomeDirectory()
+            base = (home as NSString).appendingPathComponent(".local/state")
+        }
+        return (base as NSString).appendingPathComponent("haul/journal.sqlite")
+    }
+
+    /// Opens (creating if needed) the journal at `path`, creating its directory, and
+    /// brings its schema up to date.
+    public convenience init(path: String) throws(DownloadError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw DownloadError(.fileSystem, "cannot create the journal's directory \(directory): \(error.localizedDescription)")
+        }
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            Journal.registerFunctions(db)
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw DownloadError(.fileSystem, "cannot open the journal \(path): \(error)")
+        }
+        try self.init(writer: pool)
+    }
+
+    /// Uses `writer` as the journal and brings its schema up to date.
+    ///
+    /// The writer's connections must have the journal's SQL functions: open it with a
+    /// configuration passed through ``prepare(_:)``.
+    public init(writer: any DatabaseWriter) throws(DownloadError) {
+        self.writer = writer
+        do {
+            try Self.migrator.migrate(writer)
+        } catch {
+            throw DownloadError(.fileSystem, "cannot update the journal's schema: \(error)")
+        }
+    }
+
+    /// Adds what the journal needs to a GRDB configuration for a writer you open yourself.
+    public static func prepare(_ configuration: inout Configuration) {
+        configuration.prepareDatabase { db in Journal.registerFunctions(db) }
+    }
+
+    static func registerFunctions(_ db: Database) {
+        db.add(
+            function: DatabaseFunction("haul_alive", argumentCount: 1, pure: false) { values in
+                guard let pid = Int32.fromDatabaseValue(values[0]) else { return false }
+                return ProcessIdentity.isAlive(pid)
+            })
+    }
+
+    // MARK: - Reading
+
+    /// Every job, oldest first; optionally only those in `states`.
+    public func jobs(in states: Set<JobState>? = nil) throws(DownloadError) -> [JobSnapshot] {
+        try read { db in
+            var request = JobRecord.all().order(sql: "rowid")
+            if let states { request = request.filter(states.map(\.rawValue).contains(JobRecord.Columns.state)) }
+            return try request.fetchAll(db).map(JobSnapshot.init)
+        }
+    }
+
+    /// The job with `id`, if any.
+    public func job(_ id: DownloadID) throws(DownloadError) -> JobSnapshot? {
+        try read { db in try JobRecord.fetchOne(db, key: id.rawValue).map(JobSnapshot.init) }
+    }
+
+    func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {
+        try read { db in try JobRecord.fetchOne(db, key: id.rawValue) }
+    }
+
+    // MARK: - Control from any process
+
+    /// What a control call did.
+    public enum ControlResult: Sendable, Equatable {
+        /// No job has that ID.
+        case notFound
+        /// The job was already in a state where the call changes nothing.
+        case unchanged(JobState)
+        /// The job was changed directly.
+        case applied
+        /// The process running the job was asked; it acts within a second.
+        case requested
+    }
+
+    /// Pauses a job: directly when no live process owns it, else by asking its owner.
+    @discardableResult
+    public func pause(_ id: DownloadID) throws(DownloadError) -> ControlResult {
+        try control(id, command: "pause") { record in
+            guard record.state == .queued || record.state == .running || record.state == .waiting else { return false }
+            record.state = .paused
+            return true
+        }
+    }
+
+    /// Cancels a job and deletes its partial file (directly, or through its owner).
+    @discardableResult
+    public func cancel(_ id: DownloadID) throws(DownloadError) -> ControlResult {
+        let result = try control(id, command: "cancel") { record in
+            guard record.state.isUnfinished else { return false }
+            record.state = .cancelled
+            record.finishedAt = Date()
+            record.lastError = "cancelled"
+            record.errorCode = "cancelled"
+            return true
+        }
+        if result == .applied, let record = try record(id) { Self.removePartial(at: record.partialPath) }
+        return result
+    }
+
+    /// Queues a failed, cancelled or paused job again, resuming from its partial file.
+    @discardableResult
+    public func retry(_ id: DownloadID) throws(DownloadError) -> ControlResult {
+        try write { db -> ControlResult in
+            guard var record = try JobRecord.fetchOne(db, key: id.rawValue) else { return .notFound }
+            guard record.state != .completed, record.state != .running, record.state != .queued else {
+                return .unchanged(record.state)
+            }
+            if let owner = record.owner, owner != ProcessIdentity.current, ProcessIdentity.isAlive(owner),
+                record.state == .paused || record.state == .waiting
+            {
+                record.command = "resume"
+                try record.update(db)
+                return .requested
+            }
+            record.state = .queued
+            record.owner = nil
+            record.attempts = 0
+            record.lastError = nil
+            record.errorCode = nil
+            record.finishedAt = nil
+            record.updatedAt = Date()
+            try record.update(db)
+            return .applied
+        }
+    }
+
+    /// Queues, for process `session`, every unfinished job no live process owns or waits
+    /// to run; returns how many.
+    func adoptUnfinished(session: Int32) throws(DownloadError) -> Int {
+        try write { db in
+            try db.execute(
+                sql: """
+                    UPDATE job SET state = 'queued', owner = NULL, session = ?, command = NULL, updatedAt = ?
+                    WHERE state IN ('queued', 'running', 'paused', 'waiting')
+                      AND (owner IS NULL OR NOT haul_alive(owner))
+                      AND (session IS NULL OR session = ? OR NOT haul_alive(session))
+                    """, arguments: [session, Date(), session])
+            return db.changesCount
+        }
+    }
+
+    /// Adds or takes over many jobs at once for process `session`, in one transaction.
+    func insert(_ records: [JobRecord], session: Int32) async throws(DownloadError) {
+        do {
+            try await writer.write { db in
+                for var record in records {
+                    record.owner = nil
+                    record.session = session
+                    try JournalWriter.upsert(record, in: db)
+                }
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// Takes up to `limit` queued jobs of `session` that no process runs yet, by priority
+    /// then age, and marks them owned by it.
+    func claim(limit: Int, session: Int32) async throws(DownloadError) -> [JobRecord] {
+        do {
+            return try await writer.write { db in
+                let records = try JobRecord.fetchAll(
+                    db,
+                    sql: """
+                        SELECT * FROM job WHERE session = ? AND state = 'queued' AND owner IS NULL
+                        ORDER BY priority DESC, rowid LIMIT ?
+                        """, arguments: [session, limit])
+                for record in records {
+                    try db.execute(sql: "UPDATE job SET owner = ? WHERE id = ?", arguments: [session, record.id])
+                }
+                return records
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// Commands other processes left for jobs owned by `owner`.
+    func commands(for owner: Int32) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
+        do {
+            return try await writer.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT id, command FROM job WHERE owner = ? AND command IS NOT NULL", arguments: [owner]
+                ).map { (DownloadID($0["id"] as String), $0["command"] as String) }
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// What ``clean()`` removed.
+    public struct CleanReport: Sendable, Equatable {
+        /// Finished rows deleted.
+        public var rows = 0
+        /// Partial files (and their metadata) deleted because no unfinished job uses them.
+        public var partialFiles = 0
+    }
+
+    /// Deletes finished rows, and partial files in the jobs' directories that no unfinished
+    /// job uses.
+    public func clean() throws(DownloadError) -> CleanReport {
+        var report = CleanReport()
+        let (directories, live): (Set<String>, Set<String>) = try write { db in
+            let records = try JobRecord.fetchAll(db)
+            let directories = Set(records.map { ($0.partialPath as NSString).deletingLastPathComponent })
+            let live = Set(records.filter { $0.state.isUnfinished }.map(\.partialPath))
+            report.rows = try JobRecord.filter(
+                [JobState.completed, .failed, .cancelled].map(\.rawValue).contains(JobRecord.Columns.state)
+            ).deleteAll(db)
+            return (directories, live)
+        }
+        for directory in directories {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for name in names where name.hasSuffix(PartialPaths.partialSuffix) {
+                let path = (directory as NSString).appendingPathComponent(name)
+                if !live.contains(path) {
+                    Self.removePartial(at: path)
+                    report.partialFiles += 1
+                }
+            }
+        }
+        return report
+    }
+
+    private func control(
+        _ id: DownloadID, command: String, direct: @escaping (inout JobRecord) -> Bool
+    ) throws(DownloadError) -> ControlResult {
+        try write { db -> ControlResult in
+            guard var record = try JobRecord.fetchOne(db, key: id.rawValue) else { return .notFound }
+            guard record.state.isUnfinished else { return .unchanged(record.state) }
+            if let owner = record.owner, owner != ProcessIdentity.current, ProcessIdentity.isAlive(owner) {
+                record.command = command
+                try record.update(db)
+                return .requested
+            }
+            let before = record.state
+            guard direct(&record) else { return .unchanged(before) }
+            record.owner = nil
+            record.command = nil
+            record.updatedAt = Date()
+            try record.update(db)
+            return .applied
+        }
+    }
+
+    static func removePartial(at partialPath: String) {
+        let base = String(partialPath.dropLast(PartialPaths.partialSuffix.count))
+        try? FileManager.default.removeItem(atPath: partialPath)
+        try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix)
+    }
+
+    // MARK: - Access
+
+    func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+        do { return try writer.read(body) } catch { throw Self.failure(error) }
+    }
+
+    func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+        do { return try writer.write(body) } catch { throw Self.failure(error) }
+    }
+
+    static func failure(_ error: any Error) -> DownloadError {
+        if let error = error as? DownloadError { return error }
+        if let database = error as? DatabaseError, database.resultCode == .SQLITE_FULL {
+            return DownloadError(.diskFull, "the journal's disk is full: free some space and run haul resume")
+        }
+        return DownloadError(.fileSystem, "journal error: \(error)")
+    }
+}

@@ -1,0 +1,90 @@
+import NIOCore
+import NIOPosix
+
+/// Tracks hosts that cannot be reached, probing each with backoff until it answers.
+///
+/// A probe is a plain TCP connect to the host's port, closed at once. Restored hosts are
+/// announced on ``restored``.
+actor HostReachability {
+    /// A host and port, with the key the scheduler uses for it.
+    struct Endpoint: Hashable, Sendable {
+        let host: String
+        let port: Int
+        var key: String { "\(host.lowercased()):\(port)" }
+    }
+
+    nonisolated let restored: AsyncStream<String>
+    private let restoredContinuation: AsyncStream<String>.Continuation
+    private var probes: [String: (endpoint: Endpoint, task: Task<Void, Never>)] = [:]
+    private let initialDelay: Duration
+    private let maxDelay: Duration
+    private let timeout: Duration
+
+    init(initialDelay: Duration, maxDelay: Duration, timeout: Duration) {
+        (restored, restoredContinuation) = AsyncStream.makeStream(of: String.self)
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+        self.timeout = timeout
+    }
+
+    /// Whether `key` is currently considered down.
+    func isDown(_ key: String) -> Bool { probes[key] != nil }
+
+    /// Marks `endpoint` down and starts probing it, unless that is already happening.
+    func markDown(_ endpoint: Endpoint) {
+        guard probes[endpoint.key] == nil else { return }
+        startProbing(endpoint, after: initialDelay)
+    }
+
+    /// Probes every down host now (the platform says the network came back).
+    func probeAllNow() {
+        for (_, probe) in probes {
+            probe.task.cancel()
+            startProbing(probe.endpoint, after: .zero)
+        }
+    }
+
+    /// Stops all probing.
+    func shutdown() {
+        for (_, probe) in probes { probe.task.cancel() }
+        probes = [:]
+        restoredContinuation.finish()
+    }
+
+    private func startProbing(_ endpoint: Endpoint, after firstDelay: Duration) {
+        let (initial, maximum, timeout) = (initialDelay, maxDelay, self.timeout)
+        let task = Task {
+            var delay = firstDelay
+            while !Task.isCancelled {
+                if delay > .zero {
+                    do { try await Task.sleep(for: delay) } catch { return }
+                }
+                if await Self.probe(endpoint, timeout: timeout) {
+                    self.hostAnswered(endpoint.key)
+                    return
+                }
+                delay = min(max(delay * 2, initial), maximum)
+            }
+        }
+        probes[endpoint.key] = (endpoint, task)
+    }
+
+    private func hostAnswered(_ key: String) {
+        guard probes.removeValue(forKey: key) != nil else { return }
+        restoredContinuation.yield(key)
+    }
+
+    /// Whether a TCP connection to `endpoint` can be made within `timeout`.
+    static func probe(_ endpoint: Endpoint, timeout: Duration) async -> Bool {
+        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(.nanoseconds(nanoseconds))
+        do {
+            let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+            try? await channel.close()
+            return true
+        } catch {
+            return false
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import NIOConcurrencyHelpers
+
+/// Decides when a partial file is fsynced, and records in the journal how many of its
+/// bytes are then safe. The journal never claims bytes the disk may not hold.
+///
+/// A checkpoint falls due once a second or every 8 MiB, whichever comes first; the
+/// fsync and the record happen on the I/O pool, after the write, never on the event loop.
+final class Checkpointer: Sendable {
+    static let interval: Duration = .seconds(1)
+    static let byteInterval: Int64 = 8 << 20
+
+    private struct State {
+        var lastSync: ContinuousClock.Instant
+        var unsynced: Int64 = 0
+        var validator: String?
+        var total: Int64?
+    }
+
+    let id: String
+    private let writer: JournalWriter
+    private let meter: ProgressMeter
+    private let state: NIOLockedValueBox<State>
+
+    init(id: String, writer: JournalWriter, meter: ProgressMeter) {
+        self.id = id
+        self.writer = writer
+        self.meter = meter
+        state = NIOLockedValueBox(State(lastSync: .now))
+    }
+
+    /// Records what the current response says about the content.
+    func describe(validator: Validator?, total: Int64?) {
+        state.withLockedValue { state in
+            if let validator { state.validator = JobRecord.encode(validator: validator) }
+            if let total { state.total = total }
+        }
+    }
+
+    /// Counts `count` freshly written bytes; returns whether a sync is due.
+    func wrote(_ count: Int) -> Bool {
+        let now = ContinuousClock.now
+        return state.withLockedValue { state in
+            state.unsynced += Int64(count)
+            return state.unsynced >= Self.byteInterval || now - state.lastSync >= Self.interval
+        }
+    }
+
+    /// Records that retry number `retry` is about to start.
+    func attempted(_ retry: Int) {
+        writer.submit(.attempt(id: id, retry))
+    }
+
+    /// Records that the first `bytes` bytes of the partial are on stable storage.
+    func synced(upTo bytes: Int64) {
+        let (validator, total) = state.withLockedValue { state in
+            state.unsynced = 0
+            state.lastSync = .now
+            return (state.validator, state.total)
+        }
+        writer.submit(
+            .checkpoint(
+                id: id, bytes: bytes, total: total, validator: validator,
+                bytesPerSecond: meter.snapshot().bytesPerSecond, bootID: ProcessIdentity.bootID))
+    }
+}

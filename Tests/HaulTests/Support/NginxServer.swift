@@ -1,0 +1,412 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A real nginx on 127.0.0.1, for interoperability tests.
+///
+/// Each server runs from a fresh temporary directory with its own configuration, pid file,
+/// logs and temp paths, on a free port, serving ``root``. Put files there with
+/// ``write(_:at:modified:)``. The locations are:
+///
+/// - `/slow/`: rate-limited to 256 KiB/s for requests *without* a `Range` header, so a
+///   first request is still running when a test pauses it; requests with `Range` (resumes)
+///   are served at full speed, from the same URL.
+/// - `/slow-lm/`: the same, with `etag off`, so the only validator is `Last-Modified`.
+/// - everything else: plain static files at full speed, with nginx's strong ETag.
+///
+/// The access log records each request's `Range` and `If-Range`, the status, the body
+/// bytes sent and the validators sent back; read it with ``accessLog()`` or wait for an
+/// entry with ``logEntry(where:)``.
+///
+/// nginx is `/usr/sbin/nginx`, else the first `nginx` on `PATH`; the `HAUL_NGINX`
+/// environment variable overrides both. When there is none, ``isAvailable`` is false and
+/// ``start()`` throws ``Failure/notInstalled``.
+final class NginxServer: Sendable {
+    enum Failure: Error, CustomStringConvertible {
+        case notInstalled
+        case failedToStart(String)
+        case logTimeout(String)
+
+        var description: String {
+            switch self {
+            case .notInstalled: "nginx is not installed: run .ci/run or apt-get install nginx"
+            case .failedToStart(let detail): "nginx did not start: \(detail)"
+            case .logTimeout(let detail): "no matching access log entry: \(detail)"
+            }
+        }
+    }
+
+    /// One line of the access log.
+    struct LogEntry: Decodable, Sendable, CustomStringConvertible {
+        let method: String
+        let path: String
+        let status: Int
+        /// `$body_bytes_sent`: body bytes written to the socket.
+        let bodyBytesSent: Int
+        /// The request's `Range` header.
+        let range: String?
+        /// The request's `If-Range` header.
+        let ifRange: String?
+        /// The response's `ETag`, `Last-Modified` and `Content-Range` headers.
+        let etag: String?
+        let lastModified: String?
+        let contentRange: String?
+        /// Whether nginx finished sending the response (`$request_completion`).
+        let completed: Bool
+
+        private enum CodingKeys: String, CodingKey {
+            case method, path, status, bodyBytesSent, range, ifRange, etag, lastModified, contentRange, completion
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            func optional(_ key: CodingKeys) throws -> String? {
+                let value = try container.decode(String.self, forKey: key)
+                return value.isEmpty ? nil : value
+            }
+            method = try container.decode(String.self, forKey: .method)
+            path = try container.decode(String.self, forKey: .path)
+            status = try container.decode(Int.self, forKey: .status)
+            bodyBytesSent = try container.decode(Int.self, forKey: .bodyBytesSent)
+            range = try optional(.range)
+            ifRange = try optional(.ifRange)
+            etag = try optional(.etag)
+            lastModified = try optional(.lastModified)
+            contentRange = try optional(.contentRange)
+            completed = try container.decode(String.self, forKey: .completion) == "OK"
+        }
+
+        var description: String {
+            "\(method) \(path) \(status) \(bodyBytesSent)B range=\(range ?? "-") if-range=\(ifRange ?? "-")"
+                + " etag=\(etag ?? "-") last-modified=\(lastModified ?? "-")"
+        }
+    }
+
+    /// The nginx executable, if there is one.
+    static let executable: String? = locateExecutable()
+
+    /// Whether nginx is installed; gate suites with `.enabled(if: NginxServer.isAvailable, …)`.
+    static var isAvailable: Bool { executable != nil }
+
+    /// The port nginx listens on, on 127.0.0.1.
+    let port: Int
+    /// The temporary directory holding everything: removed by ``stop()``.
+    let directory: URL
+    /// The directory nginx serves.
+    let root: URL
+    private let process: Process
+    private let exit: ExitSignal
+    private let accessLogPath: String
+    private let errorLogPath: String
+
+    private init(
+        port: Int, directory: URL, process: Process, exit: ExitSignal
+    ) {
+        self.port = port
+        self.directory = directory
+        self.root = directory.appendingPathComponent("root")
+        self.process = process
+        self.exit = exit
+        self.accessLogPath = directory.appendingPathComponent("logs/access.log").path
+        self.errorLogPath = directory.appendingPathComponent("logs/error.log").path
+    }
+
+    // MARK: - Lifecycle
+
+    /// Starts nginx and returns once it accepts connections.
+    ///
+    /// - Throws: ``Failure/notInstalled`` without nginx; ``Failure/failedToStart(_:)`` with
+    ///   nginx's error log when it exits or is not listening within 10 seconds.
+    static func start() async throws -> NginxServer {
+        guard let executable else { throw Failure.notInstalled }
+        var lastFailure = Failure.failedToStart("no attempt")
+        // The free port can be taken between probing and nginx's bind: try a few.
+        for _ in 0..<5 {
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
+            do {
+                let server = try await launch(executable: executable, port: try freePort(), directory: directory)
+                if let server { return server }
+                lastFailure = .failedToStart("the port was taken")
+            } catch {
+                try? FileManager.default.removeItem(at: directory)
+                throw error
+            }
+            try? FileManager.default.removeItem(at: directory)
+        }
+        throw lastFailure
+    }
+
+    /// Runs `body` with a started server, stopping it afterwards whatever happens.
+    static func with<T>(_ body: (NginxServer) async throws -> T) async throws -> T {
+        let server = try await start()
+        do {
+            let value = try await body(server)
+            await server.stop()
+            return value
+        } catch {
+            await server.stop()
+            throw error
+        }
+    }
+
+    /// Stops nginx (SIGTERM, then SIGKILL if it lingers for 5 seconds), waits for it to
+    /// exit and removes its directory.
+    func stop() async {
+        let pid = process.processIdentifier
+        if process.isRunning {
+            kill(pid, SIGTERM)
+            let exit = self.exit
+            DispatchQueue.global().asyncAfter(deadline: .now() + 5) {
+                if !exit.hasExited { kill(pid, SIGKILL) }
+            }
+        }
+        await exit.wait()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Returns `nil` when nginx could not bind `port`, so the caller tries another.
+    private static func launch(executable: String, port: Int, directory: URL) async throws -> NginxServer? {
+        let files = FileManager.default
+        for sub in ["root", "logs", "temp"] {
+            try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        let configuration = directory.appendingPathComponent("nginx.conf")
+        try configurationText(directory: directory.path, port: port)
+            .write(to: configuration, atomically: true, encoding: .utf8)
+        let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
+        guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
+        else { throw Failure.failedToStart("cannot create \(stderrPath)") }
+        defer { try? stderr.close() }
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [
+            "-p", directory.path + "/", "-c", configuration.path, "-e", directory.path + "/logs/error.log",
+        ]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = stderr
+        process.standardError = stderr
+        let exit = ExitSignal()
+        process.terminationHandler = { _ in exit.markExited() }
+        do {
+            try process.run()
+        } catch {
+            throw Failure.failedToStart("cannot run \(executable): \(error)")
+        }
+        let server = NginxServer(port: port, directory: directory, process: process, exit: exit)
+
+        // Ready once nginx wrote its pid file (after binding) and accepts a connection.
+        let pidFile = directory.appendingPathComponent("nginx.pid").path
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            if exit.hasExited {
+                let log = server.errorLog()
+                if log.contains("Address already in use") { return nil }
+                throw Failure.failedToStart("it exited with status \(process.terminationStatus): \(log)")
+            }
+            let pid = (try? String(contentsOfFile: pidFile, encoding: .utf8))
+                .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if pid == process.processIdentifier, canConnect(port: port) { return server }
+            if ContinuousClock.now > deadline {
+                await server.stop()
+                throw Failure.failedToStart("not listening on port \(port) after 10 s: \(server.errorLog())")
+            }
+            await Task.yield()
+        }
+    }
+
+    private static func configurationText(directory: String, port: Int) -> String {
+        // A master process, not `master_process off`: the test process starts nginx with most
+        // signals blocked, and only the master (in sigsuspend) and its workers unblock them,
+        // so only then does SIGTERM stop it. Workers run as the current user.
+        """
+        daemon off;
+        master_process on;
+        worker_processes 1;
+        \(geteuid() == 0 ? "user root;" : "")
+        pid "\(directory)/nginx.pid";
+        lock_file "\(directory)/nginx.lock";
+        error_log "\(directory)/logs/error.log" info;
+        events {
+            worker_connections 128;
+        }
+        http {
+            default_type application/octet-stream;
+            sendfile on;
+            keepalive_timeout 10s;
+            client_body_temp_path "\(directory)/temp/body";
+            proxy_temp_path "\(directory)/temp/proxy";
+            fastcgi_temp_path "\(directory)/temp/fastcgi";
+            uwsgi_temp_path "\(directory)/temp/uwsgi";
+            scgi_temp_path "\(directory)/temp/scgi";
+            log_format haul escape=json '{"method":"$request_method","path":"$uri","status":$status,'
+                '"bodyBytesSent":$body_bytes_sent,"range":"$http_range","ifRange":"$http_if_range",'
+                '"etag":"$sent_http_etag","lastModified":"$sent_http_last_modified",'
+                '"contentRange":"$sent_http_content_range","completion":"$request_completion"}';
+            access_log "\(directory)/logs/access.log" haul;
+            # First requests crawl; resumes (with Range) run at full speed.
+            map $http_range $haul_rate {
+                "" 256k;
+                default 0;
+            }
+            server {
+                listen 127.0.0.1:\(port);
+                server_name localhost;
+                root "\(directory)/root";
+                location /slow/ {
+                    limit_rate $haul_rate;
+                }
+                location /slow-lm/ {
+                    etag off;
+                    limit_rate $haul_rate;
+                }
+            }
+        }
+
+        """
+    }
+
+    // MARK: - Content
+
+    /// The URL of `path` (starting with `/`) on this server.
+    func url(_ path: String) -> URL {
+        URL(string: "http://127.0.0.1:\(port)\(path)")!
+    }
+
+    /// Writes `bytes` at `path` (starting with `/`) under ``root``, atomically, with the
+    /// modification date `modified` (whole seconds; nginx's ETag and Last-Modified come
+    /// from it).
+    func write(_ bytes: [UInt8], at path: String, modified: Date) throws {
+        let file = root.appendingPathComponent(String(path.drop { $0 == "/" }))
+        try FileManager.default.createDirectory(
+            at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(bytes).write(to: file, options: .atomic)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSince1970: modified.timeIntervalSince1970.rounded(.down))],
+            ofItemAtPath: file.path)
+    }
+
+    // MARK: - Logs
+
+    /// The access log's complete lines, oldest first.
+    func accessLog() throws -> [LogEntry] {
+        guard let data = FileManager.default.contents(atPath: accessLogPath) else { return [] }
+        var lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        lines.removeLast()  // empty, or a line nginx is still writing
+        let decoder = JSONDecoder()
+        return try lines.filter { !$0.isEmpty }.map { try decoder.decode(LogEntry.self, from: Data($0)) }
+    }
+
+    /// Waits for an access log entry that `match` accepts and returns the first one.
+    ///
+    /// nginx logs a request after sending its last byte, which can be just after the client
+    /// has it all; this polls (yielding) for up to 10 seconds.
+    func logEntry(where match: (LogEntry) -> Bool) async throws -> LogEntry {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            if let entry = try accessLog().first(where: match) { return entry }
+            if ContinuousClock.now > deadline {
+                let entries = try accessLog().map(\.description).joined(separator: "\n")
+                throw Failure.logTimeout("access log:\n\(entries)\nerror log:\n\(errorLog())")
+            }
+            await Task.yield()
+        }
+    }
+
+    /// nginx's error log, for failure messages.
+    func errorLog() -> String {
+        (try? String(contentsOfFile: errorLogPath, encoding: .utf8)) ?? ""
+    }
+
+    // MARK: - Helpers
+
+    private static func locateExecutable() -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        if let override = environment["HAUL_NGINX"] {
+            return access(override, X_OK) == 0 ? override : nil
+        }
+        let path = (environment["PATH"] ?? "").split(separator: ":").map { "\($0)/nginx" }
+        return (["/usr/sbin/nginx"] + path).first { access($0, X_OK) == 0 }
+    }
+
+    /// A port that was free a moment ago: bind to port 0 and ask which one the kernel gave.
+    private static func freePort() throws -> Int {
+        let socket = try openSocket()
+        defer { close(socket) }
+        var address = loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else { throw Failure.failedToStart("cannot bind a probe socket: errno \(errno)") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        guard named == 0 else { throw Failure.failedToStart("getsockname failed: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    private static func canConnect(port: Int) -> Bool {
+        guard let socket = try? openSocket() else { return false }
+        defer { close(socket) }
+        var address = loopback(port: port)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        } == 0
+    }
+
+    private static func openSocket() throws -> Int32 {
+        #if canImport(Glibc)
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard socket >= 0 else { throw Failure.failedToStart("cannot open a socket: errno \(errno)") }
+        return socket
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        return address
+    }
+}
+
+/// Whether a process has exited, and a way to wait for it.
+private final class ExitSignal: @unchecked Sendable {
+    private let lock = NSLock()
+    private var exited = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    var hasExited: Bool { lock.withLock { exited } }
+
+    func markExited() {
+        let waiting = lock.withLock {
+            exited = true
+            defer { waiters = [] }
+            return waiters
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let done = lock.withLock {
+                if !exited { waiters.append(continuation) }
+                return exited
+            }
+            if done { continuation.resume() }
+        }
+    }
+}
