@@ -23,9 +23,11 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
+        .target(name: "CHaulShims"),
         .target(
             name: "Haul",
             dependencies: [
+                "CHaulShims",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -56,7 +58,11 @@ let package = Package(
         ),
         .testTarget(
             name: "HaulTests",
-            dependencies: ["Haul", "HaulTestSupport"],
+            dependencies: [
+                "Haul", "HaulTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

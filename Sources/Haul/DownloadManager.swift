@@ -625,6 +625,14 @@ public actor DownloadManager {
                         .state(id: record.id, .failed, errorCode: "invalidRequest", error: "the journal entry is invalid"))
                     continue
                 }
+                if let paths, let other = jobsByPath[paths.partial] {
+                    // Two queued URLs would write the same file: the second one fails.
+                    journalWriter?.submit(
+                        .state(
+                            id: record.id, .failed, errorCode: "duplicate",
+                            error: "\(record.id) would be saved to the same file as \(other)"))
+                    continue
+                }
                 let job = add(request, paths: paths, endpoint: endpoint)
                 job.journaled = .init(committed: record.bytesCommitted, bootID: record.bootID)
                 enqueue(job)

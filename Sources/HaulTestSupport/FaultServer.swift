@@ -102,10 +102,12 @@ public final class FaultServer: Sendable {
         }
     }
 
-    /// Starts a server listening on 127.0.0.1 on a random free port.
+    /// Starts a server listening on 127.0.0.1, on `port` or (0, the default) a random free one.
     ///
-    /// The server runs on `MultiThreadedEventLoopGroup.singleton`; stop it with ``shutdown()``.
-    public static func start() async throws -> FaultServer {
+    /// Passing the port of a server that was shut down brings "the same" server back, for
+    /// network-loss tests. The server runs on `MultiThreadedEventLoopGroup.singleton`; stop
+    /// it with ``shutdown()``.
+    public static func start(port requestedPort: Int = 0) async throws -> FaultServer {
         let core = ServerCore()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -124,7 +126,7 @@ public final class FaultServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FaultConnectionHandler(core: core))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0)
+            .bind(host: "127.0.0.1", port: requestedPort)
             .get()
         guard let port = channel.localAddress?.port else {
             try? await channel.close()

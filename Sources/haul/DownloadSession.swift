@@ -1,33 +1,30 @@
 import Foundation
 import Haul
 
-/// One run of `haul get`: adds every download to a manager, shows their events, waits for
-/// all of them or for SIGINT/SIGTERM, and works out the exit code.
+/// One run of `haul get` or `haul resume`: feeds a journaled manager, shows its events,
+/// waits until nothing is left to do or for SIGINT/SIGTERM, and works out the exit code.
+///
+/// How the manager is fed is the caller's business (`get` queues its URLs in batches,
+/// `resume` adopts the journal's unfinished jobs). Nothing here keeps per-download state
+/// for successful downloads beyond counters, so a run of a million URLs stays small.
 struct DownloadSession: Sendable {
-    /// The downloads, each URL once.
-    let entries: [InputEntry]
-    /// Where the files go; it exists.
-    let directory: URL
-    /// Extra request headers for every download.
-    let headers: [(name: String, value: String)]
     /// The manager's configuration.
     let configuration: DownloadManager.Configuration
+    /// Where downloads are recorded.
+    let journal: Journal
     /// How to show progress.
     let mode: ProgressRenderer.Mode
+    /// What to say when the feed queues nothing at all, such as "nothing to resume".
+    var nothingToDo = "nothing to download"
 
     /// The exit code after an interrupt: 128 + the signal's number (130 for SIGINT).
     static func exitCode(forSignal signal: Int32) -> Int32 { 128 + signal }
 
-    private typealias Outcome = Result<DownloadResult, DownloadError>
-
-    private enum Race: Sendable {
-        case finished([DownloadID: Outcome])
-        case signal(Int32)
-        case noSignal
-    }
-
-    /// Runs every download to the end, or until interrupted; returns the exit code.
-    func run() async -> Int32 {
+    /// Runs the downloads `feed` queues through an ``Intake``, until none is left or an
+    /// interrupt; returns the exit code.
+    ///
+    /// `feed` runs on the calling task and should stop early once ``Intake/isStopped``.
+    func run(feed: (Intake) async -> Void) async -> Int32 {
         let started = ContinuousClock.now
         let signals = SignalHandler(catching: [SIGINT, SIGTERM]) { signal in
             Console.err("\nhaul: interrupted again; exiting without waiting\n")
@@ -35,134 +32,252 @@ struct DownloadSession: Sendable {
         }
         defer { signals.stop() }
 
-        let manager = DownloadManager(configuration: configuration)
-        let renderer = ProgressRenderer(mode: mode, entries: entries)
+        let manager = DownloadManager(configuration: configuration, journal: journal)
+        let journal = self.journal
+        let renderer = ProgressRenderer(mode: mode) { id in (try? journal.job(id))?.name }
+        let intake = Intake(manager: manager, renderer: renderer)
+
         let events = manager.events
         let consumer = Task {
-            for await event in events { await renderer.handle(event) }
+            var tally = Tally()
+            for await event in events {
+                await renderer.handle(event)
+                tally.record(event)
+            }
+            return tally
         }
         let ticker: Task<Void, Never>? =
             mode == .live
             ? Task {
                 while !Task.isCancelled {
-                    await renderer.tick()
+                    await renderer.tick(manager.progress)
                     try? await Task.sleep(for: .milliseconds(100))
                 }
             } : nil
-
-        var summary = ProgressRenderer.Summary()
-        var failures: [(url: String, message: String)] = []
-        var handles: [(entry: InputEntry, handle: DownloadHandle)] = []
-        for entry in entries {
-            let request = DownloadRequest(
-                url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
-                checksum: entry.checksum, headers: headers)
-            do {
-                let handle = try await manager.download(request)
-                guard handle.id == request.id else {
-                    // The library joined it to another URL saved under the same file name.
-                    let message =
-                        "it would be saved to the same file as \(handle.id); give it another name with out= in an input file"
-                    await renderer.rejected(entry, code: "duplicate", message: message)
-                    failures.append((entry.url.absoluteString, message))
-                    continue
-                }
-                handles.append((entry, handle))
-            } catch {
-                await renderer.rejected(entry, code: error.code.description, message: error.message)
-                failures.append((entry.url.absoluteString, error.message))
+        // On the first signal: stop feeding, pause everything (keeping the partial files;
+        // the journal records them as paused) and shut down, which ends the waiting.
+        let watcher = Task { () -> Int32? in
+            for await signal in signals.received {
+                // In a task of its own, so that cancelling the watcher cannot cut it short.
+                await Task {
+                    await intake.stop()
+                    await manager.pauseAll()
+                    await manager.shutdown()
+                }.value
+                return signal
             }
+            return nil
         }
 
-        let (outcomes, interruption) = await Self.wait(
-            for: handles.map(\.handle), manager: manager, signals: signals)
+        await feed(intake)
+        let queued = await intake.queued
+        let rejections = await intake.rejections
+        let problems = await intake.problems
+        if queued > 0 { await manager.waitUntilIdle() }
+        watcher.cancel()
+        let interruption = await watcher.value
         await manager.shutdown()
-        await consumer.value
+        let tally = await consumer.value
         ticker?.cancel()
         await ticker?.value
 
-        summary.failed = failures.count
-        for (entry, handle) in handles {
-            switch outcomes[handle.id] {
-            case .success(let result):
-                summary.completed += 1
-                summary.bytes += result.byteCount
-            case .failure(let error) where interruption != nil && error.cancellationReason == .shutdown:
-                summary.paused += 1
-            case .failure(let error):
-                summary.failed += 1
-                let message =
-                    error.code == .cancelled ? "cancelled (\(error.cancellationReason?.rawValue ?? "cancelled"))" : error.message
-                failures.append((entry.url.absoluteString, message))
-            case nil:
-                summary.failed += 1
-                failures.append((entry.url.absoluteString, "the download ended without a result"))
-            }
+        if queued == 0, rejections.count == 0, problems.isEmpty, interruption == nil {
+            await renderer.nothing(nothingToDo)
+            return 0
         }
+
+        var failures = rejections
+        failures.merge(tally.failures)
+        var summary = ProgressRenderer.Summary()
+        summary.completed = tally.completed
+        summary.bytes = tally.bytes
+        summary.failed = failures.count
+        summary.paused = tally.paused.count
         summary.elapsed = ContinuousClock.now - started
         summary.interrupted = interruption != nil
         await renderer.finish(summary)
 
-        for failure in failures { Console.err("haul: failed: \(failure.url): \(failure.message)\n") }
+        for failure in failures.entries { Console.err("haul: failed: \(failure.id): \(failure.message)\n") }
+        if failures.overflow > 0 {
+            Console.err("haul: … and \(failures.overflow) more failures; 'haul list' shows them all\n")
+        }
+        for problem in problems { Console.err("haul: \(problem)\n") }
+        if tally.diskFull {
+            Console.err("haul: disk full: partial downloads kept; free some space and run 'haul resume'\n")
+        }
         if let interruption {
-            Console.err("haul: interrupted; partial downloads kept, run the same command again to resume\n")
+            Console.err("haul: interrupted; partial downloads kept, run 'haul resume' (or the same command) to resume\n")
             return Self.exitCode(forSignal: interruption)
         }
-        return failures.isEmpty ? 0 : 1
+        if failures.count > 0 || !problems.isEmpty { return 1 }
+        if !tally.paused.isEmpty {
+            let count = tally.paused.count
+            Console.err(
+                "haul: \(count) download\(count == 1 ? "" : "s") paused; partial downloads kept, run 'haul resume' to finish\n"
+            )
+            return 1
+        }
+        return 0
+    }
+}
+
+/// What a feed uses to hand downloads to the manager and report those it could not queue.
+actor Intake {
+    /// The manager being fed.
+    nonisolated let manager: DownloadManager
+    private let renderer: ProgressRenderer
+    /// Whether feeding should stop: after an interrupt, or after a journal failure.
+    private(set) var isStopped = false
+    /// How many downloads were queued.
+    private(set) var queued = 0
+    /// Downloads refused before they were queued.
+    private(set) var rejections = FailureLog()
+    /// Errors that stopped the feeding, without the `haul: ` prefix.
+    private(set) var problems: [String] = []
+
+    init(manager: DownloadManager, renderer: ProgressRenderer) {
+        self.manager = manager
+        self.renderer = renderer
     }
 
-    /// Waits for every result, or for a signal: then pauses everything, keeping the partial
-    /// files, and shuts the manager down so the waiting ends.
+    /// Stops the feeding.
+    func stop() { isStopped = true }
+
+    /// Tells the display how many downloads the run has in all.
+    func expect(_ count: Int) async { await renderer.expect(count) }
+
+    /// Counts downloads queued by other means, such as ``DownloadManager/resumeUnfinished()``.
+    func adopted(_ count: Int) async {
+        queued += count
+        await renderer.expect(queued + rejections.count)
+    }
+
+    /// Queues `requests` without handles; returns `false` when feeding should stop.
     ///
-    /// The task awaiting the results is never cancelled before the shutdown: cancelling it
-    /// would withdraw interest in the downloads, which deletes their partial files.
-    private static func wait(
-        for handles: [DownloadHandle], manager: DownloadManager, signals: SignalHandler
-    ) async -> (outcomes: [DownloadID: Outcome], interruption: Int32?) {
-        await withTaskGroup(of: Race.self) { group in
-            group.addTask { .finished(await results(of: handles)) }
-            group.addTask {
-                for await signal in signals.received { return .signal(signal) }
-                return .noSignal
+    /// A batch refused for one bad request is queued again one request at a time, so only
+    /// the bad ones are reported as failed.
+    @discardableResult
+    func enqueue(_ requests: [DownloadRequest]) async -> Bool {
+        guard !isStopped else { return false }
+        do throws(DownloadError) {
+            try await manager.enqueue(requests)
+            queued += requests.count
+            return true
+        } catch where error.code == .invalidRequest {
+            guard requests.count > 1 else {
+                await reject(requests[0], code: error.code.description, message: error.message)
+                return true
             }
-            var outcomes: [DownloadID: Outcome]?
-            var interruption: Int32?
-            while let next = await group.next() {
-                switch next {
-                case .finished(let results):
-                    outcomes = results
-                    group.cancelAll()  // stops the signal watcher
-                case .signal(let signal) where outcomes == nil:
-                    interruption = signal
-                    await pauseAll(manager)
-                    await manager.shutdown()
-                case .signal, .noSignal:
-                    break
-                }
-            }
-            return (outcomes ?? [:], interruption)
+        } catch {
+            fail("cannot queue downloads: \(error.message)")
+            return false
         }
+        for request in requests {
+            guard !isStopped else { return false }
+            do throws(DownloadError) {
+                try await manager.enqueue([request])
+                queued += 1
+            } catch where error.code == .invalidRequest {
+                await reject(request, code: error.code.description, message: error.message)
+            } catch {
+                fail("cannot queue downloads: \(error.message)")
+                return false
+            }
+        }
+        return true
     }
 
-    private static func results(of handles: [DownloadHandle]) async -> [DownloadID: Outcome] {
-        await withTaskGroup(of: (DownloadID, Outcome).self) { group in
-            for handle in handles {
-                group.addTask {
-                    do throws(DownloadError) {
-                        return (handle.id, .success(try await handle.result))
-                    } catch {
-                        return (handle.id, .failure(error))
-                    }
-                }
-            }
-            var outcomes: [DownloadID: Outcome] = [:]
-            for await (id, outcome) in group { outcomes[id] = outcome }
-            return outcomes
-        }
+    /// Reports a download that will not be queued.
+    func reject(_ request: DownloadRequest, code: String, message: String) async {
+        var name: String?
+        if case .directory(_, let fixed) = request.destination { name = fixed }
+        if case .file(let file) = request.destination { name = file.lastPathComponent }
+        let shown = name ?? ProgressRenderer.displayName(for: request.url)
+        rejections.add(id: request.id, message: message)
+        await renderer.rejected(id: request.id, name: shown, code: code, message: message)
     }
 
-    /// Pauses every download; the manager returns once none is running.
-    private static func pauseAll(_ manager: DownloadManager) async {
-        await manager.pauseAll()
+    /// Records an error that stops the feeding.
+    func fail(_ problem: String) {
+        problems.append(problem)
+        isStopped = true
+    }
+}
+
+/// Failed downloads with their messages, in order, keeping at most ``limit`` of them.
+struct FailureLog: Sendable {
+    /// The most failures kept; more are only counted.
+    static let limit = 10_000
+
+    private(set) var entries: [(id: DownloadID, message: String)] = []
+    private var ids: Set<DownloadID> = []
+    /// Failures beyond ``limit``.
+    private(set) var overflow = 0
+
+    var count: Int { entries.count + overflow }
+
+    /// Adds (or replaces) the failure of `id`.
+    mutating func add(id: DownloadID, message: String) {
+        if ids.contains(id) {
+            if let index = entries.firstIndex(where: { $0.id == id }) { entries[index].message = message }
+            return
+        }
+        guard entries.count < Self.limit else {
+            overflow += 1
+            return
+        }
+        ids.insert(id)
+        entries.append((id, message))
+    }
+
+    /// Forgets the failure of `id`: it ran again and completed.
+    mutating func remove(id: DownloadID) {
+        guard ids.remove(id) != nil else { return }
+        entries.removeAll { $0.id == id }
+    }
+
+    /// Adds every failure of `other`.
+    mutating func merge(_ other: FailureLog) {
+        for entry in other.entries { add(id: entry.id, message: entry.message) }
+        overflow += other.overflow
+    }
+}
+
+/// What became of the downloads, from the manager's events: counters for successes, the
+/// failures with their messages, and the downloads left paused.
+struct Tally: Sendable {
+    var completed = 0
+    var bytes: Int64 = 0
+    var failures = FailureLog()
+    /// Downloads whose last word was `paused` (or a shutdown, which keeps the partial).
+    var paused: Set<DownloadID> = []
+    /// Whether a download failed because the disk is full.
+    var diskFull = false
+
+    mutating func record(_ managerEvent: DownloadManager.Event) {
+        let id = managerEvent.id
+        switch managerEvent.event {
+        case .queued, .started:
+            paused.remove(id)
+        case .paused:
+            paused.insert(id)
+        case .completed(let result):
+            completed += 1
+            bytes += result.byteCount
+            failures.remove(id: id)
+            paused.remove(id)
+        case .failed(let error):
+            if error.code == .diskFull { diskFull = true }
+            failures.add(id: id, message: error.message)
+            paused.remove(id)
+        case .cancelled(let reason) where reason == .shutdown:
+            // The shutdown at the end keeps paused downloads' partial files: still paused.
+            paused.insert(id)
+        case .cancelled(let reason):
+            failures.add(id: id, message: "cancelled (\(reason.rawValue))")
+            paused.remove(id)
+        case .progress, .retrying, .networkLost, .networkRestored:
+            break
+        }
     }
 }

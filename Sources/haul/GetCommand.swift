@@ -7,16 +7,23 @@ struct Get: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download URLs into a directory.",
         discussion: """
-            Partial downloads are kept as NAME.haul-partial next to the destination: run the \
-            same command again to resume them, for instance after Ctrl-C.
+            Every download is recorded in the journal (--journal). Partial downloads are kept \
+            as NAME.haul-partial next to the destination: after Ctrl-C, a full disk or \
+            'haul pause', run 'haul resume' (or the same command again) to continue them.
 
             An input file (-i) lists one URL per line; blank lines and lines starting with # \
             are ignored. Indented lines under a URL set options for it: out=NAME (the file \
-            name) and checksum=sha-256=HEX (or sha-1=HEX, md5=HEX).
+            name) and checksum=sha-256=HEX (or sha-1=HEX, md5=HEX). The file is read as a \
+            stream, so it may list millions of URLs; every line is checked before anything \
+            is downloaded.
 
             Exit status: 0 when every download completed and was verified, 1 when any \
-            failed, 2 for invalid arguments, 130 after Ctrl-C (143 after SIGTERM).
+            failed or was left paused, 2 for invalid arguments, 130 after Ctrl-C (143 after \
+            SIGTERM).
             """)
+
+    /// How many requests are handed to the manager at once.
+    static let batchSize = 10_000
 
     @Argument(help: ArgumentHelp("The http or https URLs to download.", valueName: "url"))
     var urls: [String] = []
@@ -38,80 +45,181 @@ struct Get: AsyncParsableCommand {
     var output: String?
 
     @Option(
-        name: [.customShort("j"), .customLong("jobs")],
-        help: ArgumentHelp("How many downloads run at once. (default: 10)", valueName: "n"))
-    var jobs: Int?
-
-    @Option(
-        name: .customLong("per-host"),
-        help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
-    var perHost: Int?
-
-    @Option(
         help: ArgumentHelp(
             "The expected digest, as sha-256=HEX, sha-1=HEX or md5=HEX; only with a single URL.",
             valueName: "alg=hex"))
     var checksum: String?
-
-    @Option(help: ArgumentHelp("How many times to retry a failed attempt. (default: 5)", valueName: "n"))
-    var retries: Int?
-
-    @Option(
-        help: ArgumentHelp(
-            "Seconds to wait for a connection, and for data once connected. (default: 30 and 60)",
-            valueName: "seconds"))
-    var timeout: Double?
 
     @Option(
         name: .customLong("header"),
         help: ArgumentHelp("An extra request header, 'Name: value'; repeatable.", valueName: "header"))
     var headers: [String] = []
 
-    @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
-    var quiet = false
+    @OptionGroup var options: DownloadOptions
 
-    @Flag(help: "Print events as JSON, one object per line.")
-    var json = false
+    @OptionGroup var journalOptions: JournalOptions
 
     mutating func run() async throws {
-        let configuration = try managerConfiguration()
+        let configuration = try options.managerConfiguration()
         let headers = try parsedHeaders()
-        let entries = try downloadEntries()
+        let fixedChecksum = try parsedChecksum()
+        if let output, let problem = InputFile.fileNameProblem(output) {
+            throw ValidationError("-o '\(output)': \(problem).")
+        }
+        let input = inputFile.map(InputSource.init)
+        let scan = try scanEntries(input, checksum: fixedChecksum)
         let directory = try outputDirectory()
+        let journal = try journalOptions.open()
 
-        let mode: ProgressRenderer.Mode =
-            if json { .json } else if quiet { .quiet } else if Console.outputIsTerminal { .live } else { .lines }
-        let session = DownloadSession(
-            entries: entries, directory: directory, headers: headers, configuration: configuration, mode: mode)
-        let code = await session.run()
+        let session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)
+        let code = await session.run { intake in
+            await intake.expect(scan.count)
+            await feed(intake, input: input, scan: scan, checksum: fixedChecksum, directory: directory, headers: headers)
+        }
         if code != 0 { throw ExitCode(code) }
+    }
+
+    // MARK: - Reading the entries
+
+    /// What the first pass over the entries learnt, in memory that does not depend on the
+    /// URLs' lengths: a count, and which URL first claimed each partial file name.
+    struct Scan: Sendable {
+        /// Entries, duplicates included.
+        var count = 0
+        /// The first entry's URL, while every entry has that URL.
+        var onlyURL: String?
+        /// Whether the entries name more than one URL.
+        var severalURLs = false
+        /// Hash of a partial file name → hash of the first URL that uses it.
+        var claims: [Int: Int] = [:]
+
+        /// Records `entry`; `false` when another URL already uses its partial file.
+        mutating func claim(_ entry: InputEntry) -> Bool {
+            let url = Self.hash(entry.url.absoluteString)
+            let name = Self.hash(InputFile.partialKey(for: entry))
+            if let owner = claims[name] { return owner == url }
+            claims[name] = url
+            return true
+        }
+
+        /// Whether `entry` is the one that may use its partial file.
+        func owns(_ entry: InputEntry) -> Bool {
+            claims[Self.hash(InputFile.partialKey(for: entry))].map { $0 == Self.hash(entry.url.absoluteString) } ?? true
+        }
+
+        private static func hash(_ text: String) -> Int {
+            var hasher = Hasher()
+            hasher.combine(text)
+            return hasher.finalize()
+        }
+    }
+
+    /// The first pass: checks every URL and input line (a problem is a usage error and
+    /// nothing is downloaded), counts the entries, and notes which URL first claims each
+    /// file name.
+    private func scanEntries(_ input: InputSource?, checksum fixedChecksum: Checksum?) throws -> Scan {
+        var scan = Scan()
+        var conflict: String?
+        func note(_ entry: InputEntry) {
+            var entry = entry
+            scan.count += 1
+            let url = entry.url.absoluteString
+            if let only = scan.onlyURL {
+                if only != url { scan.severalURLs = true }
+            } else {
+                scan.onlyURL = url
+            }
+            if let output, let name = entry.name, name != output, conflict == nil {
+                conflict = "-o \(output) conflicts with out=\(name) in the input file."
+            }
+            if let fixedChecksum, let other = entry.checksum, other != fixedChecksum, conflict == nil {
+                conflict = "--checksum conflicts with the checksum= line in the input file."
+            }
+            applyOverrides(to: &entry, checksum: fixedChecksum)
+            _ = scan.claim(entry)
+        }
+        do throws(InputError) {
+            for text in urls { note(InputEntry(url: try InputFile.httpURL(text))) }
+            if let input {
+                let reader = try input.firstPass()
+                while let entry = try reader.next() { note(entry) }
+            }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        guard scan.count > 0 else {
+            throw ValidationError("No URLs to download: give at least one URL, or -i FILE.")
+        }
+        if output != nil, scan.severalURLs {
+            throw ValidationError("-o can only be used with a single URL; use out= lines in an input file instead.")
+        }
+        if checksum != nil, scan.severalURLs {
+            throw ValidationError(
+                "--checksum can only be used with a single URL; use checksum= lines in an input file instead.")
+        }
+        if let conflict { throw ValidationError(conflict) }
+        return scan
+    }
+
+    /// `-o` and `--checksum`, which only apply when there is a single URL.
+    private func applyOverrides(to entry: inout InputEntry, checksum fixedChecksum: Checksum?) {
+        if let output { entry.name = output }
+        if let fixedChecksum { entry.checksum = fixedChecksum }
+    }
+
+    /// The second pass: builds requests and queues them in batches. An entry whose file
+    /// name another URL claimed first is reported as a duplicate instead.
+    private func feed(
+        _ intake: Intake, input: InputSource?, scan: Scan, checksum fixedChecksum: Checksum?, directory: URL,
+        headers: [(name: String, value: String)]
+    ) async {
+        var batch: [DownloadRequest] = []
+        batch.reserveCapacity(min(Self.batchSize, scan.count))
+        func add(_ entry: InputEntry) async -> Bool {
+            var entry = entry
+            applyOverrides(to: &entry, checksum: fixedChecksum)
+            let request = DownloadRequest(
+                url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
+                checksum: entry.checksum, headers: headers)
+            guard scan.owns(entry) else {
+                let name = InputFile.partialKey(for: entry)
+                let message =
+                    "another URL in the list would be saved to the same file (\(name)); give it another name with out= in an input file"
+                await intake.reject(request, code: "duplicate", message: message)
+                return true
+            }
+            batch.append(request)
+            guard batch.count >= Self.batchSize else { return true }
+            defer { batch.removeAll(keepingCapacity: true) }
+            return await intake.enqueue(batch)
+        }
+
+        for text in urls {
+            guard let url = try? InputFile.httpURL(text) else { continue }  // checked in the first pass
+            guard await add(InputEntry(url: url)) else { return }
+        }
+        if let input {
+            do throws(InputError) {
+                let reader = try input.secondPass()
+                while let entry = try reader.next() {
+                    guard await add(entry) else { return }
+                }
+            } catch {
+                await intake.fail("\(error.description) (the input changed while it was read)")
+            }
+        }
+        if !batch.isEmpty { await intake.enqueue(batch) }
     }
 
     // MARK: - Validation
 
-    private func managerConfiguration() throws -> DownloadManager.Configuration {
-        if quiet && json { throw ValidationError("--quiet and --json cannot be used together.") }
-        var configuration = DownloadManager.Configuration()
-        if let jobs {
-            guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
-            configuration.maxConcurrentDownloads = jobs
+    private func parsedChecksum() throws -> Checksum? {
+        guard let checksum else { return nil }
+        do {
+            return try Checksum(parsing: checksum)
+        } catch {
+            throw ValidationError("--checksum: \(error.message)")
         }
-        if let perHost {
-            guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1.") }
-            configuration.maxConnectionsPerHost = perHost
-        }
-        if let retries {
-            guard retries >= 0 else { throw ValidationError("--retries must not be negative.") }
-            configuration.retry.maxRetries = retries
-        }
-        if let timeout {
-            guard timeout.isFinite, timeout > 0, timeout <= 86_400 else {
-                throw ValidationError("--timeout must be a number of seconds above 0 (at most 86400).")
-            }
-            configuration.connectTimeout = .seconds(timeout)
-            configuration.idleTimeout = .seconds(timeout)
-        }
-        return configuration
     }
 
     private func parsedHeaders() throws -> [(name: String, value: String)] {
@@ -131,72 +239,6 @@ struct Get: AsyncParsableCommand {
             }
             return (name, value)
         }
-    }
-
-    /// The URLs of the command line, then those of the input file, each once.
-    private func downloadEntries() throws -> [InputEntry] {
-        var entries: [InputEntry] = []
-        do throws(InputError) {
-            for text in urls { entries.append(InputEntry(url: try InputFile.httpURL(text))) }
-            if let inputFile { entries += try InputFile.load(inputFile) }
-        } catch {
-            throw ValidationError(error.description)
-        }
-
-        var unique: [InputEntry] = []
-        var positions: [DownloadID: Int] = [:]
-        for entry in entries {
-            guard let position = positions[entry.id] else {
-                positions[entry.id] = unique.count
-                unique.append(entry)
-                continue
-            }
-            // The same URL again joins the same download; it may not ask for something else.
-            var merged = unique[position]
-            if let name = entry.name {
-                if let other = merged.name, other != name {
-                    throw ValidationError("\(entry.url.absoluteString) is listed twice, with out=\(other) and out=\(name).")
-                }
-                merged.name = name
-            }
-            if let checksum = entry.checksum {
-                if let other = merged.checksum, other != checksum {
-                    throw ValidationError("\(entry.url.absoluteString) is listed twice, with different checksums.")
-                }
-                merged.checksum = checksum
-            }
-            unique[position] = merged
-        }
-        guard !unique.isEmpty else {
-            throw ValidationError("No URLs to download: give at least one URL, or -i FILE.")
-        }
-
-        if let output {
-            guard unique.count == 1 else {
-                throw ValidationError("-o can only be used with a single URL (got \(unique.count)); use out= lines in an input file instead.")
-            }
-            if let problem = InputFile.fileNameProblem(output) { throw ValidationError("-o '\(output)': \(problem).") }
-            if let name = unique[0].name, name != output {
-                throw ValidationError("-o \(output) conflicts with out=\(name) in the input file.")
-            }
-            unique[0].name = output
-        }
-        if let checksum {
-            guard unique.count == 1 else {
-                throw ValidationError("--checksum can only be used with a single URL (got \(unique.count)); use checksum= lines in an input file instead.")
-            }
-            let parsed: Checksum
-            do {
-                parsed = try Checksum(parsing: checksum)
-            } catch {
-                throw ValidationError("--checksum: \(error.message)")
-            }
-            if let other = unique[0].checksum, other != parsed {
-                throw ValidationError("--checksum conflicts with the checksum= line in the input file.")
-            }
-            unique[0].checksum = parsed
-        }
-        return unique
     }
 
     /// The output directory as an absolute file URL, created if missing.

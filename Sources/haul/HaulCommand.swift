@@ -7,8 +7,14 @@ struct Haul: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "haul",
         abstract: "A download manager: parallel, resumable, verified downloads.",
+        discussion: """
+            Every download is recorded in a journal (an SQLite file; --journal PATH, default \
+            $XDG_STATE_HOME/haul/journal.sqlite or ~/.local/state/haul/journal.sqlite), so \
+            'haul resume' can continue what was interrupted and other haul commands can \
+            list and control downloads while they run.
+            """,
         version: "0.1.0",
-        subcommands: [Get.self])
+        subcommands: [Get.self, Resume.self, List.self, Pause.self, Cancel.self, Retry.self, Clean.self])
 
     /// Exit status for invalid arguments.
     static let usageExitCode: Int32 = 2

@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 import Haul
 
@@ -19,7 +26,7 @@ struct InputError: Error, CustomStringConvertible {
     let description: String
 }
 
-/// Reads aria2-style input files: one URL per line, each optionally followed by indented
+/// aria2-style input files: one URL per line, each optionally followed by indented
 /// `key=value` option lines.
 ///
 /// ```
@@ -32,77 +39,10 @@ struct InputError: Error, CustomStringConvertible {
 ///
 /// Options: `out=NAME` (the file name in the output directory) and
 /// `checksum=ALGORITHM=HEX` (`sha-256`, `sha-1` or `md5`).
+///
+/// Files are read a line at a time (``InputReader``), so a list of a million URLs costs
+/// no more memory than a list of ten.
 enum InputFile {
-    /// Reads and parses the file at `path`; `-` reads standard input.
-    static func load(_ path: String) throws(InputError) -> [InputEntry] {
-        let data: Data
-        let source = path == "-" ? "standard input" : "input file '\(path)'"
-        if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: path))
-            } catch {
-                throw InputError(description: "cannot read \(source): \(error.localizedDescription)")
-            }
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw InputError(description: "\(source) is not UTF-8 text")
-        }
-        return try parse(text, source: source)
-    }
-
-    /// Parses input file text; `source` names the file in error messages.
-    static func parse(_ text: String, source: String) throws(InputError) -> [InputEntry] {
-        var entries: [InputEntry] = []
-        var keysSeen: Set<String> = []
-        // Splitting on `Character.isNewline` treats "\r\n" as one line break.
-        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
-        for (index, line) in lines.enumerated() {
-            func failure(_ message: String) -> InputError {
-                InputError(description: "\(source), line \(index + 1): \(message)")
-            }
-            let content = line.trimmingCharacters(in: .whitespaces)
-            if content.isEmpty || content.hasPrefix("#") { continue }
-
-            guard let first = line.first, first.isWhitespace else {
-                do throws(InputError) {
-                    entries.append(InputEntry(url: try httpURL(content)))
-                } catch {
-                    throw failure(error.description)
-                }
-                keysSeen = []
-                continue
-            }
-
-            guard !entries.isEmpty else {
-                throw failure("option line '\(content)' comes before any URL")
-            }
-            guard let equals = content.firstIndex(of: "=") else {
-                throw failure("'\(content)' is not an option: expected key=value (out=NAME or checksum=ALG=HEX)")
-            }
-            let key = content[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = content[content.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            guard keysSeen.insert(key).inserted else {
-                throw failure("option '\(key)' is given twice for the same URL")
-            }
-            switch key {
-            case "out":
-                if let problem = fileNameProblem(value) { throw failure("out=\(value): \(problem)") }
-                entries[entries.count - 1].name = value
-            case "checksum":
-                do {
-                    entries[entries.count - 1].checksum = try Checksum(parsing: value)
-                } catch {
-                    throw failure(error.message)
-                }
-            default:
-                throw failure("unknown option '\(key)': supported options are out and checksum")
-            }
-        }
-        return entries
-    }
-
     /// The URL in `text`, when it is an http or https URL with a host.
     static func httpURL(_ text: String) throws(InputError) -> URL {
         if text.contains(where: \.isWhitespace) {
@@ -122,5 +62,191 @@ enum InputFile {
         if name.contains("/") { return "give a file name, not a path (use -d for the directory)" }
         if name == "." || name == ".." { return "'\(name)' is not a file name" }
         return nil
+    }
+
+    /// The name of the partial file the library will use for `entry` in a directory: the
+    /// entry's name, else the URL's last path component, made safe the way the library
+    /// does it. Two entries with the same key would share a partial file.
+    static func partialKey(for entry: InputEntry) -> String {
+        if let name = entry.name { return sanitize(name) ?? name }
+        let last = entry.url.lastPathComponent
+        guard !last.isEmpty, last != "/" else { return "download" }
+        return sanitize(last) ?? "download"
+    }
+
+    /// The same reduction to one safe path component as the library's file naming.
+    private static func sanitize(_ name: String) -> String? {
+        let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        var cleaned = String(
+            lastComponent.unicodeScalars.filter { scalar in
+                !CharacterSet.controlCharacters.contains(scalar) && scalar != "\u{0}"
+            }.map(Character.init))
+        cleaned = cleaned.trimmingCharacters(in: .whitespacesAndNewlines)
+        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+        guard !cleaned.isEmpty else { return nil }
+        while cleaned.utf8.count > 255 { cleaned.removeFirst() }
+        return cleaned
+    }
+}
+
+/// Reads an input file one entry at a time.
+///
+/// Standard input (`-`) can only be read once, so ``InputSource`` copies it to an
+/// anonymous temporary file on the first pass and reads that on the second.
+final class InputReader {
+    /// How errors name the input: `input file 'PATH'` or `standard input`.
+    let source: String
+    private let file: UnsafeMutablePointer<FILE>
+    private let closesFile: Bool
+    private let copy: UnsafeMutablePointer<FILE>?
+    private var buffer: UnsafeMutablePointer<CChar>?
+    private var capacity = 0
+    private var lineNumber = 0
+    private var pending: InputEntry?
+    private var keysSeen: Set<String> = []
+
+    /// Reads `file` from its current position; copies every line read to `copy`, if given.
+    init(file: UnsafeMutablePointer<FILE>, source: String, closesFile: Bool, copyingTo copy: UnsafeMutablePointer<FILE>?) {
+        self.file = file
+        self.source = source
+        self.closesFile = closesFile
+        self.copy = copy
+    }
+
+    deinit {
+        free(buffer)
+        if closesFile { fclose(file) }
+    }
+
+    /// The next entry, with its option lines; `nil` at the end of the input.
+    func next() throws(InputError) -> InputEntry? {
+        while let line = try readLine() {
+            func failure(_ message: String) -> InputError {
+                InputError(description: "\(source), line \(lineNumber): \(message)")
+            }
+            let content = line.trimmingCharacters(in: .whitespaces)
+            if content.isEmpty || content.hasPrefix("#") { continue }
+
+            guard let first = line.first, first.isWhitespace else {
+                let entry: InputEntry
+                do throws(InputError) {
+                    entry = InputEntry(url: try InputFile.httpURL(content))
+                } catch {
+                    throw failure(error.description)
+                }
+                keysSeen = []
+                let previous = pending
+                pending = entry
+                if let previous { return previous }
+                continue
+            }
+
+            guard pending != nil else {
+                throw failure("option line '\(content)' comes before any URL")
+            }
+            guard let equals = content.firstIndex(of: "=") else {
+                throw failure("'\(content)' is not an option: expected key=value (out=NAME or checksum=ALG=HEX)")
+            }
+            let key = content[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = content[content.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard keysSeen.insert(key).inserted else {
+                throw failure("option '\(key)' is given twice for the same URL")
+            }
+            switch key {
+            case "out":
+                if let problem = InputFile.fileNameProblem(value) { throw failure("out=\(value): \(problem)") }
+                pending?.name = value
+            case "checksum":
+                do {
+                    pending?.checksum = try Checksum(parsing: value)
+                } catch {
+                    throw failure(error.message)
+                }
+            default:
+                throw failure("unknown option '\(key)': supported options are out and checksum")
+            }
+        }
+        defer { pending = nil }
+        return pending
+    }
+
+    /// The next line without its line break, or `nil` at the end.
+    private func readLine() throws(InputError) -> String? {
+        errno = 0
+        let length = getline(&buffer, &capacity, file)
+        guard length >= 0, let buffer else {
+            if ferror(file) != 0 {
+                let reason = String(cString: strerror(errno))
+                throw InputError(description: "cannot read \(source): \(reason)")
+            }
+            return nil
+        }
+        lineNumber += 1
+        if let copy { fwrite(buffer, 1, length, copy) }
+        var count = length
+        let bytes = UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self)
+        if count > 0, bytes[count - 1] == UInt8(ascii: "\n") { count -= 1 }
+        if count > 0, bytes[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        guard let line = String(bytes: UnsafeBufferPointer(start: bytes, count: count), encoding: .utf8) else {
+            throw InputError(description: "\(source), line \(lineNumber): not UTF-8 text")
+        }
+        return line
+    }
+}
+
+/// An input file that can be read twice: once to check every line, once to queue the
+/// downloads. Standard input is copied to an anonymous temporary file as it is checked.
+final class InputSource {
+    /// The path given with `-i`; `-` for standard input.
+    let path: String
+    private var spool: UnsafeMutablePointer<FILE>?
+
+    init(path: String) {
+        self.path = path
+    }
+
+    deinit {
+        if let spool { fclose(spool) }
+    }
+
+    private var source: String { path == "-" ? "standard input" : "input file '\(path)'" }
+
+    /// A reader for the first pass.
+    func firstPass() throws(InputError) -> InputReader {
+        if path == "-" {
+            let descriptor = dup(STDIN_FILENO)
+            guard descriptor >= 0, let input = fdopen(descriptor, "r") else {
+                throw InputError(description: "cannot read standard input: \(String(cString: strerror(errno)))")
+            }
+            guard let spool = tmpfile() else {
+                fclose(input)
+                throw InputError(
+                    description: "cannot make a temporary copy of standard input: \(String(cString: strerror(errno)))")
+            }
+            self.spool = spool
+            return InputReader(file: input, source: source, closesFile: true, copyingTo: spool)
+        }
+        return try open()
+    }
+
+    /// A reader for the second pass, from the beginning again.
+    func secondPass() throws(InputError) -> InputReader {
+        if let spool {
+            fflush(spool)
+            rewind(spool)
+            return InputReader(file: spool, source: source, closesFile: false, copyingTo: nil)
+        }
+        return try open()
+    }
+
+    private func open() throws(InputError) -> InputReader {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw InputError(description: "cannot read \(source): it is a directory")
+        }
+        guard let file = fopen(path, "r") else {
+            throw InputError(description: "cannot read \(source): \(String(cString: strerror(errno)))")
+        }
+        return InputReader(file: file, source: source, closesFile: true, copyingTo: nil)
     }
 }

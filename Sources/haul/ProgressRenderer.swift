@@ -1,33 +1,49 @@
-// Output of `haul get`
-// ===================
+// Output of `haul get` and `haul resume`
+// =====================================
 //
-// Standard output depends on the mode; errors always go to standard error, as
-// `haul: failed: <url>: <message>`, one line per failed download, after the summary.
+// Standard output depends on the mode; errors always go to standard error, after the
+// summary:
+//
+//     haul: failed: <url>: <message>          one line per failed download (at most
+//                                             10,000, then "… and N more failures")
+//     haul: disk full: partial downloads kept; free some space and run 'haul resume'
+//     haul: N downloads paused; partial downloads kept, run 'haul resume' to finish
+//     haul: interrupted; partial downloads kept, run 'haul resume' (or the same command) to resume
 //
 // Terminal (stdout is a TTY; not --quiet or --json): a live display redrawn about ten
-// times a second: one line per active download (name, bar, percent, bytes, speed, ETA),
-// at most 20 of them (fewer on a short screen) and "… and N more", then a total line.
-// Finished downloads scroll up as `✓ NAME (SIZE)` or `✗ NAME: MESSAGE`; after an
-// interrupt, `- NAME: paused at DONE / TOTAL, partial kept`. Ends with the summary line.
+// times a second: one line per active download (name, bar, percent, bytes, speed, ETA;
+// or "retry N in 3s: MESSAGE", "paused", "waiting for HOST"), at most 20 of them (fewer
+// on a short screen) and "… and N more", then a total line:
+//
+//     12/2000 files  3.4 MiB  1.2 MiB/s  (16 running, 1972 queued, 1 paused, 2 waiting for network)
+//
+// Queued downloads have no line of their own, so a list of 100,000 URLs shows the same
+// few lines. The total size and ETA appear once every remaining download's size is known.
+// Finished downloads scroll up as `✓ NAME (SIZE)` or `✗ NAME: MESSAGE`; downloads left
+// paused as `- NAME: paused at DONE / TOTAL, partial kept`. Ends with the summary line.
 //
 // Lines (stdout is not a TTY): one line per state change, then the summary:
 //
 //     started URL
 //     retrying URL: attempt N in 1.3 s: MESSAGE
 //     paused URL
+//     waiting URL: HOST cannot be reached; resumes when it answers
+//     network restored URL: HOST answers again
 //     completed URL -> PATH (12.3 MiB)
 //     failed URL: MESSAGE
 //     cancelled URL: REASON
 //     3 completed, 1 failed, 12.0 MiB in 2.3 s
 //
-// The summary adds ", N paused" after an interrupt. SIZE and the summary's bytes are
-// the sizes of the completed files, in binary units (B, KiB, MiB, GiB, ...).
+// The summary adds ", N paused" when downloads are left paused (after an interrupt, a
+// `haul pause` or a full disk). SIZE and the summary's bytes are the sizes of the
+// completed files, in binary units (B, KiB, MiB, GiB, ...). When `haul resume` finds
+// nothing to do it prints `nothing to resume` instead.
 //
 // JSON (--json): NDJSON, one object per line, keys sorted, every string JSON-escaped.
 // Every object has:
 //
-//     event   string  queued | started | progress | retrying | paused | completed |
-//                     failed | cancelled | summary
+//     event   string  queued | started | progress | retrying | paused | networkLost |
+//                     networkRestored | completed | failed | cancelled | summary
 //     time    string  when it was written, ISO 8601 UTC with milliseconds,
 //                     e.g. "2025-01-31T09:15:02.123Z"
 //
@@ -37,45 +53,52 @@
 //
 // and, per event:
 //
-//     queued     (nothing more)
-//     started    url          string   the requested URL
-//     progress   bytes        integer  bytes on disk, resumed bytes included
-//                total        integer  the content's size, or null when unknown
-//                speed        integer  smoothed rate in bytes per second
-//                eta          number   seconds remaining, or null when unknown
-//     retrying   attempt      integer  the number of the retry about to happen (1 = first)
-//                code         string   the error code, e.g. "network", "timeout", "httpStatus"
-//                reason       string   the error message
-//                delay        number   seconds until the retry starts
-//     paused     (nothing more; the partial file is kept)
-//     completed  path         string   the verified file
-//                bytes        integer  its size
-//                transferred  integer  bytes received in this run (less after a resume)
-//                url          string   the URL the content came from, after redirects
-//     failed     code         string   the error code, e.g. "httpStatus", "checksumMismatch",
-//                                      "network", "timeout", "duplicate"
-//                error        string   the error message
-//                status       integer  the HTTP status, or null
-//     cancelled  reason       string   e.g. "shutdown", "evicted", "cancelled"
-//     summary    completed    integer  downloads that completed and were verified
-//                failed       integer  downloads that failed or were cancelled
-//                paused       integer  downloads interrupted with their partial file kept
-//                bytes        integer  total size of the completed files
-//                seconds      number   wall time of the whole command
-//                interrupted  boolean  whether SIGINT or SIGTERM stopped the command
+//     queued           (nothing more)
+//     started          url          string   the requested URL
+//     progress         bytes        integer  bytes on disk, resumed bytes included
+//                      total        integer  the content's size, or null when unknown
+//                      speed        integer  smoothed rate in bytes per second
+//                      eta          number   seconds remaining, or null when unknown
+//     retrying         attempt      integer  the number of the retry about to happen (1 = first)
+//                      code         string   the error code, e.g. "network", "timeout", "httpStatus"
+//                      reason       string   the error message
+//                      delay        number   seconds until the retry starts
+//     paused           (nothing more; the partial file is kept)
+//     networkLost      host         string   the host that cannot be reached; the download
+//                                            waits, without using up retries, until it answers
+//     networkRestored  host         string   the host answers again; the download queues again
+//     completed        path         string   the verified file
+//                      bytes        integer  its size
+//                      transferred  integer  bytes received in this run (less after a resume)
+//                      url          string   the URL the content came from, after redirects
+//     failed           code         string   the error code, e.g. "httpStatus", "checksumMismatch",
+//                                            "network", "timeout", "diskFull", "duplicate"
+//                      error        string   the error message
+//                      status       integer  the HTTP status, or null
+//     cancelled        reason       string   e.g. "shutdown", "evicted", "cancelled"
+//     summary          completed    integer  downloads that completed and were verified
+//                      failed       integer  downloads that failed or were cancelled
+//                      paused       integer  downloads left paused with their partial file kept
+//                      bytes        integer  total size of the completed files
+//                      seconds      number   wall time of the whole command
+//                      interrupted  boolean  whether SIGINT or SIGTERM stopped the command
 //
 // Numbers of seconds have three decimals. Progress objects come at most about ten times
-// a second per download, and only when `bytes` or `total` changed. On an interrupt, running downloads report `paused`, then
-// `cancelled` with reason "shutdown" when the manager shuts down; their partial files
-// stay and running the same command again resumes them. `summary` is always last.
+// a second per download, and only when `bytes` or `total` changed. Downloads paused by an
+// interrupt or by `haul pause` report `paused`, then `cancelled` with reason "shutdown"
+// when the command ends; their partial files stay and `haul resume` continues them.
+// `summary` is always last (also when `haul resume` finds nothing to do: all zeros).
 //
 // Quiet (--quiet): nothing on standard output.
 
 import Foundation
 import Haul
 
-/// Shows a `haul get` run: a live terminal display, state-change lines, NDJSON, or
-/// nothing. See the comment at the top of this file for the formats.
+/// Shows a `haul get` or `haul resume` run: a live terminal display, state-change lines,
+/// NDJSON, or nothing. See the comment at the top of this file for the formats.
+///
+/// It keeps state only for downloads that are active (started and not yet finished), so
+/// its memory does not grow with the number of downloads queued.
 actor ProgressRenderer {
     /// How to show the run.
     enum Mode: Sendable {
@@ -96,15 +119,15 @@ actor ProgressRenderer {
     }
 
     private enum Status {
-        case queued
         case running
         case retrying(until: ContinuousClock.Instant, attempt: Int, reason: String)
         case paused
+        case waiting(host: String)
     }
 
     private struct Row {
         var name: String
-        var status: Status = .queued
+        var status: Status = .running
         var progress = DownloadProgress()
         var lastBytes = ContinuousClock.now
         var order = 0
@@ -119,34 +142,36 @@ actor ProgressRenderer {
     private static let maxLiveRows = 20
 
     private let mode: Mode
-    private let names: [DownloadID: String]
-    private let fileCount: Int
+    private let nameLookup: @Sendable (DownloadID) -> String?
     private let timestamps = ISO8601DateFormatter()
+    private var expected = 0
+    private var rejectedCount = 0
     private var rows: [DownloadID: Row] = [:]
     private var nextOrder = 0
-    private var finishedFiles = 0
-    private var finishedBytes: Int64 = 0
     private var pendingLines: [String] = []
     private var drawnLines = 0
     private var lastReported: [DownloadID: ReportedProgress] = [:]
 
-    /// A renderer for the downloads of `entries`.
-    init(mode: Mode, entries: [InputEntry]) {
+    /// A renderer; `nameLookup` gives a download's file name for the live display (it is
+    /// asked once per download that starts, and only in live mode).
+    init(mode: Mode, nameLookup: @escaping @Sendable (DownloadID) -> String?) {
         self.mode = mode
-        var names: [DownloadID: String] = [:]
-        for entry in entries { names[entry.id] = entry.name ?? Self.displayName(for: entry.url) }
-        self.names = names
-        self.fileCount = names.count
+        self.nameLookup = nameLookup
         timestamps.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
     }
 
     // MARK: - Input
 
+    /// How many downloads the run has in all, for the live total line.
+    func expect(_ count: Int) {
+        expected = count
+    }
+
     /// Shows one event of the manager.
     func handle(_ managerEvent: DownloadManager.Event) {
         let id = managerEvent.id
         let event = managerEvent.event
-        update(id: id, event)
+        if mode == .live { update(id: id, event) }
         switch mode {
         case .quiet: return
         case .json: emitJSON(id: id, event)
@@ -156,30 +181,30 @@ actor ProgressRenderer {
     }
 
     /// Shows a download that failed before the manager took it.
-    func rejected(_ entry: InputEntry, code: String, message: String) {
-        finishedFiles += 1
+    func rejected(id: DownloadID, name: String, code: String, message: String) {
+        rejectedCount += 1
         switch mode {
         case .quiet:
             return
         case .json:
-            var object = self.object("failed", id: entry.id)
+            var object = self.object("failed", id: id)
             object["code"] = .string(code)
             object["error"] = .string(message)
             object["status"] = .null
             Console.out(object.rendered() + "\n")
         case .lines:
-            Console.out("failed \(entry.url.absoluteString): \(message)\n")
+            Console.out("failed \(id.rawValue): \(message)\n")
         case .live:
-            pendingLines.append("✗ \(names[entry.id] ?? entry.url.absoluteString): \(message)")
+            pendingLines.append("✗ \(name): \(message)")
         }
     }
 
-    /// Redraws the live display; does nothing in the other modes.
-    func tick() {
+    /// Redraws the live display with the manager's `progress`; does nothing in the other modes.
+    func tick(_ progress: AggregateProgress) {
         guard mode == .live else { return }
         let size = Console.size
         // Keep the live area shorter than the screen: the cursor cannot move up past its top.
-        draw(live: liveLines(width: size.columns, maxRows: min(Self.maxLiveRows, size.rows - 3)))
+        draw(live: liveLines(progress, width: size.columns, maxRows: min(Self.maxLiveRows, size.rows - 3)))
     }
 
     /// Ends the display and shows the summary.
@@ -191,16 +216,7 @@ actor ProgressRenderer {
         case .quiet:
             return
         case .json:
-            var object = JSONLine()
-            object["event"] = .string("summary")
-            object["time"] = .string(timestamps.string(from: Date()))
-            object["completed"] = .int(Int64(summary.completed))
-            object["failed"] = .int(Int64(summary.failed))
-            object["paused"] = .int(Int64(summary.paused))
-            object["bytes"] = .int(summary.bytes)
-            object["seconds"] = .double(Format.seconds(summary.elapsed))
-            object["interrupted"] = .bool(summary.interrupted)
-            Console.out(object.rendered() + "\n")
+            emitSummary(summary)
         case .lines:
             Console.out(line + "\n")
         case .live:
@@ -216,16 +232,48 @@ actor ProgressRenderer {
         }
     }
 
-    // MARK: - State
+    /// Ends a run that had nothing to do: `message` on a terminal or in lines, an all-zero
+    /// summary in JSON.
+    func nothing(_ message: String) {
+        switch mode {
+        case .quiet:
+            return
+        case .json:
+            emitSummary(Summary())
+        case .lines:
+            Console.out(message + "\n")
+        case .live:
+            pendingLines.append(message)
+            draw(live: [])
+        }
+    }
+
+    // MARK: - State (live mode)
 
     private func update(id: DownloadID, _ event: DownloadEvent) {
-        if rows[id] == nil, !event.isTerminal {
-            nextOrder += 1
-            rows[id] = Row(name: names[id] ?? id.rawValue, order: nextOrder)
-        }
         switch event {
         case .queued:
-            rows[id]?.status = .queued
+            // Back in the queue (or never started): no line until it starts.
+            rows[id] = nil
+            return
+        case .completed, .failed:
+            rows[id] = nil
+            return
+        case .cancelled(let reason) where reason == .shutdown:
+            // The shutdown at the end keeps the partial files: these downloads stay paused.
+            if rows[id] != nil { rows[id]?.status = .paused }
+            return
+        case .cancelled:
+            rows[id] = nil
+            return
+        default:
+            break
+        }
+        if rows[id] == nil {
+            nextOrder += 1
+            rows[id] = Row(name: nameLookup(id) ?? Self.displayName(for: id), order: nextOrder)
+        }
+        switch event {
         case .started:
             rows[id]?.status = .running
             rows[id]?.lastBytes = .now
@@ -237,24 +285,10 @@ actor ProgressRenderer {
             rows[id]?.status = .retrying(until: .now + delay, attempt: attempt, reason: reason.message)
         case .paused:
             rows[id]?.status = .paused
-        case .networkLost:
-            rows[id]?.status = .paused
-        case .networkRestored:
-            rows[id]?.status = .queued
-        case .completed(let result):
-            finishedFiles += 1
-            finishedBytes += result.byteCount
-            rows[id] = nil
-        case .failed:
-            finishedFiles += 1
-            rows[id] = nil
-        case .cancelled(let reason) where reason == .shutdown:
-            // After an interrupt, the shutdown ends the paused downloads; their partial
-            // files stay, so they still count as paused.
-            rows[id]?.status = .paused
-        case .cancelled:
-            finishedFiles += 1
-            rows[id] = nil
+        case .networkLost(let host):
+            rows[id]?.status = .waiting(host: host)
+        case .networkRestored, .queued, .completed, .failed, .cancelled:
+            break
         }
     }
 
@@ -273,7 +307,7 @@ actor ProgressRenderer {
         case .paused:
             line = "paused \(url)"
         case .networkLost(let host):
-            line = "network lost \(url): waiting for \(host) to answer"
+            line = "waiting \(url): \(host) cannot be reached; resumes when it answers"
         case .networkRestored(let host):
             line = "network restored \(url): \(host) answers again"
         case .completed(let result):
@@ -296,6 +330,19 @@ actor ProgressRenderer {
         object["id"] = .string(id.rawValue)
         object["time"] = .string(timestamps.string(from: Date()))
         return object
+    }
+
+    private func emitSummary(_ summary: Summary) {
+        var object = JSONLine()
+        object["event"] = .string("summary")
+        object["time"] = .string(timestamps.string(from: Date()))
+        object["completed"] = .int(Int64(summary.completed))
+        object["failed"] = .int(Int64(summary.failed))
+        object["paused"] = .int(Int64(summary.paused))
+        object["bytes"] = .int(summary.bytes)
+        object["seconds"] = .double(Format.seconds(summary.elapsed))
+        object["interrupted"] = .bool(summary.interrupted)
+        Console.out(object.rendered() + "\n")
     }
 
     private func emitJSON(id: DownloadID, _ event: DownloadEvent) {
@@ -330,17 +377,20 @@ actor ProgressRenderer {
             object = self.object("networkRestored", id: id)
             object["host"] = .string(host)
         case .completed(let result):
+            lastReported[id] = nil
             object = self.object("completed", id: id)
             object["path"] = result.fileURL.map { .string($0.path) } ?? .null
             object["bytes"] = .int(result.byteCount)
             object["transferred"] = .int(result.bytesTransferred)
             object["url"] = .string(result.finalURL.absoluteString)
         case .failed(let error):
+            lastReported[id] = nil
             object = self.object("failed", id: id)
             object["code"] = .string(error.code.description)
             object["error"] = .string(error.message)
             object["status"] = error.statusCode.map { .int(Int64($0)) } ?? .null
         case .cancelled(let reason):
+            lastReported[id] = nil
             object = self.object("cancelled", id: id)
             object["reason"] = .string(reason.rawValue)
         }
@@ -350,55 +400,64 @@ actor ProgressRenderer {
     // MARK: - Live display
 
     private func logLive(id: DownloadID, _ event: DownloadEvent) {
-        let name = names[id] ?? id.rawValue
         switch event {
         case .completed(let result):
-            let shown = result.fileURL?.lastPathComponent ?? name
+            let shown = result.fileURL?.lastPathComponent ?? Self.displayName(for: id)
             pendingLines.append("✓ \(shown) (\(Format.bytes(result.byteCount)))")
         case .failed(let error):
-            pendingLines.append("✗ \(name): \(error.message)")
+            pendingLines.append("✗ \(liveName(id)): \(error.message)")
         case .cancelled(let reason) where reason != .shutdown:
-            pendingLines.append("✗ \(name): cancelled (\(reason.rawValue))")
+            pendingLines.append("✗ \(liveName(id)): cancelled (\(reason.rawValue))")
         default:
             break
         }
+    }
+
+    /// The name a finishing download had on screen (its row is gone by now), else a lookup.
+    private func liveName(_ id: DownloadID) -> String {
+        nameLookup(id) ?? Self.displayName(for: id)
     }
 
     private func sortedRows() -> [(DownloadID, Row)] {
         rows.sorted { $0.value.order < $1.value.order }
     }
 
-    private func liveLines(width: Int, maxRows: Int) -> [String] {
+    private func liveLines(_ progress: AggregateProgress, width: Int, maxRows: Int) -> [String] {
         let now = ContinuousClock.now
         var active: [Row] = []
-        var queued = 0
-        var paused = 0
-        var done = finishedBytes
-        var total: Int64? = finishedBytes
         var speed = 0.0
         for (_, row) in sortedRows() {
-            done += row.progress.completedBytes
-            if let size = row.progress.totalBytes, let sum = total { total = sum + size } else { total = nil }
-            switch row.status {
-            case .queued: queued += 1
-            case .paused: paused += 1; active.append(row)
-            case .running, .retrying: active.append(row); speed += currentSpeed(row, now: now)
-            }
+            active.append(row)
+            speed += currentSpeed(row, now: now)
         }
         let shown = active.prefix(active.count > maxRows ? max(0, maxRows - 1) : maxRows)
         let nameWidth = min(shown.map { $0.name.count }.max() ?? 0, max(10, width * 3 / 10))
         var lines = shown.map { rowLine($0, nameWidth: nameWidth, width: width, now: now) }
         if active.count > shown.count { lines.append("… and \(active.count - shown.count) more") }
 
-        var totalLine = "\(finishedFiles)/\(fileCount) files  "
-        totalLine += total.map { "\(Format.bytes(done)) / \(Format.bytes($0))" } ?? Format.bytes(done)
+        let finished = progress.completed + progress.failed + rejectedCount
+        let total = max(expected, finished + progress.queued + progress.running + progress.paused + progress.waiting)
+        // Downloads not yet taken from the journal have no size yet: show a total only when
+        // every remaining download is in the manager.
+        let notAdmitted = total - finished - progress.queued - progress.running - progress.paused - progress.waiting
+        let queued = progress.queued + max(0, notAdmitted)
+
+        var totalLine = "\(finished)/\(total) files  "
+        if notAdmitted <= 0, let size = progress.totalBytes {
+            totalLine += "\(Format.bytes(progress.completedBytes)) / \(Format.bytes(size))"
+        } else {
+            totalLine += Format.bytes(progress.completedBytes)
+        }
         totalLine += "  \(Format.rate(speed))"
-        if let total, speed > 1 {
-            totalLine += "  ETA " + Format.eta(.milliseconds(Int64(Double(max(0, total - done)) / speed * 1000)))
+        if notAdmitted <= 0, let size = progress.totalBytes, speed > 1 {
+            let remaining = Double(max(0, size - progress.completedBytes)) / speed
+            totalLine += "  ETA " + Format.eta(.milliseconds(Int64(remaining * 1000)))
         }
         var extras: [String] = []
+        if progress.running > 0 { extras.append("\(progress.running) running") }
         if queued > 0 { extras.append("\(queued) queued") }
-        if paused > 0 { extras.append("\(paused) paused") }
+        if progress.paused > 0 { extras.append("\(progress.paused) paused") }
+        if progress.waiting > 0 { extras.append("\(progress.waiting) waiting for network") }
         if !extras.isEmpty { totalLine += "  (" + extras.joined(separator: ", ") + ")" }
         lines.append(totalLine)
         return lines
@@ -418,10 +477,10 @@ actor ProgressRenderer {
         let name = Self.fit(row.name, nameWidth)
         let right: String
         switch row.status {
-        case .queued:
-            right = "queued"
         case .paused:
             right = "paused  \(sizeText(row.progress))"
+        case .waiting(let host):
+            right = "waiting for \(host)  \(sizeText(row.progress))"
         case .retrying(let until, let attempt, let reason):
             let wait = until > now ? Format.eta(until - now) : "now"
             right = "retry \(attempt) in \(wait): \(reason)"
@@ -469,7 +528,7 @@ actor ProgressRenderer {
     // MARK: - Helpers
 
     /// `text` cut with "…" or padded with spaces to `width` characters.
-    private static func fit(_ text: String, _ width: Int, alignRight: Bool = false, pad: Bool = true) -> String {
+    static func fit(_ text: String, _ width: Int, alignRight: Bool = false, pad: Bool = true) -> String {
         let width = max(1, width)
         if text.count > width { return String(text.prefix(width - 1)) + "…" }
         guard pad else { return text }
@@ -478,9 +537,14 @@ actor ProgressRenderer {
     }
 
     /// What the file will probably be called: the URL's last path component, or its host.
-    private static func displayName(for url: URL) -> String {
+    static func displayName(for url: URL) -> String {
         let last = url.lastPathComponent
         if !last.isEmpty, last != "/" { return last }
         return url.host ?? url.absoluteString
+    }
+
+    /// ``displayName(for:)-(URL)`` for an ID that is a URL; else the ID itself.
+    static func displayName(for id: DownloadID) -> String {
+        URL(string: id.rawValue).map { displayName(for: $0) } ?? id.rawValue
     }
 }

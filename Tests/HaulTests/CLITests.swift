@@ -3,12 +3,14 @@ import HaulTestSupport
 import Testing
 
 /// End-to-end tests of the built `haul` binary against the fault server.
-@Suite("haul get (CLI)")
+@Suite("haul (CLI)")
 struct CLITests {
     @Test func downloadsAndReportsOneLinePerStateChange() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             let bytes = f.serve("cli.bin", count: 200_000)
-            let run = try await Haul.run(["get", f.server.url("/files/cli.bin").absoluteString, "-d", f.directory.path])
+            let run = try await Haul.run([
+                "get", f.server.url("/files/cli.bin").absoluteString, "-d", f.directory.path, "--journal", journal,
+            ])
             #expect(run.status == 0)
             #expect(f.contents("cli.bin") == bytes)
             #expect(run.stdout.contains("started \(f.server.url("/files/cli.bin").absoluteString)"))
@@ -19,10 +21,10 @@ struct CLITests {
     }
 
     @Test func jsonModePrintsOneEventObjectPerLine() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             f.serve("j.bin", count: 100_000)
             let url = f.server.url("/files/j.bin").absoluteString
-            let run = try await Haul.run(["get", url, "-d", f.directory.path, "--json"])
+            let run = try await Haul.run(["get", url, "-d", f.directory.path, "--json", "--journal", journal])
             #expect(run.status == 0)
             let objects = try run.stdout.split(separator: "\n").map { line in
                 try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
@@ -40,11 +42,12 @@ struct CLITests {
     }
 
     @Test func failuresExitNonZeroWithOneLinePerFailure() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             f.serve("ok", count: 10)
             let missing = f.server.url("/status/404").absoluteString
             let run = try await Haul.run([
                 "get", f.server.url("/files/ok").absoluteString, missing, "-d", f.directory.path, "--retries", "0",
+                "--journal", journal,
             ])
             #expect(run.status == 1)
             let lines = run.stderr.split(separator: "\n")
@@ -60,15 +63,26 @@ struct CLITests {
         ["get", "http://127.0.0.1:1/a", "--checksum", "sha-256=xyz"],
         ["get", "http://127.0.0.1:1/a", "--header", "no colon"],
         ["get"],
+        ["get", "http://127.0.0.1:1/a", "--quiet", "--json"],
+        ["resume", "-j", "0"],
+        ["pause"],
+        ["cancel", "http://127.0.0.1:1/a", "--all"],
+        ["retry"],
+        ["retry", "--all"],
     ])
     func badInputIsAUsageError(arguments: [String]) async throws {
-        let run = try await Haul.run(arguments)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-usage-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let journal = directory.appendingPathComponent("journal.sqlite").path
+        let run = try await Haul.run(arguments + ["--journal", journal])
         #expect(run.status == 2)
         #expect(!run.stderr.isEmpty)
+        // Usage errors are found before the journal is opened.
+        #expect(!FileManager.default.fileExists(atPath: journal))
     }
 
     @Test func inputFileWithOptionLines() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             let a = f.serve("a", count: 1000, seed: 1)
             let b = f.serve("b", count: 2000, seed: 2)
             let digest = TransferTests.digest(b, .sha256)
@@ -83,25 +97,25 @@ struct CLITests {
             let input = f.directory.appendingPathComponent("list.txt")
             try list.write(to: input, atomically: true, encoding: .utf8)
             let out = f.directory.appendingPathComponent("out")
-            let run = try await Haul.run(["get", "-i", input.path, "-d", out.path, "--quiet"])
+            let run = try await Haul.run(["get", "-i", input.path, "-d", out.path, "--quiet", "--journal", journal])
             #expect(run.status == 0)
             #expect(run.stdout.isEmpty)
             #expect(FileManager.default.contents(atPath: out.appendingPathComponent("first.dat").path) == Data(a))
             #expect(FileManager.default.contents(atPath: out.appendingPathComponent("b").path) == Data(b))
 
             try (list + "\n  colour=blue\n").write(to: input, atomically: true, encoding: .utf8)
-            let bad = try await Haul.run(["get", "-i", input.path, "-d", out.path])
+            let bad = try await Haul.run(["get", "-i", input.path, "-d", out.path, "--journal", journal])
             #expect(bad.status == 2)
-            #expect(bad.stderr.contains("list.txt"))
+            #expect(bad.stderr.contains("list.txt', line 7"))
         }
     }
 
     @Test func wrongChecksumFailsAndLeavesNoFile() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             f.serve("w", count: 1000)
             let run = try await Haul.run([
                 "get", f.server.url("/files/w").absoluteString, "-d", f.directory.path,
-                "--checksum", "md5=" + String(repeating: "0", count: 32),
+                "--checksum", "md5=" + String(repeating: "0", count: 32), "--journal", journal,
             ])
             #expect(run.status == 1)
             #expect(run.stderr.contains("md5 check failed"))
@@ -110,10 +124,10 @@ struct CLITests {
     }
 
     @Test func interruptKeepsThePartialAndTheSameCommandResumes() async throws {
-        try await Fixture.with { f in
+        try await CLIFixture.with { f, journal in
             let bytes = f.serve("big", count: 2_000_000)
             let url = f.server.url("/files/big?stall_after=500000&stall_times=1").absoluteString
-            let arguments = ["get", url, "-d", f.directory.path, "--json"]
+            let arguments = ["get", url, "-d", f.directory.path, "--json", "--journal", journal]
             // Interrupt once bytes are on disk.
             let first = try await Haul.run(arguments) { line in
                 line.contains("\"event\":\"progress\"") ? SIGINT : nil
@@ -132,6 +146,231 @@ struct CLITests {
             #expect(f.listing() == ["big"])
         }
     }
+
+    // MARK: - The journal
+
+    @Test func listShowsWhatGetDownloaded() async throws {
+        try await CLIFixture.with { f, journal in
+            f.serve("l.bin", count: 150_000)
+            let url = f.server.url("/files/l.bin").absoluteString
+            let run = try await Haul.run(["get", url, "-d", f.directory.path, "--quiet", "--journal", journal])
+            #expect(run.status == 0)
+
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(jobs.count == 1)
+            let job = try #require(jobs.first)
+            #expect(job["id"] as? String == url)
+            #expect(job["url"] as? String == url)
+            #expect(job["state"] as? String == "completed")
+            #expect(job["bytes"] as? Int == 150_000)
+            #expect(job["total"] as? Int == 150_000)
+            #expect(job["destination"] as? String == f.file("l.bin").path)
+            #expect(job["name"] as? String == "l.bin")
+            #expect(job["error"] is NSNull)
+            #expect((job["finishedAt"] as? String)?.hasSuffix("Z") == true)
+
+            // Finished jobs only show with --all.
+            #expect(try await Haul.jobs(journal).isEmpty)
+            let table = try await Haul.run(["list", "--all", "--journal", journal])
+            #expect(table.status == 0)
+            let lines = table.stdout.split(separator: "\n")
+            #expect(lines.count == 2)
+            #expect(lines.first?.hasPrefix("ID") == true)
+            #expect(lines.first?.contains("STATE") == true)
+            // Not on a terminal: the full URL, never shortened.
+            #expect(lines.last?.hasPrefix(url + " ") == true)
+            #expect(lines.last?.contains("completed") == true)
+            #expect(lines.last?.contains("146.5 KiB / 146.5 KiB 100%") == true)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func pauseFromAnotherProcessThenResume() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("slow", count: 2_000_000)
+            let url = f.server.url("/files/slow?stall_after=300000&stall_times=1").absoluteString
+            let running = try HaulProcess(["get", url, "-d", f.directory.path, "--json", "--journal", journal])
+            let progress = await running.line { $0.contains("\"event\":\"progress\"") }
+            #expect(progress != nil)
+
+            let pause = try await Haul.run(["pause", url, "--journal", journal])
+            #expect(pause.status == 0)
+            #expect(pause.stdout == "asked the running haul to pause \(url)\n")
+            // The running haul pauses the download, then, with nothing else to do, ends.
+            let paused = await running.line { $0.contains("\"event\":\"paused\"") }
+            #expect(paused?.contains(url) == true)
+            let first = await running.wait()
+            #expect(first.status == 1)
+            #expect(first.stderr.contains("1 download paused"))
+            #expect(!first.stderr.contains("failed"))
+            let summary = first.stdout.split(separator: "\n").last ?? ""
+            #expect(summary.contains("\"event\":\"summary\""))
+            #expect(summary.contains("\"paused\":1"))
+
+            let jobs = try await Haul.jobs(journal)
+            #expect(jobs.count == 1)
+            #expect(jobs.first?["state"] as? String == "paused")
+            #expect(FileManager.default.fileExists(atPath: f.file("slow.haul-partial").path))
+            #expect(!FileManager.default.fileExists(atPath: f.file("slow").path))
+
+            let pauseAgain = try await Haul.run(["pause", url, "--journal", journal])
+            #expect(pauseAgain.stdout == "\(url) is already paused\n")
+
+            let resumed = try await Haul.run(["resume", "--journal", journal])
+            #expect(resumed.status == 0)
+            #expect(resumed.stdout.contains("completed \(url)"))
+            #expect(resumed.stdout.contains("1 completed, 0 failed"))
+            #expect(f.contents("slow") == bytes)
+            #expect(f.listing() == ["slow"])
+            let range = f.server.requests(path: "/files/slow").last?.header("Range")
+            #expect(range?.hasPrefix("bytes=") == true && range != "bytes=0-")
+            #expect(try await Haul.jobs(journal, all: true).first?["state"] as? String == "completed")
+
+            let nothing = try await Haul.run(["resume", "--journal", journal])
+            #expect(nothing.status == 0)
+            #expect(nothing.stdout == "nothing to resume\n")
+        }
+    }
+
+    @Test func cancelDeletesThePartialOfAPausedDownload() async throws {
+        try await CLIFixture.with { f, journal in
+            f.serve("c.bin", count: 1_000_000)
+            let url = f.server.url("/files/c.bin?stall_after=200000&stall_times=1").absoluteString
+            let first = try await Haul.run(["get", url, "-d", f.directory.path, "--json", "--journal", journal]) {
+                line in line.contains("\"event\":\"progress\"") ? SIGINT : nil
+            }
+            #expect(first.status == 130)
+            #expect(FileManager.default.fileExists(atPath: f.file("c.bin.haul-partial").path))
+            #expect(try await Haul.jobs(journal).first?["state"] as? String == "paused")
+
+            let cancel = try await Haul.run(["cancel", url, "--journal", journal])
+            #expect(cancel.status == 0)
+            #expect(cancel.stdout == "cancelled \(url)\n")
+            #expect(f.listing().isEmpty)
+            #expect(try await Haul.jobs(journal).isEmpty)
+            #expect(try await Haul.jobs(journal, all: true).first?["state"] as? String == "cancelled")
+
+            let again = try await Haul.run(["cancel", url, "--journal", journal])
+            #expect(again.status == 0)
+            #expect(again.stdout == "\(url) is already cancelled\n")
+
+            let missing = f.server.url("/files/none").absoluteString
+            let unknown = try await Haul.run(["cancel", missing, url, "--journal", journal])
+            #expect(unknown.status == 1)
+            #expect(unknown.stderr == "haul: no job \(missing)\n")
+            #expect(unknown.stdout == "\(url) is already cancelled\n")
+
+            let all = try await Haul.run(["cancel", "--all", "--journal", journal])
+            #expect(all.status == 0)
+            #expect(all.stdout == "nothing to cancel\n")
+        }
+    }
+
+    @Test func retryQueuesAFailedDownloadForResume() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("r.bin", count: 50_000)
+            let url = f.server.url("/files/r.bin?fail=500&fail_times=1").absoluteString
+            let first = try await Haul.run([
+                "get", url, "-d", f.directory.path, "--retries", "0", "--journal", journal,
+            ])
+            #expect(first.status == 1)
+            #expect(first.stderr.hasPrefix("haul: failed: \(url): HTTP 500"))
+            let failed = try #require(try await Haul.jobs(journal).first)
+            #expect(failed["state"] as? String == "failed")
+            #expect(failed["errorCode"] as? String == "httpStatus")
+
+            let retry = try await Haul.run(["retry", "--all-failed", "--journal", journal])
+            #expect(retry.status == 0)
+            #expect(retry.stdout == "queued \(url)\nrun 'haul resume' to download it\n")
+            #expect(try await Haul.jobs(journal).first?["state"] as? String == "queued")
+
+            let resumed = try await Haul.run(["resume", "--journal", journal, "--json"])
+            #expect(resumed.status == 0)
+            #expect(f.contents("r.bin") == bytes)
+
+            let none = try await Haul.run(["retry", "--all-failed", "--journal", journal])
+            #expect(none.stdout == "no failed jobs\n")
+            let done = try await Haul.run(["retry", url, "--journal", journal])
+            #expect(done.stdout == "\(url) is already completed\n")
+        }
+    }
+
+    @Test func cleanRemovesFinishedJobsAndOrphanedPartials() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("k.bin", count: 10_000)
+            let url = f.server.url("/files/k.bin").absoluteString
+            #expect(try await Haul.run(["get", url, "-d", f.directory.path, "--journal", journal]).status == 0)
+            try Data(repeating: 7, count: 100).write(to: f.file("stray.iso.haul-partial"))
+            try Data("{}".utf8).write(to: f.file("stray.iso.haul-meta"))
+
+            let clean = try await Haul.run(["clean", "--journal", journal])
+            #expect(clean.status == 0)
+            #expect(clean.stdout == "removed 1 finished job and 1 orphaned partial file\n")
+            #expect(f.listing() == ["k.bin"])
+            #expect(f.contents("k.bin") == bytes)
+            #expect(try await Haul.jobs(journal, all: true).isEmpty)
+
+            let again = try await Haul.run(["clean", "--journal", journal])
+            #expect(again.stdout == "removed 0 finished jobs and 0 orphaned partial files\n")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func longInputFileIsQueuedAWindowAtATime() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("m", count: 300)
+            let count = 2_000
+            var list = "# many copies of one file\n"
+            for index in 0..<count {
+                list += f.server.url("/files/m?n=\(index)").absoluteString + "\n  out=m-\(index)\n"
+            }
+            let input = f.directory.appendingPathComponent("many.txt")
+            try list.write(to: input, atomically: true, encoding: .utf8)
+            let out = f.directory.appendingPathComponent("out")
+            let run = try await Haul.run([
+                "get", "-i", input.path, "-d", out.path, "-j", "16", "--per-host", "16", "--journal", journal,
+            ])
+            #expect(run.status == 0)
+            #expect(run.stderr.isEmpty)
+            #expect(run.stdout.contains("\(count) completed, 0 failed"))
+            let names = try FileManager.default.contentsOfDirectory(atPath: out.path)
+            #expect(names.count == count)
+            #expect(FileManager.default.contents(atPath: out.appendingPathComponent("m-1999").path) == Data(bytes))
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(jobs.count == count)
+            #expect(jobs.allSatisfy { $0["state"] as? String == "completed" })
+        }
+    }
+
+    @Test func urlsThatWouldShareAFileAreRejectedAsDuplicates() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("d", count: 1000)
+            let one = f.server.url("/files/d?n=1").absoluteString
+            let two = f.server.url("/files/d?n=2").absoluteString
+            // From standard input; the same URL twice is one download.
+            let list = "\(one)\n\(two)\n\(one)\n"
+            let run = try await Haul.run(
+                ["get", "-i", "-", "-d", f.directory.path, "--json", "--journal", journal], input: Data(list.utf8))
+            #expect(run.status == 1)
+            #expect(run.stderr.hasPrefix("haul: failed: \(two): another URL in the list would be saved to the same file (d)"))
+            #expect(run.stderr.split(separator: "\n").count == 1)
+            #expect(run.stdout.contains("\"code\":\"duplicate\""))
+            #expect(f.contents("d") == bytes)
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(jobs.map { $0["id"] as? String } == [one])
+        }
+    }
+}
+
+/// A fault-server fixture and a journal path of its own, removed afterwards, so that
+/// tests never touch the user's journal.
+enum CLIFixture {
+    static func with(_ body: (Fixture, String) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-journal-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let journal = directory.appendingPathComponent("journal.sqlite").path
+        try await Fixture.with { f in try await body(f, journal) }
+    }
 }
 
 /// Runs the `haul` executable built next to the test bundle.
@@ -146,40 +385,96 @@ enum Haul {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("haul")
     }
 
-    /// Runs `haul` with `arguments`. `signal` sees each stdout line and may return a signal
-    /// to send to the process (once).
-    static func run(_ arguments: [String], signal: (@Sendable (String) -> Int32?)? = nil) async throws -> Run {
-        let process = Process()
-        process.executableURL = executable
+    /// Runs `haul` with `arguments` to the end, with `input` on standard input. `signal`
+    /// sees each stdout line and may return a signal to send to the process (once).
+    static func run(
+        _ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil
+    ) async throws -> Run {
+        try await HaulProcess(arguments, input: input, signal: signal).wait()
+    }
+
+    /// The jobs `haul list --json` shows (with `--all`: every job).
+    static func jobs(_ journal: String, all: Bool = false) async throws -> [[String: Any]] {
+        let run = try await run(["list", "--json", "--journal", journal] + (all ? ["--all"] : []))
+        #expect(run.status == 0)
+        return try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [[String: Any]])
+    }
+}
+
+/// A running `haul` process whose output lines can be awaited.
+final class HaulProcess: @unchecked Sendable {
+    private let process = Process()
+    private let stdout = Pipe()
+    private let stderr = Pipe()
+    private let output: OutputCollector
+    private let errors = OutputCollector(signal: nil)
+    private let exit: AsyncStream<Int32>
+
+    /// Starts `haul` with `arguments`; see ``Haul/run(_:input:signal:)``.
+    init(_ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil) throws {
+        process.executableURL = Haul.executable
         process.arguments = arguments
-        let stdout = Pipe()
-        let stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
-        let collector = OutputCollector(signal: signal)
+        let stdin = input.map { _ in Pipe() }
+        process.standardInput = stdin ?? FileHandle.nullDevice
+        output = OutputCollector(signal: signal)
+        let (exit, exited) = AsyncStream.makeStream(of: Int32.self)
+        self.exit = exit
+        let process = self.process
+        let output = self.output
+        let errors = self.errors
         stdout.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            if let signal = collector.append(data) { kill(process.processIdentifier, signal) }
+            guard !data.isEmpty else { return output.end() }  // the end of the output
+            if let signal = output.append(data) { kill(process.processIdentifier, signal) }
         }
-        let errors = OutputCollector(signal: nil)
         stderr.fileHandleForReading.readabilityHandler = { handle in _ = errors.append(handle.availableData) }
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { process in continuation.resume(returning: process.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
+        process.terminationHandler = { process in
+            exited.yield(process.terminationStatus)
+            exited.finish()
         }
+        try process.run()
+        if let input, let writer = stdin?.fileHandleForWriting {
+            DispatchQueue.global().async {
+                writer.write(input)
+                try? writer.close()
+            }
+        }
+    }
+
+    /// The first stdout line that `matches`, waiting for it; `nil` if the process ends first.
+    func line(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
+        await output.firstLine(where: matches)
+    }
+
+    /// Waits for the process to end; returns its status and everything it printed.
+    func wait() async -> Haul.Run {
+        var status: Int32 = -1
+        for await code in exit { status = code }
         stdout.fileHandleForReading.readabilityHandler = nil
         stderr.fileHandleForReading.readabilityHandler = nil
-        _ = collector.append(stdout.fileHandleForReading.readDataToEndOfFile())
+        _ = output.append(stdout.fileHandleForReading.readDataToEndOfFile())
         _ = errors.append(stderr.fileHandleForReading.readDataToEndOfFile())
-        return Run(status: status, stdout: collector.text, stderr: errors.text)
+        output.end()
+        errors.end()
+        return Haul.Run(status: status, stdout: output.text, stderr: errors.text)
     }
 }
 
 /// Collects a process's output; thread-safe because readability handlers run anywhere.
 final class OutputCollector: @unchecked Sendable {
+    private struct Waiter {
+        var matches: @Sendable (String) -> Bool
+        var continuation: CheckedContinuation<String?, Never>
+    }
+
     private let lock = NSLock()
     private var data = Data()
+    private var scanned = 0
+    private var lines: [String] = []
+    private var waiters: [Waiter] = []
+    private var ended = false
     private var signalled = false
     private let signal: (@Sendable (String) -> Int32?)?
 
@@ -188,18 +483,59 @@ final class OutputCollector: @unchecked Sendable {
     /// Appends output; returns a signal to send when a complete line asks for one.
     func append(_ chunk: Data) -> Int32? {
         lock.lock()
-        defer { lock.unlock() }
-        let before = data.count
         data.append(chunk)
-        guard let signal, !signalled else { return nil }
-        let start = data[..<before].lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0
-        for line in data[start...].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
-            if let number = signal(String(decoding: line, as: UTF8.self)) {
-                signalled = true
-                return number
+        var fresh: [String] = []
+        while let newline = data[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+            fresh.append(String(decoding: data[scanned..<newline], as: UTF8.self))
+            scanned = newline + 1
+        }
+        lines += fresh
+        var send: Int32?
+        if let signal, !signalled {
+            for line in fresh {
+                if let number = signal(line) {
+                    signalled = true
+                    send = number
+                    break
+                }
             }
         }
-        return nil
+        var ready: [(CheckedContinuation<String?, Never>, String)] = []
+        waiters.removeAll { waiter in
+            guard let line = fresh.first(where: waiter.matches) else { return false }
+            ready.append((waiter.continuation, line))
+            return true
+        }
+        lock.unlock()
+        for (continuation, line) in ready { continuation.resume(returning: line) }
+        return send
+    }
+
+    /// The first complete line that `matches`, waiting for it; `nil` once output ended.
+    func firstLine(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
+        await withCheckedContinuation { continuation in
+            lock.lock()
+            if let line = lines.first(where: matches) {
+                lock.unlock()
+                continuation.resume(returning: line)
+            } else if ended {
+                lock.unlock()
+                continuation.resume(returning: nil)
+            } else {
+                waiters.append(Waiter(matches: matches, continuation: continuation))
+                lock.unlock()
+            }
+        }
+    }
+
+    /// Marks the output complete: waiting callers get `nil`.
+    func end() {
+        lock.lock()
+        ended = true
+        let waiting = waiters
+        waiters = []
+        lock.unlock()
+        for waiter in waiting { waiter.continuation.resume(returning: nil) }
     }
 
     var text: String {

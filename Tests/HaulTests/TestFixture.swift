@@ -8,6 +8,9 @@ struct Fixture {
     let server: FaultServer
     let manager: DownloadManager
     let directory: URL
+    /// The journal, for fixtures made with `journal: true`.
+    let journal: Journal?
+    let configuration: DownloadManager.Configuration
 
     static func testConfiguration() -> DownloadManager.Configuration {
         var configuration = DownloadManager.Configuration()
@@ -19,6 +22,7 @@ struct Fixture {
 
     /// Runs `body` with a fixture, shutting everything down afterwards.
     static func with(
+        journal useJournal: Bool = false,
         _ configure: (inout DownloadManager.Configuration) -> Void = { _ in },
         _ body: (Fixture) async throws -> Void
     ) async throws {
@@ -28,7 +32,10 @@ struct Fixture {
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("haul-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let fixture = Fixture(server: server, manager: DownloadManager(configuration: configuration), directory: directory)
+        let journal = try useJournal ? Journal(path: directory.path + "-journal/journal.sqlite") : nil
+        let fixture = Fixture(
+            server: server, manager: DownloadManager(configuration: configuration, journal: journal),
+            directory: directory, journal: journal, configuration: configuration)
         do {
             try await body(fixture)
         } catch {
@@ -42,6 +49,14 @@ struct Fixture {
         await manager.shutdown()
         try? await server.shutdown()
         try? FileManager.default.removeItem(at: directory)
+        try? FileManager.default.removeItem(atPath: directory.path + "-journal")
+    }
+
+    /// Another manager on the same journal, as a later process would make.
+    func makeManager(_ configure: (inout DownloadManager.Configuration) -> Void = { _ in }) -> DownloadManager {
+        var configuration = self.configuration
+        configure(&configuration)
+        return DownloadManager(configuration: configuration, journal: journal)
     }
 
     /// Registers `count` random bytes under `/files/<name>` and returns them.

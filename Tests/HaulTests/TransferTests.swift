@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Haul
 import HaulTestSupport
@@ -343,19 +344,15 @@ struct TransferTests {
         }
     }
 
+    /// The digest of `bytes`, from swift-crypto directly (independent of Haul's streaming
+    /// and resume-aware hashing).
     static func digest(_ bytes: [UInt8], _ algorithm: Checksum.Algorithm) -> String {
-        let tool = ["sha-256": "sha256sum", "sha-1": "sha1sum", "md5": "md5sum"][algorithm.rawValue]!
-        let input = FileManager.default.temporaryDirectory.appendingPathComponent("digest-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: input.path, contents: Data(bytes))
-        defer { try? FileManager.default.removeItem(at: input) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [tool, input.path]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try? process.run()
-        process.waitUntilExit()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return String(output.prefix { $0 != " " })
+        let digest: [UInt8] =
+            switch algorithm {
+            case .sha256: Array(SHA256.hash(data: bytes))
+            case .sha1: Array(Insecure.SHA1.hash(data: bytes))
+            case .md5: Array(Insecure.MD5.hash(data: bytes))
+            }
+        return digest.map { String(format: "%02x", $0) }.joined()
     }
 }

@@ -152,7 +152,8 @@ final class JournalWriter: Sendable {
     /// another URL or partial file, starts again from zero; an unfinished one keeps its
     /// committed bytes. A row that a live process is running is left alone.
     static func upsert(_ record: JobRecord, in db: Database) throws {
-        try db.execute(
+        // One prepared statement, reused for every row of a batch.
+        try db.cachedStatement(
             sql: """
                 INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
                     priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
@@ -176,7 +177,8 @@ final class JournalWriter: Sendable {
                     command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0
                 WHERE job.state != 'running' OR job.owner IS NULL OR job.owner = excluded.owner
                     OR NOT haul_alive(job.owner)
-                """,
+                """
+        ).execute(
             arguments: [
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
                 record.partialPath, record.priority, record.totalBytes, record.expectedSize, record.checksum,

@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -14,6 +15,8 @@ actor HostReachability {
     }
 
     nonisolated let restored: AsyncStream<String>
+    /// Hosts that have answered at least once in this process.
+    private nonisolated let answered = NIOLockedValueBox<Set<String>>([])
     private let restoredContinuation: AsyncStream<String>.Continuation
     private var probes: [String: (endpoint: Endpoint, task: Task<Void, Never>)] = [:]
     private let initialDelay: Duration
@@ -25,6 +28,17 @@ actor HostReachability {
         self.initialDelay = initialDelay
         self.maxDelay = maxDelay
         self.timeout = timeout
+    }
+
+    /// Records that the host `key` answered a request.
+    nonisolated func noteAnswered(_ key: String) {
+        _ = answered.withLockedValue { $0.insert(key) }
+    }
+
+    /// Whether the host `key` has answered before. A host that never answered is more
+    /// likely misspelt than offline, so its failures are not treated as a lost network.
+    nonisolated func hasAnswered(_ key: String) -> Bool {
+        answered.withLockedValue { $0.contains(key) }
     }
 
     /// Whether `key` is currently considered down.

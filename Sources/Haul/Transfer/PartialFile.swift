@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CHaulShims
 import Foundation
 import NIOCore
 
@@ -71,6 +72,29 @@ final class PartialFile: Sendable {
             digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<result]))
             offset += Int64(result)
         }
+    }
+
+    /// Reserves disk space for the file to grow to `total` bytes without changing its
+    /// length, so a full disk shows at the start of a transfer rather than at 99%.
+    /// Where the platform cannot reserve space this does nothing.
+    func reserve(upTo total: Int64) throws(DownloadError) {
+        let current = try length()
+        guard total > current else { return }
+        #if os(Linux)
+        if chaul_reserve_keep_size(descriptor, off_t(current), off_t(total - current)) != 0 {
+            let code = errno
+            // File systems without fallocate simply don't reserve.
+            if code == EOPNOTSUPP || code == ENOSYS || code == EINVAL { return }
+            throw .fileSystem("reserve space for", path: path, errno: code)
+        }
+        #elseif canImport(Darwin)
+        var store = fstore_t(
+            fst_flags: UInt32(F_ALLOCATEALL), fst_posmode: F_PEOFPOSMODE, fst_offset: 0,
+            fst_length: off_t(total - current), fst_bytesalloc: 0)
+        if fcntl(descriptor, F_PREALLOCATE, &store) == -1, errno == ENOSPC {
+            throw .fileSystem("reserve space for", path: path, errno: ENOSPC)
+        }
+        #endif
     }
 
     /// Flushes the file's data to stable storage.

@@ -132,7 +132,13 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             // The body is not the content we asked for; don't read it.
             task.cancel()
             return task.eventLoop.makeSucceededVoidFuture()
-        case .write(_, let truncate, let total) where truncate:
+        case .write(_, let truncate, let total) where !truncate:
+            guard case .file(let file, _) = sink, let total else { return task.eventLoop.makeSucceededVoidFuture() }
+            let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
+                try file.reserve(upTo: total)
+            }
+            return recordingFailure(of: future, task: task)
+        case .write(_, _, let total):
             guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
             let metadata = PartialMetadata(
                 url: requestURL.absoluteString,
@@ -144,6 +150,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 try file.truncate(to: 0)
                 try metadata.save(to: paths.metadata)
                 checkpointer?.synced(upTo: 0)
+                if let total { try file.reserve(upTo: total) }
             }
             return recordingFailure(of: future, task: task)
         default:

@@ -65,7 +65,7 @@ struct TransferOperation: Sendable {
                 return .completed(try await attempt(carrying: &digest, journaled: known))
             } catch {
                 if Task.isCancelled { return .interrupted }
-                if error.isConnectivity {
+                if error.isConnectivity, reachability.hasAnswered(endpoint.key) || hadPartial() {
                     // Is it the host, or the network? A failed probe means wait, without
                     // spending retries, until the host answers again.
                     let down = await reachability.isDown(endpoint.key)
@@ -88,6 +88,14 @@ struct TransferOperation: Sendable {
                 do { try await Task.sleep(for: delay) } catch { return .interrupted }
             }
         }
+    }
+
+    /// Whether a partial file with content exists, left by this or an earlier run: proof
+    /// that the host was reachable once.
+    private func hadPartial() -> Bool {
+        guard let paths else { return false }
+        var info = stat()
+        return stat(paths.partial, &info) == 0 && info.st_size > 0
     }
 
     /// A failed download keeps a partial that holds bytes, for a later resume, but leaves
@@ -243,6 +251,7 @@ struct TransferOperation: Sendable {
             let transportError = await send(url: url, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
+            if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
             if let failure = outcome.failure { throw failure }
             guard let action = outcome.action else {
                 throw Self.translate(transportError, url: url)
@@ -334,7 +343,11 @@ struct TransferOperation: Sendable {
         -> T
     {
         do {
-            return try await threadPool.runIfActive { try body() }
+            // Through a future rather than the async API, so that file work started for a
+            // cancelled task (a pause's final sync and checkpoint) still runs to the end.
+            return try await threadPool.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
+                try body()
+            }.get()
         } catch let error as DownloadError {
             throw error
         } catch {

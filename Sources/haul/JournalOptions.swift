@@ -1,0 +1,86 @@
+import ArgumentParser
+import Foundation
+import Haul
+
+/// `--journal PATH`, shared by every command that reads or writes the journal.
+struct JournalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("journal"),
+        help: ArgumentHelp(
+            "The journal of downloads, created if missing. (default: $XDG_STATE_HOME/haul/journal.sqlite or ~/.local/state/haul/journal.sqlite)",
+            valueName: "path"))
+    var path: String?
+
+    /// The journal's path: `--journal`, else ``Journal/defaultPath``.
+    var resolvedPath: String { path ?? Journal.defaultPath }
+
+    /// Opens the journal; on failure says why on standard error and exits with status 1.
+    func open() throws -> Journal {
+        if let path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
+        do {
+            return try Journal(path: resolvedPath)
+        } catch {
+            Console.err("haul: cannot use the journal \(resolvedPath): \(error.message)\n")
+            throw ExitCode.failure
+        }
+    }
+}
+
+/// The options of the commands that run downloads: `haul get` and `haul resume`.
+struct DownloadOptions: ParsableArguments {
+    @Option(
+        name: [.customShort("j"), .customLong("jobs")],
+        help: ArgumentHelp("How many downloads run at once. (default: 10)", valueName: "n"))
+    var jobs: Int?
+
+    @Option(
+        name: .customLong("per-host"),
+        help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
+    var perHost: Int?
+
+    @Option(help: ArgumentHelp("How many times to retry a failed attempt. (default: 5)", valueName: "n"))
+    var retries: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds to wait for a connection, and for data once connected. (default: 30 and 60)",
+            valueName: "seconds"))
+    var timeout: Double?
+
+    @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
+    var quiet = false
+
+    @Flag(help: "Print events as JSON, one object per line.")
+    var json = false
+
+    /// How to show progress.
+    var mode: ProgressRenderer.Mode {
+        if json { .json } else if quiet { .quiet } else if Console.outputIsTerminal { .live } else { .lines }
+    }
+
+    /// The manager's configuration; throws `ValidationError` for bad values.
+    func managerConfiguration() throws -> DownloadManager.Configuration {
+        if quiet && json { throw ValidationError("--quiet and --json cannot be used together.") }
+        var configuration = DownloadManager.Configuration()
+        if let jobs {
+            guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
+            configuration.maxConcurrentDownloads = jobs
+        }
+        if let perHost {
+            guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1.") }
+            configuration.maxConnectionsPerHost = perHost
+        }
+        if let retries {
+            guard retries >= 0 else { throw ValidationError("--retries must not be negative.") }
+            configuration.retry.maxRetries = retries
+        }
+        if let timeout {
+            guard timeout.isFinite, timeout > 0, timeout <= 86_400 else {
+                throw ValidationError("--timeout must be a number of seconds above 0 (at most 86400).")
+            }
+            configuration.connectTimeout = .seconds(timeout)
+            configuration.idleTimeout = .seconds(timeout)
+        }
+        return configuration
+    }
+}

@@ -1,0 +1,35 @@
+import ArgumentParser
+import Haul
+
+/// `haul resume`: continues every unfinished download in the journal.
+struct Resume: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Continue the journal's unfinished downloads.",
+        discussion: """
+            Takes over every queued, paused or waiting download in the journal that no \
+            running haul is working on, for instance after Ctrl-C, a crash, a full disk or \
+            'haul pause', and runs them to the end from their partial files. Output and exit \
+            status are those of 'haul get'; with nothing to resume it prints "nothing to \
+            resume" and exits with 0.
+            """)
+
+    @OptionGroup var options: DownloadOptions
+
+    @OptionGroup var journalOptions: JournalOptions
+
+    mutating func run() async throws {
+        let configuration = try options.managerConfiguration()
+        let journal = try journalOptions.open()
+        var session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)
+        session.nothingToDo = "nothing to resume"
+        let code = await session.run { intake in
+            do throws(DownloadError) {
+                let count = try await intake.manager.resumeUnfinished()
+                await intake.adopted(count)
+            } catch {
+                await intake.fail("cannot resume: \(error.message)")
+            }
+        }
+        if code != 0 { throw ExitCode(code) }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import GRDB
+import Haul
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+@Suite("Journal and recovery")
+struct JournalTests {
+    @Test func recordsEachDownloadDurably() async throws {
+        try await Fixture.with(journal: true) { f in
+            let bytes = f.serve("a", count: 300_000)
+            let url = f.server.url("/files/a")
+            let result = try await f.manager.download(f.request("/files/a")).result
+            await f.manager.shutdown()
+            let job = try #require(try f.journal!.job(DownloadID(url.absoluteString)))
+            #expect(job.state == .completed)
+            #expect(job.bytes == 300_000)
+            #expect(job.destination == f.file("a").path)
+            #expect(job.finishedAt != nil)
+            #expect(result.byteCount == Int64(bytes.count))
+        }
+    }
+
+    @Test func pauseRecordsOnlyWhatIsOnDisk() async throws {
+        try await Fixture.with(journal: true) { f in
+            f.serve("p", count: 1 << 20)
+            let handle = try await f.manager.download(f.request("/files/p?stall_after=400000&stall_times=1"))
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            await f.manager.pauseAll()
+            let job = try #require(try f.journal!.job(handle.id))
+            let length = try #require(try FileManager.default.attributesOfItem(atPath: f.file("p.haul-partial").path)[.size] as? Int)
+            #expect(job.state == .paused)
+            #expect(job.bytes == Int64(length))
+            #expect(length > 0)
+        }
+    }
+
+    /// After a reboot only fsynced bytes count; after a process crash the file's length does.
+    @Test(arguments: [true, false])
+    func restartTrustsThePartialOnlyWithinTheSameBoot(sameBoot: Bool) async throws {
+        try await Fixture.with(journal: true) { f in
+            let bytes = f.serve("r", count: 1 << 20)
+            let handle = try await f.manager.download(f.request("/files/r?stall_after=600000&stall_times=1"))
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            await f.manager.pauseAll()
+            await f.manager.shutdown()
+            let partial = f.file("r.haul-partial").path
+            let length = try #require(try FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int)
+            try #require(length > 10)
+
+            // Pretend the journal's last checkpoint covered only 10 bytes, in this boot or another.
+            try await f.journal!.writer.write { db in
+                try db.execute(
+                    sql: "UPDATE job SET bytesCommitted = 10, bootID = ? WHERE id = ?",
+                    arguments: [sameBoot ? ProcessIdentity.bootID : "another-boot", handle.id.rawValue])
+            }
+            let restarted = f.makeManager()
+            #expect(try await restarted.resumeUnfinished() == 1)
+            await restarted.waitUntilIdle()
+            await restarted.shutdown()
+
+            #expect(f.contents("r") == bytes)
+            let resumedAt = sameBoot ? length : 10
+            #expect(f.server.requests(path: "/files/r").last?.header("Range") == "bytes=\(resumedAt)-")
+            #expect(try f.journal!.job(handle.id)?.state == .completed)
+        }
+    }
+
+    @Test func admitsQueuedJobsAWindowAtATime() async throws {
+        let window = 24
+        try await Fixture.with(journal: true, {
+            $0.admissionWindow = window
+            $0.maxConcurrentDownloads = 8
+        }) { f in
+            let bytes = f.serve("w", count: 2_000)
+            let count = 1_000
+            let events = f.manager.events
+            let requests = (0..<count).map { f.request("/files/w?n=\($0)", to: "w\($0)") }
+            let watcher = Task { () -> Int in
+                var largest = 0
+                for await event in events {
+                    guard case .completed = event.event else { continue }
+                    let progress = await f.manager.progress
+                    largest = max(largest, progress.queued + progress.running)
+                }
+                return largest
+            }
+            try await f.manager.enqueue(requests)
+            await f.manager.waitUntilIdle()
+            await f.manager.shutdown()
+            let largest = await watcher.value
+            #expect(largest <= window + 8)
+            #expect(try f.journal!.jobs(in: [.completed]).count == count)
+            #expect(f.contents("w999") == bytes)
+            #expect(f.server.statistics.maxInFlightRequests <= 8)
+        }
+    }
+
+    @Test func obeysCommandsLeftInTheJournal() async throws {
+        try await Fixture.with(journal: true, { $0.journalPollInterval = .milliseconds(20) }) { f in
+            f.serve("c", count: 1 << 20)
+            let handle = try await f.manager.download(f.request("/files/c?stall_after=300000&stall_times=1"))
+            let events = handle.events
+            await firstEvent(events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            // What `haul pause ID` in another process leaves for the owner.
+            try await f.journal!.writer.write { db in
+                try db.execute(sql: "UPDATE job SET command = 'pause' WHERE id = ?", arguments: [handle.id.rawValue])
+            }
+            await firstEvent(events) { event -> Bool? in
+                if case .paused = event { return true }
+                return nil
+            }
+            try await f.journal!.writer.write { db in
+                try db.execute(sql: "UPDATE job SET command = 'resume' WHERE id = ?", arguments: [handle.id.rawValue])
+            }
+            _ = try await handle.result
+            #expect(f.server.requests(path: "/files/c").last?.header("Range") != nil)
+        }
+    }
+
+    @Test func waitsForTheNetworkAndResumesOnItsOwn() async throws {
+        try await Fixture.with({
+            $0.networkProbeDelay = .milliseconds(20)
+            $0.maxNetworkProbeDelay = .milliseconds(100)
+            $0.retry.maxRetries = 1
+        }) { f in
+            let bytes = FaultServer.randomBytes(count: 1 << 20, seed: 9)
+            f.server.setFile("n", bytes, etag: .custom("stable"), lastModified: .none)
+            let port = f.server.port
+            let handle = try await f.manager.download(f.request("/files/n?rate=1000000"))
+            let events = handle.events
+            await firstEvent(events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                return nil
+            }
+            // The server goes away mid-download...
+            try await f.server.shutdown()
+            let lost = await firstEvent(events) { event -> String? in
+                if case .networkLost(let host) = event { return host }
+                return nil
+            }
+            #expect(lost == "127.0.0.1")
+            #expect(await f.manager.progress.waiting == 1)
+
+            // ...and comes back on the same port.
+            let revived = try await FaultServer.start(port: port)
+            revived.setFile("n", bytes, etag: .custom("stable"), lastModified: .none)
+            let restored = await firstEvent(events) { event -> String? in
+                if case .networkRestored(let host) = event { return host }
+                return nil
+            }
+            #expect(restored == "127.0.0.1")
+            let result = try await handle.result
+            #expect(f.contents("n") == bytes)
+            #expect(revived.requests(path: "/files/n").first?.header("Range") != nil)
+            #expect(result.bytesTransferred < Int64(bytes.count) + 200_000)
+            try await revived.shutdown()
+        }
+    }
+
+    @Test(.enabled(if: SmallFilesystem.isSupported, "cannot mount a tmpfs here (needs root)"))
+    func fullDiskFailsUpFrontWhenTheSizeIsKnown() async throws {
+        let small = try SmallFilesystem(bytes: 1 << 20)
+        defer { small.unmount() }
+        try await Fixture.with(journal: true) { f in
+            f.serve("big", count: 4 << 20)
+            let handle = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/big"), destination: .directory(small.mountPoint)))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .diskFull)
+            #expect(!FileManager.default.fileExists(atPath: small.mountPoint.appendingPathComponent("big").path))
+            await f.manager.shutdown()
+            #expect(try f.journal!.job(handle.id)?.state == .paused)
+        }
+    }
+
+    @Test(.enabled(if: SmallFilesystem.isSupported, "cannot mount a tmpfs here (needs root)"))
+    func fullDiskPausesKeepsThePartialAndResumesOnceFreed() async throws {
+        let small = try SmallFilesystem(bytes: 1 << 20)
+        defer { small.unmount() }
+        try await Fixture.with(journal: true) { f in
+            let bytes = f.serve("grow", count: 3 << 20)
+            // Chunked: no size up front, so the disk fills mid-transfer.
+            let handle = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/grow?chunked=1"), destination: .directory(small.mountPoint)))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .diskFull)
+            #expect(error.message.contains("no space left"))
+            let partial = small.mountPoint.appendingPathComponent("grow.haul-partial").path
+            let kept = try #require(try FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int)
+            #expect(kept > 0)
+            #expect(!FileManager.default.fileExists(atPath: small.mountPoint.appendingPathComponent("grow").path))
+            await f.manager.shutdown()
+            #expect(try f.journal!.job(handle.id)?.state == .paused)
+
+            // Space is freed; `haul resume` continues from the partial.
+            #expect(small.resize(to: 16 << 20))
+            let restarted = f.makeManager()
+            #expect(try await restarted.resumeUnfinished() == 1)
+            await restarted.waitUntilIdle()
+            await restarted.shutdown()
+            #expect(FileManager.default.contents(atPath: small.mountPoint.appendingPathComponent("grow").path) == Data(bytes))
+            #expect(f.server.requests(path: "/files/grow").last?.header("Range") == "bytes=\(kept)-")
+        }
+    }
+
+    @Test func firstSchemaVersionOpensAndUpgrades() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-v1-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // Given a journal written by the first schema version
+        do {
+            var configuration = Configuration()
+            Journal.prepare(&configuration)
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            try Journal.migrator.migrate(queue, upTo: "v1: jobs")
+            try queue.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO job (id, url, destinationKind, destinationPath, partialPath, state, priority,
+                            attempts, bytesCommitted, totalBytes, createdAt, updatedAt)
+                        VALUES ('old', 'http://example.com/old.iso', 'directory', '/tmp', '/tmp/old.iso.haul-partial',
+                            'paused', 2, 1, 4096, 8192, '2026-01-01 00:00:00.000', '2026-01-01 00:00:00.000')
+                        """)
+            }
+            #expect(try queue.read { try Journal.migrator.appliedIdentifiers($0) } == ["v1: jobs"])
+        }
+        // When it is opened
+        let journal = try Journal(path: path)
+        // Then it is upgraded, and its rows are intact
+        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 2)
+        let job = try #require(try journal.job("old"))
+        #expect(job.state == .paused)
+        #expect(job.bytes == 4096)
+        #expect(job.totalBytes == 8192)
+        #expect(job.attempts == 1)
+        #expect(job.destination == "/tmp/old.iso")
+        #expect(try journal.retry("old") == .applied)
+        #expect(try journal.job("old")?.state == .queued)
+    }
+}
