@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -67,3 +68,16 @@ let package = Package(
         ),
     ]
 )
+
+// Benchmarks are built only on request, so CI does not build them:
+//     HAUL_BENCHMARKS=1 swift run -c release haul-queue-benchmark
+if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
+    package.products.append(.executable(name: "haul-queue-benchmark", targets: ["QueueBenchmark"]))
+    package.targets.append(
+        .executableTarget(
+            name: "QueueBenchmark",
+            dependencies: ["Haul", "HaulTestSupport"],
+            path: "Benchmarks/QueueBenchmark",
+            swiftSettings: swiftSettings
+        ))
+}

@@ -74,18 +74,9 @@ enum InputFile {
         return sanitize(last) ?? "download"
     }
 
-    /// The same reduction to one safe path component as the library's file naming.
+    /// The library's reduction to one safe path component.
     private static func sanitize(_ name: String) -> String? {
-        let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-        var cleaned = String(
-            lastComponent.unicodeScalars.filter { scalar in
-                !CharacterSet.controlCharacters.contains(scalar) && scalar != "\u{0}"
-            }.map(Character.init))
-        cleaned = cleaned.trimmingCharacters(in: .whitespacesAndNewlines)
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
-        guard !cleaned.isEmpty else { return nil }
-        while cleaned.utf8.count > 255 { cleaned.removeFirst() }
-        return cleaned
+        FileNaming.sanitize(name)
     }
 }
 

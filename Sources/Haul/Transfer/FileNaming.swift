@@ -1,7 +1,7 @@
 import Foundation
 
 /// Turns names offered by servers and URLs into one safe path component.
-enum FileNaming {
+package enum FileNaming {
     /// The name used when neither the response nor the URL offers one.
     static let fallbackName = "download"
 
@@ -39,7 +39,7 @@ enum FileNaming {
     /// Reduces `name` to a single safe path component: no separators, no control
     /// characters, no leading dots, no `..`, at most 255 bytes. Returns `nil` if nothing
     /// usable is left.
-    static func sanitize(_ name: String) -> String? {
+    package static func sanitize(_ name: String) -> String? {
         let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var cleaned = String(lastComponent.unicodeScalars.filter { scalar in
             !CharacterSet.controlCharacters.contains(scalar) && scalar != "\u{0}"
