@@ -32,6 +32,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case duplicate
             case cancelled
             case protocolViolation
+            case invalidManifest
         }
 
         let base: Base
@@ -66,6 +67,9 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The server's answer broke the HTTP rules Haul relies on, such as a
         /// `Content-Range` that does not match the requested range.
         public static let protocolViolation = Code(base: .protocolViolation)
+        /// A sync manifest is malformed or breaks a validation rule; the message names the
+        /// offending entry (index and path) and, for XML, the line.
+        public static let invalidManifest = Code(base: .invalidManifest)
 
         public var description: String { base.rawValue }
     }
