@@ -18,9 +18,9 @@ final class JobCore: Sendable {
         managerEvents.yield(DownloadManager.Event(id: id, event: event))
     }
 
-    /// Counts bytes that reached the sink, emitting a progress event when one is due.
-    func received(_ count: Int) {
-        if let progress = meter.add(count) { emit(.progress(progress)) }
+    /// Counts bytes that reached the sink at `now`, emitting a progress event when one is due.
+    func received(_ count: Int, at now: ContinuousClock.Instant) {
+        if let progress = meter.add(count, at: now) { emit(.progress(progress)) }
     }
 
     /// Ends the download: a terminal event, then the result for every waiter.

@@ -46,10 +46,10 @@ final class ProgressMeter: Sendable {
         state.withLockedValue { $0.total = total }
     }
 
-    /// Adds `count` bytes; returns a snapshot when a progress event is due.
-    func add(_ count: Int) -> DownloadProgress? {
-        let now = ContinuousClock.now
-        return state.withLockedValue { state in
+    /// Adds `count` bytes that arrived at `now`; returns a snapshot when a progress event
+    /// is due. The caller reads the clock once per chunk and shares it with the checkpointer.
+    func add(_ count: Int, at now: ContinuousClock.Instant) -> DownloadProgress? {
+        state.withLockedValue { state in
             state.completed += Int64(count)
             state.transferred += Int64(count)
             state.sampleBytes += Int64(count)

@@ -40,10 +40,9 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// Counts `count` freshly written bytes; returns whether a sync is due.
-    func wrote(_ count: Int) -> Bool {
-        let now = ContinuousClock.now
-        return state.withLockedValue { state in
+    /// Counts `count` bytes written at `now`; returns whether a sync is due.
+    func wrote(_ count: Int, at now: ContinuousClock.Instant) -> Bool {
+        state.withLockedValue { state in
             state.unsynced += Int64(count)
             return state.unsynced >= Self.byteInterval && now - state.lastSync >= Self.interval
         }

@@ -200,22 +200,25 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             return task.eventLoop.makeSucceededVoidFuture()
         case .stored:
             if let digest = state.withLockedValue({ $0.outcome.digest }) { digest.update(buffer) }
-            core.received(count)
+            core.received(count, at: .now)
             return task.eventLoop.makeSucceededVoidFuture()
         case .write(let offset, let digest):
             guard case .file(let file, _) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
             let core = self.core
             let checkpointer = self.checkpointer
-            let future = threadPool.runIfActive(eventLoop: task.eventLoop) {
+            // One clock read per chunk, shared by the checkpointer and the progress meter.
+            let future = threadPool.runIfActive(eventLoop: task.eventLoop) { () -> ContinuousClock.Instant in
                 try file.write(buffer, at: offset)
                 digest?.update(buffer)
-                if let checkpointer, checkpointer.wrote(count) {
+                let now = ContinuousClock.now
+                if let checkpointer, checkpointer.wrote(count, at: now) {
                     try file.sync()
                     checkpointer.synced(upTo: offset + Int64(count))
                 }
-            }.map { [state] in
+                return now
+            }.map { [state] now in
                 state.withLockedValue { $0.outcome.bytesWritten += Int64(count) }
-                core.received(count)
+                core.received(count, at: now)
             }
             return recordingFailure(of: future, task: task)
         }
