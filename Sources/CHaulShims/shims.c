@@ -6,6 +6,16 @@
 
 #if defined(__linux__)
 #include <linux/falloc.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+#elif defined(__APPLE__)
+#include <stdio.h>
+#include <unistd.h>
+#else
+#include <unistd.h>
 #endif
 
 int chaul_reserve_keep_size(int fd, off_t offset, off_t length) {
@@ -17,5 +27,28 @@ int chaul_reserve_keep_size(int fd, off_t offset, off_t length) {
     (void)length;
     errno = ENOSYS;
     return -1;
+#endif
+}
+
+int chaul_exchange(const char *first, const char *second) {
+#if defined(__linux__) && defined(SYS_renameat2)
+    return (int)syscall(SYS_renameat2, AT_FDCWD, first, AT_FDCWD, second, RENAME_EXCHANGE);
+#elif defined(__APPLE__)
+    return renamex_np(first, second, RENAME_SWAP);
+#else
+    (void)first;
+    (void)second;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int chaul_sync_filesystem(int fd) {
+#if defined(__linux__)
+    return syncfs(fd);
+#else
+    (void)fd;
+    sync();
+    return 0;
 #endif
 }

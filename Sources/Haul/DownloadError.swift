@@ -33,6 +33,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case cancelled
             case protocolViolation
             case invalidManifest
+            case unsafePath
         }
 
         let base: Base
@@ -70,6 +71,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A sync manifest is malformed or breaks a validation rule; the message names the
         /// offending entry (index and path) and, for XML, the line.
         public static let invalidManifest = Code(base: .invalidManifest)
+        /// A sync would have to write or delete through a symbolic link, or outside its
+        /// directory, or something local is in the way of the manifest's layout; the message
+        /// names the path.
+        public static let unsafePath = Code(base: .unsafePath)
 
         public var description: String { base.rawValue }
     }

@@ -660,7 +660,7 @@ public actor DownloadManager {
         for waiter in waiters { waiter.resume() }
     }
 
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
+    static func nanoseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 }

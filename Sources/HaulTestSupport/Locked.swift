@@ -5,18 +5,18 @@ import Foundation
 ///
 /// `NIOConcurrencyHelpers` is not a declared dependency of this target, so a tiny
 /// `NSLock`-based equivalent of `NIOLockedValueBox` is used instead.
-final class Locked<Value: Sendable>: @unchecked Sendable {
+public final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
     }
 
     /// Runs `body` with exclusive access to the protected value.
     ///
     /// `body` must not block and must not call back into code that takes the same lock.
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         self.lock.lock()
         defer { self.lock.unlock() }
         return try body(&self.value)

@@ -8,4 +8,13 @@
 /// errno is ENOSYS where the platform has no such call.
 int chaul_reserve_keep_size(int fd, off_t offset, off_t length);
 
+/// Atomically exchanges two paths on one file system, both of which must exist (Linux
+/// `renameat2` with RENAME_EXCHANGE, Darwin `renamex_np` with RENAME_SWAP). Returns 0, or
+/// -1 with errno set; errno is ENOSYS or EINVAL where the platform or file system cannot.
+int chaul_exchange(const char *first, const char *second);
+
+/// Flushes the whole file system holding `fd` to stable storage (Linux `syncfs`; `sync`
+/// elsewhere). Returns 0, or -1 with errno set.
+int chaul_sync_filesystem(int fd);
+
 #endif

@@ -42,6 +42,27 @@ extension Journal {
             try db.create(index: "job_commands", on: "job", columns: ["owner"], condition: Column("command") != nil)
             try db.create(index: "job_admission", on: "job", columns: ["session", "state", "priority"])
         }
+        migrator.registerMigration("v3: content sync") { db in
+            // The last manifest a directory was synced from, for conditional GETs.
+            try db.create(table: "syncState") { table in
+                table.column("directory", .text).notNull()
+                table.column("manifestURL", .text).notNull()
+                table.column("etag", .text)
+                table.column("lastModified", .text)
+                table.column("manifest", .blob).notNull()
+                table.column("version", .text).notNull()
+                table.column("updatedAt", .datetime).notNull()
+                table.primaryKey(["directory", "manifestURL"])
+            }
+            // SHA-256 of local files, valid while size, mtime and inode are unchanged.
+            try db.create(table: "fileHash") { table in
+                table.primaryKey("path", .text)
+                table.column("size", .integer).notNull()
+                table.column("mtime", .integer).notNull()
+                table.column("inode", .integer).notNull()
+                table.column("sha256", .text).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -124,13 +124,26 @@ extension Manifest.Entry: Codable {
         }
         let url = try field(String.self, .url)
         let size = try field(Int64.self, .size)
-        let mtimeText = try field(String.self, .mtime)
-        guard let mtime = Manifest.parseDate(mtimeText) else {
-            throw problem("mtime \(String(reflecting: mtimeText)) is not an ISO 8601 date and time")
+        func optional(_ key: CodingKeys) throws -> String? {
+            do {
+                return try container.decodeIfPresent(String.self, forKey: key)
+            } catch {
+                throw problem(Self.reason(error, key: key))
+            }
         }
-        let modeText = try field(String.self, .mode)
-        guard let mode = Manifest.parseMode(modeText) else {
-            throw problem("mode \(String(reflecting: modeText)) is not an octal mode such as \"0644\"")
+        var mtime: Date?
+        if let mtimeText = try optional(.mtime) {
+            guard let date = Manifest.parseDate(mtimeText) else {
+                throw problem("mtime \(String(reflecting: mtimeText)) is not an ISO 8601 date and time")
+            }
+            mtime = date
+        }
+        var mode: Int?
+        if let modeText = try optional(.mode) {
+            guard let bits = Manifest.parseMode(modeText) else {
+                throw problem("mode \(String(reflecting: modeText)) is not an octal mode such as \"0644\"")
+            }
+            mode = bits
         }
         let sha256: String?
         do {
@@ -150,8 +163,8 @@ extension Manifest.Entry: Codable {
         try container.encode(url, forKey: .url)
         try container.encode(size, forKey: .size)
         try container.encodeIfPresent(sha256, forKey: .sha256)
-        try container.encode(Manifest.formatDate(mtime), forKey: .mtime)
-        try container.encode(Manifest.formatMode(mode), forKey: .mode)
+        try container.encodeIfPresent(mtime.map(Manifest.formatDate), forKey: .mtime)
+        try container.encodeIfPresent(mode.map(Manifest.formatMode), forKey: .mode)
     }
 
     private static func reason(_ error: any Error, key: CodingKeys) -> String {

@@ -43,8 +43,8 @@ extension Manifest {
                     index: index, path: entry.path, line: line,
                     "sha256 \(String(reflecting: sha256)) is not 64 hex digits")
             }
-            if !(0...0o7777).contains(entry.mode) {
-                throw Self.entryError(index: index, path: entry.path, line: line, "mode \(entry.mode) is not in 0...07777")
+            if let mode = entry.mode, !(0...0o7777).contains(mode) {
+                throw Self.entryError(index: index, path: entry.path, line: line, "mode \(mode) is not in 0...07777")
             }
         }
         // A path whose leading components are another entry's path needs that entry to be a

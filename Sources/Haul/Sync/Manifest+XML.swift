@@ -61,8 +61,9 @@ extension Manifest {
             text += " url=\"\(Self.escapeAttribute(entry.url))\""
             text += " size=\"\(entry.size)\""
             if let sha256 = entry.sha256 { text += " sha256=\"\(sha256)\"" }
-            text += " mtime=\"\(Self.formatDate(entry.mtime))\""
-            text += " mode=\"\(Self.formatMode(entry.mode))\"/>\n"
+            if let mtime = entry.mtime { text += " mtime=\"\(Self.formatDate(mtime))\"" }
+            if let mode = entry.mode { text += " mode=\"\(Self.formatMode(mode))\"" }
+            text += "/>\n"
         }
         text += "</manifest>\n"
         return Data(text.utf8)
@@ -182,13 +183,19 @@ private final class ManifestXMLReader: NSObject, XMLParserDelegate {
         let url = try required("url")
         let sizeText = try required("size")
         guard let size = Int64(sizeText) else { throw problem("size \(String(reflecting: sizeText)) is not an integer") }
-        let mtimeText = try required("mtime")
-        guard let mtime = Manifest.parseDate(mtimeText) else {
-            throw problem("mtime \(String(reflecting: mtimeText)) is not an ISO 8601 date and time")
+        var mtime: Date?
+        if let mtimeText = attributes["mtime"] {
+            guard let date = Manifest.parseDate(mtimeText) else {
+                throw problem("mtime \(String(reflecting: mtimeText)) is not an ISO 8601 date and time")
+            }
+            mtime = date
         }
-        let modeText = try required("mode")
-        guard let mode = Manifest.parseMode(modeText) else {
-            throw problem("mode \(String(reflecting: modeText)) is not an octal mode such as 0644")
+        var mode: Int?
+        if let modeText = attributes["mode"] {
+            guard let bits = Manifest.parseMode(modeText) else {
+                throw problem("mode \(String(reflecting: modeText)) is not an octal mode such as 0644")
+            }
+            mode = bits
         }
         let sha256 = attributes["sha256"]
         if let sha256, !Manifest.isSHA256(sha256.lowercased()) {

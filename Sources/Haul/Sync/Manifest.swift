@@ -37,18 +37,20 @@ public struct Manifest: Sendable, Hashable {
         public var size: Int64
         /// The SHA-256 of the content as 64 lowercase hex digits, if known.
         public var sha256: String?
-        /// The file's modification time, to the second.
-        public var mtime: Date
-        /// The file's permission bits, such as `0o644`.
-        public var mode: Int
+        /// The file's modification time, to the second, if the manifest gives one. A sync
+        /// sets it on the files it writes.
+        public var mtime: Date?
+        /// The file's permission bits, such as `0o644`, if the manifest gives them. A sync
+        /// sets them on the files it writes and on up-to-date files whose bits differ.
+        public var mode: Int?
 
         /// Creates an entry; `mtime` is truncated to whole seconds and `sha256` lowercased.
-        public init(path: String, url: String, size: Int64, sha256: String? = nil, mtime: Date, mode: Int) {
+        public init(path: String, url: String, size: Int64, sha256: String? = nil, mtime: Date? = nil, mode: Int? = nil) {
             self.path = path
             self.url = url
             self.size = size
             self.sha256 = sha256?.lowercased()
-            self.mtime = Date(timeIntervalSince1970: (mtime.timeIntervalSince1970).rounded(.down))
+            self.mtime = mtime.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) }
             self.mode = mode
         }
 

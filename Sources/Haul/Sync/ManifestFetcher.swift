@@ -1,0 +1,120 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// Fetches a manifest with a conditional GET, following redirects and retrying like a
+/// download.
+struct ManifestFetcher: Sendable {
+    /// What the server sent.
+    enum Outcome: Sendable {
+        /// A new manifest; `finalURL` is where it came from after redirects, the base for
+        /// its relative URLs.
+        case fetched(body: Data, etag: String?, lastModified: String?, finalURL: URL)
+        /// 304: the remembered copy is still current.
+        case notModified(finalURL: URL)
+    }
+
+    /// The largest manifest accepted (a manifest of a million entries is about 200 MB).
+    static let maxSize = 512 * 1024 * 1024
+
+    let client: HTTPClient
+    let configuration: DownloadManager.Configuration
+
+    func fetch(_ url: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
+        var retries = 0
+        while true {
+            do {
+                return try await attempt(url, etag: etag, lastModified: lastModified)
+            } catch {
+                guard error.isRetryable, retries < configuration.retry.maxRetries, !Task.isCancelled else {
+                    throw error
+                }
+                retries += 1
+                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
+                do { try await Task.sleep(for: delay) } catch {
+                    throw DownloadError(.cancelled, "the sync was cancelled", cancellationReason: .userRequested)
+                }
+            }
+        }
+    }
+
+    private func attempt(_ original: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
+        var url = original
+        var visited: Set<String> = [url.absoluteString]
+        var redirects = 0
+        while true {
+            var request = HTTPClientRequest(url: url.absoluteString)
+            request.headers.add(name: "User-Agent", value: configuration.userAgent)
+            request.headers.add(name: "Accept", value: "application/xml, application/json, text/xml;q=0.9, */*;q=0.5")
+            if let etag { request.headers.add(name: "If-None-Match", value: etag) }
+            if let lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
+            let response: HTTPClientResponse
+            let body: ByteBuffer
+            do {
+                // The client's read timeout bounds each silence; this only caps the whole fetch.
+                response = try await client.execute(request, timeout: .hours(1))
+                let status = response.status.code
+                if status == 304 || (300..<400).contains(status) || status >= 400 {
+                    // Drain the short body so the connection can be reused.
+                    body = try await response.body.collect(upTo: 1 << 20)
+                } else {
+                    body = try await response.body.collect(upTo: Self.maxSize)
+                }
+            } catch let error as NIOTooManyBytesError {
+                _ = error
+                throw DownloadError(
+                    .tooLarge, "the manifest at \(url.absoluteString) is larger than \(Self.maxSize / 1_048_576) MiB")
+            } catch {
+                throw TransferOperation.translate(error, url: url)
+            }
+            let status = Int(response.status.code)
+            switch status {
+            case 200:
+                let data = Data(body.readableBytesView)
+                if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length != data.count {
+                    throw DownloadError(
+                        .network, "the manifest at \(url.absoluteString) ended after \(data.count) of \(length) bytes")
+                }
+                return .fetched(
+                    body: data, etag: response.headers.first(name: "ETag"),
+                    lastModified: response.headers.first(name: "Last-Modified"), finalURL: url)
+            case 304:
+                guard etag != nil || lastModified != nil else {
+                    throw DownloadError(
+                        .protocolViolation, "\(url.absoluteString) answered 304 to a request that was not conditional")
+                }
+                return .notModified(finalURL: url)
+            case 301, 302, 303, 307, 308:
+                guard let location = response.headers.first(name: "Location"),
+                    let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                    let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+                else {
+                    throw DownloadError(
+                        .protocolViolation, "\(url.absoluteString) redirected (\(status)) without a usable Location")
+                }
+                redirects += 1
+                guard redirects <= configuration.maxRedirects else {
+                    throw DownloadError(
+                        .tooManyRedirects, "fetching the manifest \(original.absoluteString) took more than \(configuration.maxRedirects) redirects")
+                }
+                guard visited.insert(next.absoluteString).inserted else {
+                    throw DownloadError(.redirectLoop, "the manifest's redirects loop back to \(next.absoluteString)")
+                }
+                url = next
+            case 200..<300:
+                throw DownloadError(
+                    .protocolViolation, "\(url.absoluteString) answered \(status) instead of the manifest")
+            default:
+                var error = TransferOperation.httpError(
+                    status: status, url: url, retryAfter: response.headers.first(name: "Retry-After"))
+                if status == 404 {
+                    error = DownloadError(
+                        .httpStatus, "no manifest at \(url.absoluteString) (HTTP 404 Not Found): check the URL",
+                        statusCode: 404)
+                }
+                throw error
+            }
+        }
+    }
+}
