@@ -80,4 +80,12 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             path: "Benchmarks/QueueBenchmark",
             swiftSettings: swiftSettings
         ))
+    package.products.append(.executable(name: "haul-sync-benchmark", targets: ["SyncPlanBenchmark"]))
+    package.targets.append(
+        .executableTarget(
+            name: "SyncPlanBenchmark",
+            dependencies: ["Haul", "HaulTestSupport", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/SyncPlanBenchmark",
+            swiftSettings: swiftSettings
+        ))
 }
