@@ -33,6 +33,14 @@ extension DownloadManager {
         public var connectTimeout: Duration = .seconds(30)
         /// How long a transfer may go without receiving a byte. Default 60 seconds.
         public var idleTimeout: Duration = .seconds(60)
+        /// How many connections a large download may use at once (segmented download,
+        /// `haul get -x`). Default 4; 1 turns segmentation off. Capped by
+        /// ``maxConnectionsPerHost``: the HTTP pool never opens more connections to one host.
+        public var segmentedConnections: Int = 4
+        /// The smallest file split across ``segmentedConnections``. Default 16 MiB. Only a
+        /// `200` with `Accept-Ranges: bytes`, a known length and a validator (strong ETag or
+        /// Last-Modified) qualifies; anything else downloads over one connection.
+        public var segmentationThreshold: Int64 = 16 << 20
         /// How many redirects to follow. Default 10.
         public var maxRedirects: Int = 10
         /// Resume a partial file even when the server gave no validator (ETag or

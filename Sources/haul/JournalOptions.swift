@@ -38,6 +38,13 @@ struct DownloadOptions: ParsableArguments {
         help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
     var perHost: Int?
 
+    @Option(
+        name: [.customShort("x"), .customLong("connections")],
+        help: ArgumentHelp(
+            "Split files of 16 MiB or more across up to N connections, when the server supports ranges. (default: 4; 1 turns it off; at most --per-host)",
+            valueName: "n"))
+    var connections: Int?
+
     @Option(help: ArgumentHelp("How many times to retry a failed attempt. (default: 5)", valueName: "n"))
     var retries: Int?
 
@@ -69,6 +76,10 @@ struct DownloadOptions: ParsableArguments {
         if let perHost {
             guard perHost >= 1 else { throw ValidationError("--per-host must be at least 1.") }
             configuration.maxConnectionsPerHost = perHost
+        }
+        if let connections {
+            guard (1...64).contains(connections) else { throw ValidationError("-x must be between 1 and 64.") }
+            configuration.segmentedConnections = connections
         }
         if let retries {
             guard retries >= 0 else { throw ValidationError("--retries must not be negative.") }

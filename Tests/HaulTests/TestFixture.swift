@@ -17,6 +17,9 @@ struct Fixture {
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50))
         configuration.connectTimeout = .seconds(5)
         configuration.idleTimeout = .seconds(10)
+        // One connection per download unless a test asks for segments, so request counts
+        // stay exact.
+        configuration.segmentedConnections = 1
         return configuration
     }
 

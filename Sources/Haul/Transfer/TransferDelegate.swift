@@ -33,6 +33,15 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         /// A digest covering the content from byte 0 to the end of what was written,
         /// or `nil` when the file must be hashed from disk.
         var digest: ContentDigest?
+        /// Set when the response qualified for a segmented download: the request was
+        /// stopped after the head and nothing was written.
+        var segmentable: Segmentable?
+    }
+
+    /// What a segmented download needs from the first response.
+    struct Segmentable: Sendable {
+        var total: Int64
+        var validator: Validator
     }
 
     private struct State {
@@ -50,6 +59,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     private let core: JobCore
     private let threadPool: NIOThreadPool
     private let checkpointer: Checkpointer?
+    /// When set, a fresh 200 of at least this many bytes that supports ranges is not
+    /// read but reported as ``Outcome/segmentable``.
+    private let segmentationThreshold: Int64?
     private let state = NIOLockedValueBox(State())
 
     /// The largest error body read before the connection is dropped instead.
@@ -64,8 +76,10 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         carriedDigest: ContentDigest?,
         core: JobCore,
         threadPool: NIOThreadPool,
-        checkpointer: Checkpointer?
+        checkpointer: Checkpointer?,
+        segmentationThreshold: Int64? = nil
     ) {
+        self.segmentationThreshold = segmentationThreshold
         self.plan = plan
         self.sink = sink
         self.requestURL = requestURL
@@ -89,6 +103,20 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
         let action = plan.evaluate(status: status) { head.headers.first(name: $0) }
+        if let segmentationThreshold, status == 200, case .write(0, _, let total?) = action,
+            total >= segmentationThreshold,
+            head.headers[canonicalForm: "Accept-Ranges"].contains(where: { $0.lowercased() == "bytes" }),
+            let validator = Validator(
+                etag: head.headers.first(name: "ETag"), lastModified: head.headers.first(name: "Last-Modified"))
+        {
+            state.withLockedValue { state in
+                state.outcome.status = status
+                state.outcome.headers = head.headers
+                state.outcome.segmentable = Segmentable(total: total, validator: validator)
+            }
+            task.cancel()
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
         var early: DownloadError?
         var digest: ContentDigest?
         if case .write(let offset, let truncate, let total) = action {
@@ -167,7 +195,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             case stored
         }
         let step: Step = state.withLockedValue { state in
-            guard state.outcome.failure == nil, case .write = state.outcome.action else {
+            guard state.outcome.failure == nil, state.outcome.segmentable == nil, case .write = state.outcome.action else {
                 state.outcome.bytesWritten += Int64(count)
                 return state.outcome.bytesWritten > Self.maxDiscardedBody ? .dropConnection : .discard
             }

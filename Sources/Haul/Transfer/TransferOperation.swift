@@ -114,7 +114,8 @@ struct TransferOperation: Sendable {
         guard let paths else { return try await attemptInMemory(carrying: &digest) }
         let file = try await io { () throws(DownloadError) in try PartialFile(path: paths.partial) }
         do {
-            if let journaled {
+            // A segmented partial has holes: its sidecar, not its length, says what is there.
+            if let journaled, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
                 try await io { () throws(DownloadError) in
                     let length = try file.length()
                     let trusted = journaled.trustedLength(of: length, currentBoot: ProcessIdentity.bootID)
@@ -129,7 +130,7 @@ struct TransferOperation: Sendable {
         } catch {
             // Whatever reached the file is made durable and recorded, so a pause or a
             // retry loses nothing.
-            if let checkpointer {
+            if let checkpointer, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
                 try? await io { () throws(DownloadError) in
                     try file.sync()
                     checkpointer.synced(upTo: try file.length())
@@ -143,16 +144,73 @@ struct TransferOperation: Sendable {
     private func transfer(
         into file: PartialFile, paths: PartialPaths, carrying digest: inout ContentDigest?
     ) async throws(DownloadError) -> DownloadResult {
-        let existing = try await io { () throws(DownloadError) in try file.length() }
-        let stored = PartialMetadata.load(from: paths.metadata).flatMap {
+        var existing = try await io { () throws(DownloadError) in try file.length() }
+        var stored = PartialMetadata.load(from: paths.metadata).flatMap {
             $0.url == request.url.absoluteString ? $0 : nil
         }
+        var segmentation = connections > 1 ? configuration.segmentationThreshold : nil
+
+        // A segmented partial resumes segment by segment.
+        if let metadata = stored, let remaining = metadata.ranges(currentBoot: ProcessIdentity.bootID),
+            let validator = metadata.validator, let total = metadata.totalBytes, existing > 0
+        {
+            let table = SegmentTable(
+                total: total, remaining: remaining, connections: connections, minimumSplit: Self.minimumSplit)
+            let location = metadata.location.flatMap(URL.init(string:)) ?? request.url
+            switch try await segmented(
+                file: file, paths: paths, url: location, validator: validator, table: table, metadata: metadata)
+            {
+            case .complete:
+                digest = nil
+                return try await finish(file: file, paths: paths, size: total, digest: &digest,
+                                        headers: HTTPHeaders(), finalURL: location)
+            case .changed(let reason):
+                logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
+                segmentation = nil
+                try await io { () throws(DownloadError) in try file.truncate(to: 0) }
+                _ = unlink(paths.metadata)
+                existing = 0
+                stored = nil
+            }
+        }
+
         var plan = ResumePlan(
             existingBytes: existing, stored: stored, allowsBlindResume: configuration.allowsBlindResume)
         core.meter.reset(completed: plan.offset, total: stored?.totalBytes ?? request.expectedSize)
 
-        let (outcome, finalURL) = try await exchange(
-            plan: &plan, sink: .file(file, paths), carriedDigest: digest)
+        var (outcome, finalURL) = try await exchange(
+            plan: &plan, sink: .file(file, paths), carriedDigest: digest,
+            segmentationThreshold: plan.offset == 0 ? segmentation : nil)
+        if let segmentable = outcome.segmentable {
+            let metadata = PartialMetadata(
+                url: request.url.absoluteString, validator: segmentable.validator, totalBytes: segmentable.total,
+                remaining: [[0, segmentable.total]], location: finalURL.absoluteString)
+            try await io { () throws(DownloadError) in
+                try file.truncate(to: 0)
+                try file.reserve(upTo: segmentable.total)
+                try metadata.save(to: paths.metadata)
+            }
+            let table = SegmentTable(
+                total: segmentable.total, remaining: [(0, segmentable.total)], connections: connections,
+                minimumSplit: Self.minimumSplit)
+            switch try await segmented(
+                file: file, paths: paths, url: finalURL, validator: segmentable.validator, table: table,
+                metadata: metadata)
+            {
+            case .complete:
+                digest = nil
+                return try await finish(file: file, paths: paths, size: segmentable.total, digest: &digest,
+                                        headers: outcome.headers, finalURL: finalURL)
+            case .changed(let reason):
+                // Changed under our feet: once more, over one connection.
+                logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
+                try await io { () throws(DownloadError) in try file.truncate(to: 0) }
+                _ = unlink(paths.metadata)
+                plan = .fresh
+                core.meter.reset(completed: 0, total: request.expectedSize)
+                (outcome, finalURL) = try await exchange(plan: &plan, sink: .file(file, paths), carriedDigest: nil)
+            }
+        }
         if let used = outcome.digest { digest = used }
 
         let size: Int64
@@ -169,6 +227,36 @@ struct TransferOperation: Sendable {
         default:
             throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         }
+        return try await finish(
+            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers, finalURL: finalURL)
+    }
+
+    /// Segments smaller than this are never split further.
+    static let minimumSplit: Int64 = 1 << 20
+
+    /// Connections a large download may use: the configured number, within the host cap.
+    private var connections: Int {
+        max(1, min(configuration.segmentedConnections, configuration.maxConnectionsPerHost))
+    }
+
+    private func segmented(
+        file: PartialFile, paths: PartialPaths, url: URL, validator: Validator, table: SegmentTable,
+        metadata: PartialMetadata
+    ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
+        let transfer = SegmentedTransfer(
+            client: client, url: url, validator: validator, table: table, file: file, paths: paths,
+            metadata: metadata, connections: connections, headers: request.headers, configuration: configuration,
+            core: core, threadPool: threadPool, checkpointer: checkpointer, logger: logger)
+        let outcome = try await transfer.run()
+        reachability.noteAnswered(endpoint.key)
+        return outcome
+    }
+
+    /// Verifies size and checksum, then syncs the file and renames it into place.
+    private func finish(
+        file: PartialFile, paths: PartialPaths, size: Int64, digest: inout ContentDigest?, headers: HTTPHeaders,
+        finalURL: URL
+    ) async throws(DownloadError) -> DownloadResult {
 
         do {
             try verify(size: size)
@@ -191,7 +279,7 @@ struct TransferOperation: Sendable {
         }
 
         let destination = paths.destination(
-            contentDisposition: outcome.headers.first(name: "Content-Disposition"), finalURL: finalURL)
+            contentDisposition: headers.first(name: "Content-Disposition"), finalURL: finalURL)
         try await io { () throws(DownloadError) in
             try file.truncate(to: size)
             try file.sync()
@@ -238,7 +326,8 @@ struct TransferOperation: Sendable {
     /// Sends requests until one yields content (or proves the partial complete),
     /// following redirects and restarting from zero when the partial cannot be trusted.
     private func exchange(
-        plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?
+        plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
+        segmentationThreshold: Int64? = nil
     ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
         var url = request.url
         var visited: Set<String> = [url.absoluteString]
@@ -247,12 +336,13 @@ struct TransferOperation: Sendable {
             let delegate = TransferDelegate(
                 plan: plan, sink: sink, requestURL: request.url, expectedSize: request.expectedSize,
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
-                threadPool: threadPool, checkpointer: checkpointer)
+                threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold)
             let transportError = await send(url: url, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
             if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
             if let failure = outcome.failure { throw failure }
+            if outcome.segmentable != nil { return (outcome, url) }
             guard let action = outcome.action else {
                 throw Self.translate(transportError, url: url)
             }

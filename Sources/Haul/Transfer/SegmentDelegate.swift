@@ -1,0 +1,129 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Receives one ranged response of a segmented download and writes it at its offset.
+///
+/// The response must be a 206 whose `Content-Range` starts where the segment does and whose
+/// total is the content's size; a 200 means the content changed (the `If-Range` validator
+/// no longer matches) or the server stopped honouring ranges. The segment's end can shrink
+/// while the response runs (another connection took half of it): the delegate writes up to
+/// the end and then cancels the request.
+final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    enum Verdict: Sendable {
+        /// A 206 for the segment: its body is being written.
+        case accepted
+        /// The content changed or ranges are no longer honoured: start over.
+        case changed(String)
+        /// An HTTP error status.
+        case failed(DownloadError)
+    }
+
+    private struct State {
+        var verdict: Verdict?
+        var failure: DownloadError?
+        var lastWrite: EventLoopFuture<Void>?
+        var reachedEnd = false
+    }
+
+    private let claim: SegmentTable.Claim
+    private let table: SegmentTable
+    private let file: PartialFile
+    private let url: URL
+    private let core: JobCore
+    private let threadPool: NIOThreadPool
+    private let onWrite: @Sendable (Int, ContinuousClock.Instant) throws -> Void
+    private let state = NIOLockedValueBox(State())
+
+    /// - Parameter onWrite: Runs on the I/O pool after each write, with the byte count and
+    ///   the time: the checkpointing hook.
+    init(
+        claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile, url: URL, core: JobCore,
+        threadPool: NIOThreadPool, onWrite: @escaping @Sendable (Int, ContinuousClock.Instant) throws -> Void
+    ) {
+        self.claim = claim
+        self.table = table
+        self.file = file
+        self.url = url
+        self.core = core
+        self.threadPool = threadPool
+        self.onWrite = onWrite
+    }
+
+    var verdict: Verdict? { state.withLockedValue { $0.verdict } }
+    var failure: DownloadError? { state.withLockedValue { $0.failure } }
+    /// Whether the delegate stopped the request itself because the segment was done.
+    var reachedEnd: Bool { state.withLockedValue { $0.reachedEnd } }
+
+    func drained() async {
+        let last = state.withLockedValue { $0.lastWrite }
+        _ = try? await last?.get()
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        let status = Int(head.status.code)
+        let verdict: Verdict
+        switch status {
+        case 206:
+            let range = head.headers.first(name: "Content-Range").flatMap(ContentRange.init)
+            if let range, range.range?.lowerBound == claim.start, range.total == table.total {
+                verdict = .accepted
+            } else {
+                verdict = .changed("\(url.absoluteString): a segment's Content-Range does not match the request")
+            }
+        case 200, 416:
+            verdict = .changed("\(url.absoluteString) changed or stopped honouring ranges (\(status))")
+        default:
+            verdict = .failed(
+                TransferOperation.httpError(status: status, url: url, retryAfter: head.headers.first(name: "Retry-After")))
+        }
+        state.withLockedValue { $0.verdict = verdict }
+        if case .accepted = verdict { return task.eventLoop.makeSucceededVoidFuture() }
+        task.cancel()
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        guard case .accepted? = state.withLockedValue({ $0.verdict }) else {
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+        let (offset, allowed) = table.reserve(claim.index, buffer.readableBytes)
+        guard allowed > 0 else {
+            stop(task)
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+        let part = allowed == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: allowed)!
+        let (file, table, claim, onWrite) = (self.file, self.table, self.claim, self.onWrite)
+        let future = threadPool.runIfActive(eventLoop: task.eventLoop) { () -> ContinuousClock.Instant in
+            try file.write(part, at: offset)
+            table.wrote(claim.index, upTo: offset + Int64(allowed))
+            let now = ContinuousClock.now
+            try onWrite(allowed, now)
+            return now
+        }.map { [core] now in
+            core.received(allowed, at: now)
+        }
+        state.withLockedValue { $0.lastWrite = future }
+        if allowed < buffer.readableBytes { stop(task) }
+        return future.flatMapErrorThrowing { [state, url] error in
+            let failure =
+                (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")
+            state.withLockedValue { $0.failure = failure }
+            throw failure
+        }
+    }
+
+    private func stop(_ task: HTTPClient.Task<Void>) {
+        state.withLockedValue { $0.reachedEnd = true }
+        task.cancel()
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
+}

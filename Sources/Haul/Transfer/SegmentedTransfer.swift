@@ -1,0 +1,213 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Fetches the remaining ranges of a file over several connections at once, writing each
+/// at its offset with `pwrite`, and stealing half of the largest remaining range whenever a
+/// connection runs out of work.
+///
+/// Progress survives interruption: at each checkpoint (and when the transfer stops for any
+/// reason) the partial file is fsynced and the ranges still missing are saved in its
+/// `.haul-meta` sidecar (and the completed byte count in the journal), so a later run
+/// resumes every segment where it stood.
+struct SegmentedTransfer: Sendable {
+    enum Outcome: Sendable {
+        /// Every byte is in the file.
+        case complete
+        /// The content changed (or ranges stopped working): start over from zero.
+        case changed(String)
+    }
+
+    let client: HTTPClient
+    /// Where the segments are fetched from (the final URL of the first request).
+    let url: URL
+    let validator: Validator
+    let table: SegmentTable
+    let file: PartialFile
+    let paths: PartialPaths
+    /// The sidecar's content; `remaining` is filled in at each save.
+    let metadata: PartialMetadata
+    let connections: Int
+    let headers: [(name: String, value: String)]
+    let configuration: DownloadManager.Configuration
+    let core: JobCore
+    let threadPool: NIOThreadPool
+    let checkpointer: Checkpointer?
+    let logger: Logger
+
+    /// Serialises sidecar saves, which several I/O threads may find due at once.
+    private let checkpointLock = NIOLock()
+    /// When the sidecar last recorded progress.
+    private let lastProgressSave = NIOLockedValueBox(ContinuousClock.now)
+    /// How often progress (not yet synced) is saved in the sidecar.
+    static let progressInterval: Duration = .milliseconds(100)
+
+    init(
+        client: HTTPClient, url: URL, validator: Validator, table: SegmentTable, file: PartialFile, paths: PartialPaths,
+        metadata: PartialMetadata, connections: Int, headers: [(name: String, value: String)],
+        configuration: DownloadManager.Configuration, core: JobCore, threadPool: NIOThreadPool,
+        checkpointer: Checkpointer?, logger: Logger
+    ) {
+        self.client = client
+        self.url = url
+        self.validator = validator
+        self.table = table
+        self.file = file
+        self.paths = paths
+        self.metadata = metadata
+        self.connections = connections
+        self.headers = headers
+        self.configuration = configuration
+        self.core = core
+        self.threadPool = threadPool
+        self.checkpointer = checkpointer
+        self.logger = logger
+    }
+
+    private enum WorkerResult: Sendable {
+        case done
+        case changed(String)
+        case failed(DownloadError)
+    }
+
+    func run() async throws(DownloadError) -> Outcome {
+        core.meter.reset(completed: table.completed, total: table.total)
+        checkpointer?.describe(validator: validator, total: table.total)
+        let result = await withTaskGroup(of: WorkerResult.self) { group -> WorkerResult in
+            for _ in 0..<connections { group.addTask { await worker() } }
+            var outcome = WorkerResult.done
+            while let next = await group.next() {
+                switch next {
+                case .done:
+                    continue
+                case .changed, .failed:
+                    if case .done = outcome { outcome = next }
+                    group.cancelAll()
+                }
+            }
+            return outcome
+        }
+        // Whatever happened, what is in the file is made durable and recorded.
+        try? checkpoint()
+        if Task.isCancelled {
+            throw DownloadError(.cancelled, "\(url.absoluteString): interrupted", cancellationReason: .userRequested)
+        }
+        switch result {
+        case .done:
+            guard table.isComplete else {
+                throw DownloadError(.network, "\(url.absoluteString): segments ended before the content was complete")
+            }
+            return .complete
+        case .changed(let reason):
+            return .changed(reason)
+        case .failed(let error):
+            throw error
+        }
+    }
+
+    /// Saves the sidecar with the missing ranges after an fsync, and records the count.
+    func checkpoint() throws(DownloadError) {
+        checkpointLock.lock()
+        defer { checkpointLock.unlock() }
+        try file.sync()
+        let remaining = table.remaining().map { [$0.0, $0.1] }
+        var metadata = self.metadata
+        metadata.remaining = remaining
+        metadata.unsyncedRemaining = remaining
+        metadata.bootID = ProcessIdentity.bootID
+        try metadata.save(to: paths.metadata)
+        checkpointer?.synced(upTo: table.completed)
+    }
+
+    /// Saves what has been written, without an fsync: enough for a restart in this boot.
+    private func saveProgress(at now: ContinuousClock.Instant) throws(DownloadError) {
+        let due = lastProgressSave.withLockedValue { last in
+            guard now - last >= Self.progressInterval else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        checkpointLock.lock()
+        defer { checkpointLock.unlock() }
+        let synced = PartialMetadata.load(from: paths.metadata)?.remaining ?? metadata.remaining
+        var metadata = self.metadata
+        metadata.remaining = synced
+        metadata.unsyncedRemaining = table.remaining().map { [$0.0, $0.1] }
+        metadata.bootID = ProcessIdentity.bootID
+        try metadata.save(to: paths.metadata)
+    }
+
+    private func worker() async -> WorkerResult {
+        var failures = 0
+        while !Task.isCancelled, let claim = table.claim() {
+            switch await fetch(claim) {
+            case .done:
+                failures = 0
+            case .changed(let reason):
+                return .changed(reason)
+            case .failed(let error):
+                table.release(claim.index)
+                guard error.isRetryable, failures < configuration.retry.maxRetries else { return .failed(error) }
+                failures += 1
+                let delay = configuration.retry.delay(beforeRetry: failures, retryAfter: error.retryAfter)
+                logger.debug(
+                    "segment retry", metadata: ["url": "\(url)", "start": "\(claim.start)", "error": "\(error)"])
+                do { try await Task.sleep(for: delay) } catch { return .done }
+            }
+        }
+        return .done
+    }
+
+    private func fetch(_ claim: SegmentTable.Claim) async -> WorkerResult {
+        var requestHeaders = HTTPHeaders()
+        requestHeaders.add(name: "User-Agent", value: configuration.userAgent)
+        for header in headers { requestHeaders.add(name: header.name, value: header.value) }
+        requestHeaders.replaceOrAdd(name: "Range", value: "bytes=\(claim.start)-\(claim.end - 1)")
+        requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
+        let request: HTTPClient.Request
+        do {
+            request = try HTTPClient.Request(url: url.absoluteString, method: .GET, headers: requestHeaders)
+        } catch {
+            return .failed(DownloadError.invalid("\(url.absoluteString): \(error)"))
+        }
+        let checkpointer = self.checkpointer
+        let delegate = SegmentDelegate(
+            claim: claim, table: table, file: file, url: url, core: core, threadPool: threadPool
+        ) { count, now in
+            if let checkpointer, checkpointer.wrote(count, at: now) {
+                try checkpoint()
+            } else {
+                try saveProgress(at: now)
+            }
+        }
+        let task = client.execute(request: request, delegate: delegate, logger: logger)
+        var transportError: (any Error)?
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            transportError = error
+        }
+        await delegate.drained()
+        if let failure = delegate.failure { return .failed(failure) }
+        switch delegate.verdict {
+        case .changed(let reason)?:
+            return .changed(reason)
+        case .failed(let error)?:
+            return .failed(error)
+        case .accepted?, nil:
+            if table.isFinished(claim.index) || delegate.reachedEnd { return .done }
+            guard let transportError else {
+                return .failed(DownloadError(.network, "\(url.absoluteString): a segment ended early"))
+            }
+            return .failed(TransferOperation.translate(transportError, url: url))
+        }
+    }
+}

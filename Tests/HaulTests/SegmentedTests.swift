@@ -1,0 +1,180 @@
+import Crypto
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// Segmented downloads: one file over several ranged connections, written at offsets.
+@Suite("Segmented downloads", .timeLimit(.minutes(1)))
+struct SegmentedTests {
+    static let size = 24 << 20
+
+    static func segmented(_ connections: Int = 4) -> (inout DownloadManager.Configuration) -> Void {
+        { configuration in
+            configuration.segmentedConnections = connections
+            configuration.maxConnectionsPerHost = 8
+        }
+    }
+
+    static func ranges(_ requests: [RecordedRequest]) -> [String] {
+        requests.compactMap { $0.header("Range") }
+    }
+
+    @Test func aLargeFileIsSplitAcrossConnectionsAndVerified() async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            let bytes = f.serve("big", count: Self.size)
+            let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+
+            let result = try await f.manager.download(
+                f.request("/files/big", checksum: try Checksum(.sha256, hex: digest))
+            ).result
+
+            #expect(result.byteCount == Int64(Self.size))
+            #expect(f.contents("big") == bytes)
+            #expect(f.listing() == ["big"])
+            let requests = f.server.requests(path: "/files/big")
+            // The first request only learns the size; then four ranged requests (or more,
+            // when a connection that finishes early takes half of another's range).
+            #expect(requests.first?.header("Range") == nil)
+            let ranged = requests.dropFirst()
+            #expect(ranged.count >= 4)
+            #expect(ranged.allSatisfy { $0.header("If-Range") == f.server.etag(forFile: "big") })
+            #expect(Self.ranges(Array(ranged)).prefix(4).sorted() == [
+                "bytes=0-6291455", "bytes=12582912-18874367", "bytes=18874368-25165823", "bytes=6291456-12582911",
+            ])
+            #expect(f.server.statistics.maxInFlightRequests >= 4)
+            // Every byte crossed the wire once, plus what the first response had already sent
+            // when it was cut after its head (on loopback, up to the socket buffers).
+            #expect(f.server.bytesServed(path: "/files/big") < Self.size + (12 << 20))
+        }
+    }
+
+    @Test(arguments: ["ignore_range=1", "no_validators=1"])
+    func withoutRangesOrAValidatorOneConnectionIsUsed(knob: String) async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            let bytes = f.serve("plain", count: Self.size)
+            let result = try await f.manager.download(f.request("/files/plain?\(knob)")).result
+            #expect(result.byteCount == Int64(Self.size))
+            #expect(f.contents("plain") == bytes)
+            #expect(f.server.requests(path: "/files/plain").count == 1, "\(knob)")
+        }
+    }
+
+    @Test func filesBelowTheThresholdUseOneConnection() async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            f.serve("small", count: (16 << 20) - 1)
+            _ = try await f.manager.download(f.request("/files/small")).result
+            #expect(f.server.requests(path: "/files/small").count == 1)
+        }
+    }
+
+    @Test func segmentsSurviveConnectionResets() async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            let bytes = f.serve("flaky", count: Self.size)
+            // Three responses are cut after 1 MB each (the first is the size probe).
+            let result = try await f.manager.download(
+                f.request("/files/flaky?reset_after=1000000&reset_times=4&reset_fin=1")
+            ).result
+            #expect(result.byteCount == Int64(Self.size))
+            #expect(f.contents("flaky") == bytes)
+            #expect(f.server.bytesServed(path: "/files/flaky") < Self.size + (16 << 20))
+        }
+    }
+
+    @Test func aPausedSegmentedDownloadResumesEachSegmentWhereItStood() async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            let bytes = f.serve("slow", count: Self.size)
+            let handle = try await f.manager.download(f.request("/files/slow?rate=\(8 << 20)"))
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 8 << 20 { return true }
+                return nil
+            }
+            let events = handle.events
+            await handle.pause()
+            await firstEvent(events) { event -> Bool? in
+                if case .paused = event { return true }
+                return nil
+            }
+
+            // The sidecar lists what is missing, segment by segment.
+            let metadata = try #require(PartialMetadata.load(from: f.file("slow.haul-meta").path))
+            let missing = try #require(metadata.ranges(currentBoot: ProcessIdentity.bootID))
+            #expect(missing.count >= 2)
+            let held = Int64(Self.size) - missing.reduce(0) { $0 + $1.1 - $1.0 }
+            #expect(held > 8 << 20)
+            let before = f.server.requests(path: "/files/slow").count
+
+            await handle.resume()
+            let result = try await handle.result
+
+            #expect(result.byteCount == Int64(Self.size))
+            #expect(f.contents("slow") == bytes)
+            let resumed = f.server.requests(path: "/files/slow").dropFirst(before)
+            let starts = Set(resumed.compactMap { $0.header("Range") }.map { String($0.dropFirst(6).prefix { $0 != "-" }) })
+            for range in missing { #expect(starts.contains(String(range.0)), "no request resumed at \(range.0)") }
+            #expect(f.server.bytesServed(path: "/files/slow") < Self.size + (12 << 20))
+        }
+    }
+
+    @Test func contentThatChangesWhilePausedIsDownloadedWholeAgain() async throws {
+        try await Fixture.with(Self.segmented(4)) { f in
+            f.serve("moving", count: Self.size, seed: 1)
+            let handle = try await f.manager.download(f.request("/files/moving?rate=\(8 << 20)"))
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes > 4 << 20 { return true }
+                return nil
+            }
+            await handle.pause()
+            let newer = f.serve("moving", count: Self.size, seed: 2)
+            await handle.resume()
+            let result = try await handle.result
+            #expect(result.byteCount == Int64(Self.size))
+            #expect(f.contents("moving") == newer)
+        }
+    }
+}
+
+/// The range bookkeeping on its own.
+@Suite("Segment table")
+struct SegmentTableTests {
+    @Test func splitsIntoAlignedSegmentsAndStealsHalfOfTheLargest() {
+        let table = SegmentTable(total: 64 << 20, remaining: [(0, 64 << 20)], connections: 4, minimumSplit: 1 << 20)
+        let claims = (0..<4).compactMap { _ in table.claim() }
+        #expect(claims.map(\.start).sorted() == [0, 16 << 20, 32 << 20, 48 << 20])
+        #expect(claims.allSatisfy { $0.end - $0.start == 16 << 20 })
+
+        // The first segment finishes; the others have written 1, 2 and 3 MiB.
+        let first = claims.first { $0.start == 0 }!
+        _ = table.reserve(first.index, 16 << 20)
+        table.wrote(first.index, upTo: 16 << 20)
+        for (offset, claim) in claims.filter({ $0.start != 0 }).sorted(by: { $0.start < $1.start }).enumerated() {
+            _ = table.reserve(claim.index, (offset + 1) << 20)
+            table.wrote(claim.index, upTo: claim.start + Int64((offset + 1) << 20))
+        }
+        // The idle connection takes the back half of the largest remaining range: 17..32 MiB
+        // is 15 MiB left, from the segment at 16 MiB, split at 24.5 MiB.
+        let stolen = try! #require(table.claim())
+        #expect(stolen.start == (16 << 20) + (1 << 20) + (15 << 19))
+        #expect(stolen.end == 32 << 20)
+        // Its old owner now stops at the split.
+        let owner = claims.first { $0.start == 16 << 20 }!
+        let (offset, allowed) = table.reserve(owner.index, 64 << 20)
+        #expect(offset == 17 << 20)
+        #expect(Int64(allowed) == stolen.start - (17 << 20))
+        #expect(table.completed == (16 << 20) + (6 << 20))
+    }
+
+    @Test func releasedSegmentsAreClaimedAgainFromWhatWasWritten() {
+        let table = SegmentTable(total: 8 << 20, remaining: [(0, 8 << 20)], connections: 2, minimumSplit: 1 << 20)
+        let a = table.claim()!
+        _ = table.claim()!
+        _ = table.reserve(a.index, 3 << 20)
+        table.wrote(a.index, upTo: 1 << 20)
+        table.release(a.index)
+        let again = table.claim()!
+        #expect(again.index == a.index)
+        #expect(again.start == 1 << 20)
+        #expect(table.remaining().first! == (1 << 20, 8 << 20))
+    }
+}
