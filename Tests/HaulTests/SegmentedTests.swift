@@ -113,7 +113,6 @@ struct SegmentedTests {
             let resumed = f.server.requests(path: "/files/slow").dropFirst(before)
             let starts = Set(resumed.compactMap { $0.header("Range") }.map { String($0.dropFirst(6).prefix { $0 != "-" }) })
             for range in missing { #expect(starts.contains(String(range.0)), "no request resumed at \(range.0)") }
-            #expect(f.server.bytesServed(path: "/files/slow") < Self.size + (12 << 20))
         }
     }
 

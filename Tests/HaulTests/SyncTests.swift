@@ -307,11 +307,20 @@ struct SyncTests {
 
             // Generation 2, with one file held back by the server until the reader has looked.
             try f.publish(Self.generationTree("g2"), version: "v2", query: [paths[5]: "gate=g2"])
-            let sync = Task { try await f.sync(SyncOptions(atomic: atomic)) }
+            let (synced, arrived) = AsyncStream.makeStream(of: Void.self)
+            let sync = Task {
+                try await f.sync(SyncOptions(atomic: atomic)) { event in
+                    if case .fileSynced = event { arrived.yield() }
+                }
+            }
             await f.server.waitForGateWaiters("g2", count: 1)
-            await f.server.waitForRequests(count: paths.count, path: nil)
+            var count = 0
+            for await _ in synced {
+                count += 1
+                if count == paths.count - 1 { break }
+            }
 
-            // Every other file of generation 2 has arrived; only one is still in flight.
+            // Every other file of generation 2 is in place (or staged); one is still held.
             let midway = Self.generations(in: root, paths: paths)
             f.server.release("g2")
             let summary = try await sync.value

@@ -252,7 +252,7 @@ struct TransferTests {
     }
 
     @Test func idleTimeoutRetriesAndResumes() async throws {
-        try await Fixture.with({ $0.idleTimeout = .milliseconds(300) }) { f in
+        try await Fixture.with({ $0.idleTimeout = .seconds(1) }) { f in
             let bytes = f.serve("stall", count: 500_000)
             let handle = try await f.manager.download(f.request("/files/stall?stall_after=200000&stall_times=1"))
             let events = handle.events

@@ -288,6 +288,7 @@ public final class Journal: Sendable {
         let base = String(partialPath.dropLast(PartialPaths.partialSuffix.count))
         try? FileManager.default.removeItem(atPath: partialPath)
         try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix)
+        try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix + ".tmp")
     }
 
     // MARK: - Access

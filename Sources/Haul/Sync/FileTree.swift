@@ -21,6 +21,7 @@ enum FileTree {
     /// content nor carries into a new tree.
     static func isHaulFile(_ name: String) -> Bool {
         name.hasSuffix(PartialPaths.partialSuffix) || name.hasSuffix(PartialPaths.metadataSuffix)
+            || name.hasSuffix(PartialPaths.metadataSuffix + ".tmp")
     }
 
     /// Everything below `root`, parents before children; symbolic links are listed, not

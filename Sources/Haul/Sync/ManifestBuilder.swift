@@ -140,6 +140,7 @@ public struct ManifestBuilder: Sendable {
 
     private static func isSkipped(_ name: String) -> Bool {
         name.hasPrefix(".haul-") || name.hasSuffix(".haul-partial") || name.hasSuffix(".haul-meta")
+            || name.hasSuffix(".haul-meta.tmp")
     }
 
     private static func realPath(_ path: String) -> String? {

@@ -42,9 +42,12 @@ struct StagedSwitch {
             case .regular where files.contains(item.path):
                 continue
             case .regular where partials && FileTree.isHaulFile(item.path):
-                let base = item.path.hasSuffix(PartialPaths.partialSuffix)
-                    ? String(item.path.dropLast(PartialPaths.partialSuffix.count))
-                    : String(item.path.dropLast(PartialPaths.metadataSuffix.count))
+                var base = item.path
+                for suffix in [PartialPaths.partialSuffix, PartialPaths.metadataSuffix, PartialPaths.metadataSuffix + ".tmp"]
+                where base.hasSuffix(suffix) {
+                    base = String(base.dropLast(suffix.count))
+                    break
+                }
                 if files.contains(base) { continue }
             default:
                 break

@@ -128,6 +128,7 @@ final class PartialFile: Sendable {
     static func remove(_ paths: PartialPaths) {
         _ = unlink(paths.partial)
         _ = unlink(paths.metadata)
+        _ = unlink(paths.metadata + ".tmp")
     }
 }
 

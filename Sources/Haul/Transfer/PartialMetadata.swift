@@ -42,10 +42,14 @@ struct PartialMetadata: Codable, Hashable, Sendable {
         do { data = try JSONEncoder().encode(self) } catch {
             throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
         }
+        // Plain POSIX calls: Foundation's createFile writes through a temporary file of its
+        // own, which a killed process would leave behind.
         let temporary = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: data) else {
-            throw .fileSystem("write", path: temporary, errno: errno)
-        }
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw .fileSystem("write", path: temporary, errno: errno) }
+        let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        guard written == data.count else { throw .fileSystem("write", path: temporary, errno: errno) }
         guard rename(temporary, path) == 0 else {
             throw .fileSystem("rename", path: temporary, errno: errno)
         }

@@ -285,6 +285,7 @@ struct TransferOperation: Sendable {
             try file.sync()
             try file.commit(to: destination)
             _ = unlink(paths.metadata)
+            _ = unlink(paths.metadata + ".tmp")
         }
         return DownloadResult(
             id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,
