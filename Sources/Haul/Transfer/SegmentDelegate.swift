@@ -27,8 +27,8 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     private struct State {
         var verdict: Verdict?
         var failure: DownloadError?
-        var lastWrite: EventLoopFuture<Void>?
         var reachedEnd = false
+        var eventLoop: (any EventLoop)?
     }
 
     private let claim: SegmentTable.Claim
@@ -39,6 +39,7 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     private let threadPool: NIOThreadPool
     private let onWrite: @Sendable (Int, ContinuousClock.Instant) throws -> Void
     private let state = NIOLockedValueBox(State())
+    private let writer: BatchWriter
 
     /// - Parameter onWrite: Runs on the I/O pool after each write, with the byte count and
     ///   the time: the checkpointing hook.
@@ -53,6 +54,17 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         self.core = core
         self.threadPool = threadPool
         self.onWrite = onWrite
+        self.writer = BatchWriter(threadPool: threadPool) { batch in
+            var position = batch.offset
+            for part in batch.parts {
+                try file.write(part, at: position)
+                position += Int64(part.readableBytes)
+            }
+            table.wrote(claim.index, upTo: position)
+            let now = ContinuousClock.now
+            try onWrite(batch.bytes, now)
+            core.received(batch.bytes, at: now)
+        }
     }
 
     var verdict: Verdict? { state.withLockedValue { $0.verdict } }
@@ -60,9 +72,22 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     /// Whether the delegate stopped the request itself because the segment was done.
     var reachedEnd: Bool { state.withLockedValue { $0.reachedEnd } }
 
+    /// Writes what is still batched and waits until every write is done.
     func drained() async {
-        let last = state.withLockedValue { $0.lastWrite }
-        _ = try? await last?.get()
+        guard let eventLoop = state.withLockedValue({ $0.eventLoop }) else { return }
+        do {
+            try await writer.flush(on: eventLoop).get()
+        } catch {
+            record(error)
+        }
+    }
+
+    private func record(_ error: any Error) {
+        let failure =
+            (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")
+        state.withLockedValue { state in
+            if state.failure == nil { state.failure = failure }
+        }
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
@@ -82,7 +107,10 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
             verdict = .failed(
                 TransferOperation.httpError(status: status, url: url, retryAfter: head.headers.first(name: "Retry-After")))
         }
-        state.withLockedValue { $0.verdict = verdict }
+        state.withLockedValue { state in
+            state.verdict = verdict
+            state.eventLoop = task.eventLoop
+        }
         if case .accepted = verdict { return task.eventLoop.makeSucceededVoidFuture() }
         task.cancel()
         return task.eventLoop.makeSucceededVoidFuture()
@@ -98,23 +126,11 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
             return task.eventLoop.makeSucceededVoidFuture()
         }
         let part = allowed == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: allowed)!
-        let (file, table, claim, onWrite) = (self.file, self.table, self.claim, self.onWrite)
-        let future = threadPool.runIfActive(eventLoop: task.eventLoop) { () -> ContinuousClock.Instant in
-            try file.write(part, at: offset)
-            table.wrote(claim.index, upTo: offset + Int64(allowed))
-            let now = ContinuousClock.now
-            try onWrite(allowed, now)
-            return now
-        }.map { [core] now in
-            core.received(allowed, at: now)
-        }
-        state.withLockedValue { $0.lastWrite = future }
+        let future = writer.add(part, at: offset, on: task.eventLoop)
         if allowed < buffer.readableBytes { stop(task) }
-        return future.flatMapErrorThrowing { [state, url] error in
-            let failure =
-                (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")
-            state.withLockedValue { $0.failure = failure }
-            throw failure
+        return future.flatMapErrorThrowing { [weak self] error in
+            self?.record(error)
+            throw error
         }
     }
 

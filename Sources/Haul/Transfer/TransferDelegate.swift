@@ -48,6 +48,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         var outcome = Outcome()
         var nextOffset: Int64 = 0
         var lastWrite: EventLoopFuture<Void>?
+        /// Batches the body's writes (file sinks), made when the head says to write.
+        var writer: BatchWriter?
+        var eventLoop: (any EventLoop)?
     }
 
     private let plan: ResumePlan
@@ -94,10 +97,46 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     /// What happened, once the request has ended and ``drained()`` has returned.
     var outcome: Outcome { state.withLockedValue { $0.outcome } }
 
-    /// Waits for the last write to finish, so the file may be synced or closed.
+    /// Writes what is still batched and waits for every write to finish, so the file may
+    /// be synced or closed.
     func drained() async {
-        let last = state.withLockedValue { $0.lastWrite }
+        let (last, writer, eventLoop) = state.withLockedValue { ($0.lastWrite, $0.writer, $0.eventLoop) }
         _ = try? await last?.get()
+        if let writer, let eventLoop {
+            do {
+                try await writer.flush(on: eventLoop).get()
+            } catch {
+                state.withLockedValue { state in
+                    if state.outcome.failure == nil {
+                        state.outcome.failure =
+                            (error as? DownloadError)
+                            ?? DownloadError(.fileSystem, "cannot write \(self.requestURL.lastPathComponent): \(error)")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The writer for a file body: each batch is written, hashed, checkpointed and counted
+    /// on the I/O pool.
+    private func makeWriter(file: PartialFile, digest: ContentDigest?) -> BatchWriter {
+        let (core, checkpointer, state) = (self.core, self.checkpointer, self.state)
+        return BatchWriter(threadPool: threadPool) { batch in
+            var position = batch.offset
+            for part in batch.parts {
+                try file.write(part, at: position)
+                digest?.update(part)
+                position += Int64(part.readableBytes)
+            }
+            // One clock read per batch, shared by the checkpointer and the progress meter.
+            let now = ContinuousClock.now
+            if let checkpointer, checkpointer.wrote(batch.bytes, at: now) {
+                try file.sync()
+                checkpointer.synced(upTo: position)
+            }
+            state.withLockedValue { $0.outcome.bytesWritten += Int64(batch.bytes) }
+            core.received(batch.bytes, at: now)
+        }
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
@@ -149,7 +188,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             state.outcome.action = action
             state.outcome.failure = early
             state.outcome.digest = digest
-            if case .write(let offset, _, _) = action { state.nextOffset = offset }
+            if case .write(let offset, _, _) = action {
+                state.nextOffset = offset
+                state.eventLoop = task.eventLoop
+                if case .file(let file, _) = sink { state.writer = makeWriter(file: file, digest: digest) }
+            }
         }
         if early != nil {
             task.cancel()
@@ -230,25 +273,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             if let digest = state.withLockedValue({ $0.outcome.digest }) { digest.update(buffer) }
             core.received(count, at: .now)
             return task.eventLoop.makeSucceededVoidFuture()
-        case .write(let offset, let digest):
-            guard case .file(let file, _) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
-            let core = self.core
-            let checkpointer = self.checkpointer
-            // One clock read per chunk, shared by the checkpointer and the progress meter.
-            let future = threadPool.runIfActive(eventLoop: task.eventLoop) { () -> ContinuousClock.Instant in
-                try file.write(buffer, at: offset)
-                digest?.update(buffer)
-                let now = ContinuousClock.now
-                if let checkpointer, checkpointer.wrote(count, at: now) {
-                    try file.sync()
-                    checkpointer.synced(upTo: offset + Int64(count))
-                }
-                return now
-            }.map { [state] now in
-                state.withLockedValue { $0.outcome.bytesWritten += Int64(count) }
-                core.received(count, at: now)
+        case .write(let offset, _):
+            guard let writer = state.withLockedValue({ $0.writer }) else {
+                return task.eventLoop.makeSucceededVoidFuture()
             }
-            return recordingFailure(of: future, task: task)
+            return recordingFailure(of: writer.add(buffer, at: offset, on: task.eventLoop), task: task, isWrite: true)
         }
     }
 
@@ -258,10 +287,10 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
 
     /// Remembers `future` as the last write, and turns its failure into the transfer's
     /// failure so the request stops.
-    private func recordingFailure(of future: EventLoopFuture<Void>, task: HTTPClient.Task<Void>)
+    private func recordingFailure(of future: EventLoopFuture<Void>, task: HTTPClient.Task<Void>, isWrite: Bool = false)
         -> EventLoopFuture<Void>
     {
-        state.withLockedValue { $0.lastWrite = future }
+        if !isWrite { state.withLockedValue { $0.lastWrite = future } }
         return future.flatMapErrorThrowing { [state] error in
             let failure =
                 (error as? DownloadError)
