@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #if defined(__linux__)
 #include <linux/falloc.h>
 #include <sys/syscall.h>
@@ -49,6 +52,15 @@ int chaul_sync_filesystem(int fd) {
 #else
     (void)fd;
     sync();
+    return 0;
+#endif
+}
+
+int chaul_keep_freed_memory(long bytes) {
+#if defined(__GLIBC__)
+    return mallopt(M_TRIM_THRESHOLD, (int)bytes);
+#else
+    (void)bytes;
     return 0;
 #endif
 }

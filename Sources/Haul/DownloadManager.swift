@@ -618,8 +618,11 @@ public actor DownloadManager {
         while !isShutDown, queue.count < configuration.admissionWindow {
             let wanted = configuration.admissionWindow - queue.count
             guard let records = try? await journal.claim(limit: wanted, session: me) else { break }
+            // A window's jobs mostly share a directory: check each directory once per window.
+            var checkedDirectories: Set<String> = []
             for record in records where jobs[DownloadID(record.id)] == nil {
-                guard let request = try? record.request(), let (paths, endpoint) = try? Self.validate(request)
+                guard let request = try? record.request(),
+                    let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
                 else {
                     journalWriter?.submit(
                         .state(id: record.id, .failed, errorCode: "invalidRequest", error: "the journal entry is invalid"))
@@ -633,6 +636,7 @@ public actor DownloadManager {
                             error: "\(record.id) would be saved to the same file as \(other)"))
                     continue
                 }
+                if let paths { checkedDirectories.insert(paths.directory.path) }
                 let job = add(request, paths: paths, endpoint: endpoint)
                 job.journaled = .init(committed: record.bytesCommitted, bootID: record.bootID)
                 enqueue(job)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Haul
 
 /// The `haul` command: a download manager on the command line.
 @main
@@ -21,6 +22,7 @@ struct Haul: AsyncParsableCommand {
 
     /// Runs the command; invalid arguments exit with status 2 instead of `EX_USAGE` (64).
     static func main() async {
+        MemoryTuning.keepFreedMemory()
         var command: any ParsableCommand
         do {
             command = try await asyncParseAsRoot()

@@ -17,4 +17,8 @@ int chaul_exchange(const char *first, const char *second);
 /// elsewhere). Returns 0, or -1 with errno set.
 int chaul_sync_filesystem(int fd);
 
+/// Tells glibc's malloc to keep up to `bytes` of freed memory instead of returning it
+/// to the kernel (M_TRIM_THRESHOLD). Returns 1 on success, 0 where unsupported.
+int chaul_keep_freed_memory(long bytes);
+
 #endif

@@ -98,8 +98,8 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         guard let url = URL(string: url) else { throw .invalid("journal entry \(id) has a bad URL '\(self.url)'") }
         let destination: DownloadDestination =
             destinationKind == "file"
-            ? .file(URL(fileURLWithPath: destinationPath))
-            : .directory(URL(fileURLWithPath: destinationPath), name: destinationName)
+            ? .file(URL(fileURLWithPath: destinationPath, isDirectory: false))
+            : .directory(URL(fileURLWithPath: destinationPath, isDirectory: true), name: destinationName)
         return DownloadRequest(
             url: url, destination: destination, id: DownloadID(id),
             priority: DownloadPriority(rawValue: priority) ?? .normal, expectedSize: expectedSize,

@@ -51,7 +51,9 @@ final class JournalWriter: Sendable {
                 guard !batch.isEmpty else { continue }
                 do {
                     try await journal.writer.write { db in
-                        for operation in batch { try Self.apply(operation, in: db) }
+                        // One timestamp per batch: converting dates is not free.
+                        let now = Date().databaseValue
+                        for operation in batch { try Self.apply(operation, in: db, now: now) }
                     }
                 } catch {
                     logger.warning("journal write failed", metadata: ["error": "\(error)"])
@@ -100,51 +102,50 @@ final class JournalWriter: Sendable {
         await worker.value
     }
 
-    static func apply(_ operation: Operation, in db: Database) throws {
-        let now = Date()
+    static func apply(_ operation: Operation, in db: Database, now: DatabaseValue) throws {
         switch operation {
         case .upsert(let record):
             try upsert(record, in: db)
         case .started(let id, let owner):
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'running', owner = ?, session = ?, updatedAt = ?, finishedAt = NULL
                     WHERE id = ?
-                    """, arguments: [owner, owner, now, id])
+                    """).execute(arguments: [owner, owner, now, id])
         case .state(let id, let state, let errorCode, let error):
             let finished = !state.isUnfinished
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = ?, errorCode = ?, lastError = ?, updatedAt = ?,
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
                     WHERE id = ?
-                    """, arguments: [state.rawValue, errorCode, error, now, finished, now, id])
+                    """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id])
         case .completed(let id, let bytes, let finalURL):
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
                         errorCode = NULL, lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0,
                         owner = NULL
                     WHERE id = ?
-                    """, arguments: [bytes, bytes, finalURL, now, now, id])
+                    """).execute(arguments: [bytes, bytes, finalURL, now, now, id])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE job SET bytesCommitted = ?, totalBytes = COALESCE(?, totalBytes),
                         validator = COALESCE(?, validator), bytesPerSecond = ?, bootID = ?, updatedAt = ?
                     WHERE id = ?
-                    """, arguments: [bytes, total, validator, rate, bootID, now, id])
+                    """).execute(arguments: [bytes, total, validator, rate, bootID, now, id])
         case .attempt(let id, let attempts):
-            try db.execute(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ?", arguments: [attempts, now, id])
+            try db.cachedStatement(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ?").execute(arguments: [attempts, now, id])
         case .clearCommand(let id):
-            try db.execute(sql: "UPDATE job SET command = NULL WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "UPDATE job SET command = NULL WHERE id = ?").execute(arguments: [id])
         case .release(let owner):
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE job SET owner = NULL, session = NULL,
                         state = CASE WHEN state = 'running' THEN 'paused' ELSE state END
                     WHERE (owner = ? OR session = ?) AND state IN ('queued', 'running', 'paused', 'waiting')
-                    """, arguments: [owner, owner])
+                    """).execute(arguments: [owner, owner])
         }
     }
 

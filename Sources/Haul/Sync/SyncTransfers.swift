@@ -103,7 +103,7 @@ struct SyncTransfers: Sendable {
                     throw DownloadError.invalid("\(entry.path): '\(entry.url)' is not a valid URL")
                 }
                 let request = DownloadRequest(
-                    url: url, destination: .file(URL(fileURLWithPath: destination)),
+                    url: url, destination: .file(URL(fileURLWithPath: destination, isDirectory: false)),
                     id: DownloadID("sync:" + destination), priority: priority, expectedSize: entry.size,
                     checksum: try Self.checksum(entry.sha256))
                 let handle = try await manager.download(request)

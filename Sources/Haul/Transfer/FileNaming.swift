@@ -40,6 +40,14 @@ package enum FileNaming {
     /// characters, no leading dots, no `..`, at most 255 bytes. Returns `nil` if nothing
     /// usable is left.
     package static func sanitize(_ name: String) -> String? {
+        // Fast path, the common case: printable ASCII without separators, not starting
+        // with a dot, short enough. Such a name is already safe.
+        let bytes = name.utf8
+        if !bytes.isEmpty, bytes.count <= 255, bytes.first != UInt8(ascii: "."),
+            bytes.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") })
+        {
+            return name
+        }
         let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var cleaned = String(lastComponent.unicodeScalars.filter { scalar in
             !CharacterSet.controlCharacters.contains(scalar) && scalar != "\u{0}"

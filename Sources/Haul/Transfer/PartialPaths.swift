@@ -52,7 +52,8 @@ struct PartialPaths: Hashable, Sendable {
         else {
             throw .invalid("directory \(directory.path) does not exist: create it first")
         }
-        let base = directory.appendingPathComponent(baseName).path
+        // `isDirectory: false`: without it Foundation stats the path to decide.
+        let base = directory.appendingPathComponent(baseName, isDirectory: false).path
         partial = base + Self.partialSuffix
         metadata = base + Self.metadataSuffix
     }
@@ -65,6 +66,6 @@ struct PartialPaths: Hashable, Sendable {
             ?? contentDisposition.flatMap(FileNaming.dispositionName).flatMap(FileNaming.sanitize)
             ?? FileNaming.urlName(finalURL).flatMap(FileNaming.sanitize)
             ?? FileNaming.fallbackName
-        return directory.appendingPathComponent(name)
+        return directory.appendingPathComponent(name, isDirectory: false)
     }
 }

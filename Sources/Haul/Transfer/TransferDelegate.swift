@@ -65,6 +65,8 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     /// When set, a fresh 200 of at least this many bytes that supports ranges is not
     /// read but reported as ``Outcome/segmentable``.
     private let segmentationThreshold: Int64?
+    /// Whether the partial file is known to be empty (so a fresh body needs no truncation).
+    private let partialIsEmpty: Bool
     private let state = NIOLockedValueBox(State())
 
     /// The largest error body read before the connection is dropped instead.
@@ -80,9 +82,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         core: JobCore,
         threadPool: NIOThreadPool,
         checkpointer: Checkpointer?,
-        segmentationThreshold: Int64? = nil
+        segmentationThreshold: Int64? = nil,
+        partialIsEmpty: Bool = false
     ) {
         self.segmentationThreshold = segmentationThreshold
+        self.partialIsEmpty = partialIsEmpty
         self.plan = plan
         self.sink = sink
         self.requestURL = requestURL
@@ -209,6 +213,10 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 try file.reserve(upTo: total)
             }
             return recordingFailure(of: future, task: task)
+        case .write(_, _, let total?) where partialIsEmpty && total <= Int64(BatchWriter.batchSize):
+            // A small body into an empty file: one batch, nothing to reserve, and no resume
+            // metadata (an interrupted small download simply starts again).
+            return task.eventLoop.makeSucceededVoidFuture()
         case .write(_, _, let total):
             guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
             let metadata = PartialMetadata(

@@ -112,19 +112,24 @@ struct TransferOperation: Sendable {
         async throws(DownloadError) -> DownloadResult
     {
         guard let paths else { return try await attemptInMemory(carrying: &digest) }
-        let file = try await io { () throws(DownloadError) in try PartialFile(path: paths.partial) }
-        do {
-            // A segmented partial has holes: its sidecar, not its length, says what is there.
-            if let journaled, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
-                try await io { () throws(DownloadError) in
-                    let length = try file.length()
-                    let trusted = journaled.trustedLength(of: length, currentBoot: ProcessIdentity.bootID)
-                    if trusted < length { try file.truncate(to: trusted) }
-                    try file.sync()
-                    checkpointer?.synced(upTo: trusted)
-                }
+        // One hop: open, measure and, for a partial the journal knew, keep only what can be
+        // trusted. (A segmented partial has holes: its sidecar, not its length, says what is
+        // there.) An empty partial, the common case, needs nothing more.
+        let checkpointer = self.checkpointer
+        let (file, length) = try await io { () throws(DownloadError) -> (PartialFile, Int64) in
+            let file = try PartialFile(path: paths.partial)
+            var length = try file.length()
+            if let journaled, length > 0, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
+                let trusted = journaled.trustedLength(of: length, currentBoot: ProcessIdentity.bootID)
+                if trusted < length { try file.truncate(to: trusted) }
+                try file.sync()
+                checkpointer?.synced(upTo: trusted)
+                length = trusted
             }
-            let result = try await transfer(into: file, paths: paths, carrying: &digest)
+            return (file, length)
+        }
+        do {
+            let result = try await transfer(into: file, existing: length, paths: paths, carrying: &digest)
             file.close()
             return result
         } catch {
@@ -142,12 +147,13 @@ struct TransferOperation: Sendable {
     }
 
     private func transfer(
-        into file: PartialFile, paths: PartialPaths, carrying digest: inout ContentDigest?
+        into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?
     ) async throws(DownloadError) -> DownloadResult {
-        var existing = try await io { () throws(DownloadError) in try file.length() }
-        var stored = PartialMetadata.load(from: paths.metadata).flatMap {
-            $0.url == request.url.absoluteString ? $0 : nil
-        }
+        var existing = existing
+        var stored =
+            existing > 0
+            ? PartialMetadata.load(from: paths.metadata).flatMap { $0.url == request.url.absoluteString ? $0 : nil }
+            : nil
         var segmentation = connections > 1 ? configuration.segmentationThreshold : nil
 
         // A segmented partial resumes segment by segment.
@@ -180,7 +186,7 @@ struct TransferOperation: Sendable {
 
         var (outcome, finalURL) = try await exchange(
             plan: &plan, sink: .file(file, paths), carriedDigest: digest,
-            segmentationThreshold: plan.offset == 0 ? segmentation : nil)
+            segmentationThreshold: plan.offset == 0 ? segmentation : nil, partialIsEmpty: existing == 0)
         if let segmentable = outcome.segmentable {
             let metadata = PartialMetadata(
                 url: request.url.absoluteString, validator: segmentable.validator, totalBytes: segmentable.total,
@@ -328,7 +334,7 @@ struct TransferOperation: Sendable {
     /// following redirects and restarting from zero when the partial cannot be trusted.
     private func exchange(
         plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
-        segmentationThreshold: Int64? = nil
+        segmentationThreshold: Int64? = nil, partialIsEmpty: Bool = false
     ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
         var url = request.url
         var visited: Set<String> = [url.absoluteString]
@@ -337,7 +343,8 @@ struct TransferOperation: Sendable {
             let delegate = TransferDelegate(
                 plan: plan, sink: sink, requestURL: request.url, expectedSize: request.expectedSize,
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
-                threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold)
+                threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold,
+                partialIsEmpty: partialIsEmpty && !restarted)
             let transportError = await send(url: url, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
