@@ -351,3 +351,21 @@ struct ManifestDirectory {
         try? FileManager.default.removeItem(at: scratch)
     }
 }
+
+/// Large manifests: libxml2 refuses single inputs above 10 MB unless fed in pieces.
+@Suite("Large manifests")
+struct LargeManifestTests {
+    @Test(arguments: [Manifest.Format.xml, .json])
+    func aManifestOf100000EntriesRoundTrips(format: Manifest.Format) throws {
+        let files = (0..<100_000).map { index in
+            Manifest.Entry(
+                path: "d\(index / 100)/file-\(index).txt", url: "d\(index / 100)/file-\(index).txt", size: Int64(index),
+                sha256: String(repeating: "ab", count: 32))
+        }
+        let manifest = Manifest(version: "big", files: files)
+        let data = try manifest.serialized(as: format)
+        #expect(data.count > 10_000_000)
+        let parsed = try Manifest.parse(data: data)
+        #expect(parsed == manifest)
+    }
+}

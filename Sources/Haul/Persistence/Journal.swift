@@ -40,9 +40,13 @@ public final class Journal: Sendable {
         }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
+        // Few readers with small page caches: the journal is read in short queries, and
+        // each connection's cache would otherwise grow to 2 MiB with the table.
+        configuration.maximumReaderCount = 2
         configuration.prepareDatabase { db in
             Journal.registerFunctions(db)
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA cache_size = -512")
         }
         let pool: DatabasePool
         do {
@@ -206,9 +210,8 @@ public final class Journal: Sendable {
                         SELECT * FROM job WHERE session = ? AND state = 'queued' AND owner IS NULL
                         ORDER BY priority DESC, rowid LIMIT ?
                         """, arguments: [session, limit])
-                for record in records {
-                    try db.execute(sql: "UPDATE job SET owner = ? WHERE id = ?", arguments: [session, record.id])
-                }
+                let update = try db.cachedStatement(sql: "UPDATE job SET owner = ? WHERE id = ?")
+                for record in records { try update.execute(arguments: [session, record.id]) }
                 return records
             }
         } catch {

@@ -65,6 +65,7 @@ extension Manifest {
 
     /// What is wrong with `path`, or `nil` if it is a valid manifest path.
     static func pathProblem(_ path: String) -> String? {
+        if isPlainPath(path) { return nil }
         if path.isEmpty { return "path is empty" }
         if path.hasPrefix("/") { return "path is absolute" }
         if path.unicodeScalars.contains(where: isControl) { return "path contains a NUL or control character" }
@@ -78,6 +79,28 @@ extension Manifest {
             }
         }
         return nil
+    }
+
+    /// A fast check for the common path: printable ASCII with no backslash, and
+    /// components that are neither empty nor `.` nor `..`. A path that fails it is checked
+    /// in full by ``pathProblem(_:)``.
+    private static func isPlainPath(_ path: String) -> Bool {
+        var componentLength = 0
+        var dots = 0
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "/"):
+                if componentLength == 0 || componentLength == dots && dots <= 2 { return false }
+                componentLength = 0
+                dots = 0
+            case 0x20...0x7E where byte != UInt8(ascii: "\\"):
+                componentLength += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            default:
+                return false
+            }
+        }
+        return componentLength > 0 && !(componentLength == dots && dots <= 2)
     }
 
     static func isControl(_ scalar: Unicode.Scalar) -> Bool {

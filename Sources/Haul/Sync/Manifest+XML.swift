@@ -16,7 +16,10 @@ extension Manifest {
         if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
             throw DownloadError(.invalidManifest, "invalid manifest: XML document type declarations are not allowed")
         }
-        let parser = XMLParser(data: data)
+        // Through a stream, which XMLParser feeds to libxml2 in pieces: given the whole
+        // document at once, libxml2 stops at 10 MB ("huge input lookup", error 1), and a
+        // manifest of 100,000 files is about 20 MB.
+        let parser = XMLParser(stream: InputStream(data: data))
         parser.shouldProcessNamespaces = false
         parser.shouldResolveExternalEntities = false
         let reader = ManifestXMLReader()

@@ -114,6 +114,39 @@ public struct Manifest: Sendable, Hashable {
         }
     }
 
+    /// A fast check for the common `url`: a relative reference made only of RFC 3986
+    /// unreserved characters, `/` and well-formed `%XX` escapes, whose first segment has
+    /// no `:` (so it cannot be read as a scheme). Anything else goes through
+    /// `URLComponents`.
+    private static func isPlainRelativeReference(_ text: String) -> Bool {
+        var pendingHex = 0
+        var sawSlash = false
+        var count = 0
+        for byte in text.utf8 {
+            count += 1
+            if pendingHex > 0 {
+                guard (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+                else { return false }
+                pendingHex -= 1
+                continue
+            }
+            switch byte {
+            case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                continue
+            case UInt8(ascii: "/"):
+                sawSlash = true
+            case UInt8(ascii: "%"):
+                pendingHex = 2
+            case UInt8(ascii: ":"):
+                if !sawSlash { return false }
+            default:
+                return false
+            }
+        }
+        return count > 0 && pendingHex == 0
+    }
+
     // MARK: - Shared field syntax
 
     /// `0644`-style octal permission bits, at most `07777`.
@@ -152,6 +185,7 @@ public struct Manifest: Sendable, Hashable {
     /// A URL reference without white space or control characters that `URLComponents` accepts
     /// and whose scheme, if it has one, is `http` or `https`.
     static func isWellFormedURL(_ text: String) -> Bool {
+        if isPlainRelativeReference(text) { return true }
         guard !text.isEmpty,
             !text.unicodeScalars.contains(where: { $0.value <= 0x20 || (0x7F...0x9F).contains($0.value) }),
             let components = URLComponents(string: text)

@@ -83,6 +83,13 @@ struct SyncPlanner {
             }
         }
 
+        // One walk of the directory (lstat of everything, links not followed) serves both the
+        // entries' checks and the search for extraneous paths.
+        let local = rootExists ? try FileTree.walk(root) : []
+        var statusByPath: [String: FileStatus] = [:]
+        statusByPath.reserveCapacity(local.count)
+        for item in local { statusByPath[item.path] = item.status }
+
         var places: [String: Place] = [:]
         var unsafe: [String] = []
         var downloads: [Download] = []
@@ -106,7 +113,7 @@ struct SyncPlanner {
                 }
                 let full = root + "/" + prefix
                 let place: Place
-                switch try FileStatus.of(full) {
+                switch statusByPath[prefix] {
                 case nil:
                     place = .missing
                 case let status? where status.kind == .directory:
@@ -137,7 +144,7 @@ struct SyncPlanner {
                 continue
             }
             let full = root + "/" + entry.path
-            guard let status = try FileStatus.of(full) else {
+            guard let status = statusByPath[entry.path] else {
                 downloads.append(Download(entry: entry, action: .download))
                 continue
             }
@@ -201,7 +208,6 @@ struct SyncPlanner {
         }
 
         // What the directory has that the manifest does not.
-        let local = rootExists ? try FileTree.walk(root) : []
         var deletions: [Deletion] = []
         var deletedDirectories: [Deletion] = []
         var extraneousKept: [String] = []
