@@ -73,6 +73,13 @@ struct ResumePlanTests {
             Issue.record("416 on an incomplete partial must restart")
             return
         }
+        // The partial was started as a 1,500-byte file: a 416 saying the content is 1,000
+        // bytes describes different content, even though the partial holds 1,000.
+        let grown = ResumePlan(offset: 1000, validator: .etag("\"e\""), knownTotal: 1500)
+        guard case .restart = grown.evaluate(status: 416, header: headers(["Content-Range": "bytes */1000"])) else {
+            Issue.record("416 with a total other than the partial's must restart")
+            return
+        }
     }
 
     @Test func errorsAndRedirects() {

@@ -88,7 +88,8 @@ struct ResumePlan: Hashable, Sendable {
         case 416:
             if offset > 0 {
                 let total = header("Content-Range").flatMap(ContentRange.init)?.total ?? knownTotal
-                if total == offset { return .complete(total: offset) }
+                // Complete only if the size is the one the partial was started with.
+                if total == offset, knownTotal == nil || knownTotal == total { return .complete(total: offset) }
             }
             return .restart(reason: "the server cannot serve bytes from \(offset) on")
         case 301, 302, 303, 307, 308:

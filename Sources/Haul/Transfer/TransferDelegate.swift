@@ -69,6 +69,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     private let partialIsEmpty: Bool
     private let state = NIOLockedValueBox(State())
 
+    /// Bodies up to this size get no resume metadata and no disk reservation.
+    static let smallBody: Int64 = 64 << 10
+
     /// The largest error body read before the connection is dropped instead.
     private static let maxDiscardedBody: Int64 = 64 * 1024
 
@@ -213,9 +216,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 try file.reserve(upTo: total)
             }
             return recordingFailure(of: future, task: task)
-        case .write(_, _, let total?) where partialIsEmpty && total <= Int64(BatchWriter.batchSize):
-            // A small body into an empty file: one batch, nothing to reserve, and no resume
-            // metadata (an interrupted small download simply starts again).
+        case .write(_, _, let total?) where partialIsEmpty && total <= Self.smallBody:
+            // A small body into an empty file: nothing to reserve, and no resume metadata
+            // (an interrupted small download simply starts again, losing at most 64 KiB).
             return task.eventLoop.makeSucceededVoidFuture()
         case .write(_, _, let total):
             guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
