@@ -26,6 +26,26 @@ struct SchedulingTests {
         }
     }
 
+    /// Many small files reuse a few kept-alive connections: never more than the per-host cap.
+    @Test func smallFilesReuseKeptAliveConnections() async throws {
+        try await Fixture.with({
+            $0.maxConcurrentDownloads = 8
+            $0.maxConnectionsPerHost = 4
+        }) { f in
+            f.serve("tiny", count: 2_000)
+            var handles: [DownloadHandle] = []
+            for index in 0..<200 {
+                handles.append(
+                    try await f.manager.download(f.request("/files/tiny?n=\(index)", to: "tiny-\(index)")))
+            }
+            for handle in handles { _ = try await handle.result }
+            let statistics = f.server.statistics
+            #expect(statistics.totalRequests == 200)
+            #expect(statistics.maxOpenConnections <= 4)
+            #expect(statistics.connectionsAccepted <= 8, "\(statistics.connectionsAccepted) connections for 200 requests")
+        }
+    }
+
     @Test func perHostCapHoldsAcrossDownloads() async throws {
         try await Fixture.with({ $0.maxConnectionsPerHost = 2 }) { f in
             f.serve("h", count: 1000)
