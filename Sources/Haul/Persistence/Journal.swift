@@ -40,13 +40,11 @@ public final class Journal: Sendable {
         }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
-        // Few readers with small page caches: the journal is read in short queries, and
-        // each connection's cache would otherwise grow to 2 MiB with the table.
+        // Two readers are plenty: the journal is read in short queries.
         configuration.maximumReaderCount = 2
         configuration.prepareDatabase { db in
             Journal.registerFunctions(db)
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
-            try db.execute(sql: "PRAGMA cache_size = -512")
         }
         let pool: DatabasePool
         do {
