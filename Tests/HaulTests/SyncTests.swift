@@ -199,6 +199,25 @@ struct SyncTests {
         }
     }
 
+    @Test func deletingAnExtraneousLinkRemovesTheLinkNotItsTarget() async throws {
+        try await SyncFixture.with { f in
+            try f.publish(Self.tree)
+            _ = try await f.sync()
+            let outside = f.base.directory.appendingPathComponent("keep-me")
+            try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+            try Data("precious".utf8).write(to: outside.appendingPathComponent("data"))
+            try FileManager.default.createSymbolicLink(
+                at: f.directory.appendingPathComponent("shortcut"), withDestinationURL: outside)
+
+            let summary = try await f.sync(SyncOptions(deleteExtraneous: true))
+
+            #expect(summary.matchesManifest)
+            #expect(summary.deleted.files == 1)
+            #expect(!f.tree().contains("shortcut"))
+            #expect(try String(contentsOf: outside.appendingPathComponent("data"), encoding: .utf8) == "precious")
+        }
+    }
+
     @Test(arguments: [
         ("traversal", #"{"version":"1","files":[{"path":"../escape","url":"a.txt","size":1}]}"#, "'..'"),
         ("absolute", #"{"version":"1","files":[{"path":"/etc/passwd","url":"a.txt","size":1}]}"#, "absolute"),
