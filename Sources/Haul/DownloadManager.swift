@@ -94,8 +94,20 @@ public actor DownloadManager {
         client.connectionPool.retryConnectionEstablishment = false
         client.decompression = .disabled
         self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
-        self.threadPool = NIOThreadPool.singleton
+        self.threadPool = Self.fileIOPool
     }
+
+    /// The threads that run blocking file work (writes, fsyncs, renames) for every manager.
+    ///
+    /// Eight, whatever the core count: an fsync waits for the disk, not the CPU, and on a
+    /// journaling file system several fsyncs in flight are committed together, so
+    /// downloads finishing at once do not queue behind each other's. (NIO's shared pool
+    /// has one thread per core.)
+    static let fileIOPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 8)
+        pool.start()
+        return pool
+    }()
 
     // MARK: - Adding downloads
 

@@ -240,7 +240,7 @@ struct JournalTests {
         // When it is opened
         let journal = try Journal(path: path)
         // Then it is upgraded, and its rows are intact
-        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 3)
+        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 4)
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)
         #expect(job.bytes == 4096)

@@ -63,6 +63,13 @@ extension Journal {
                 table.column("sha256", .text).notNull()
             }
         }
+        migrator.registerMigration("v4: claim index") { db in
+            // Admission asks for this session's queued, unowned jobs by priority then age:
+            // with `owner` in the index and `priority` descending (rowid follows), that is a
+            // plain index scan that stops at the LIMIT, instead of a sort of every queued row.
+            try db.drop(index: "job_admission")
+            try db.execute(sql: "CREATE INDEX job_claim ON job(session, state, owner, priority DESC)")
+        }
         return migrator
     }
 }
