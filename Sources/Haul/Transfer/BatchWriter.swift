@@ -5,10 +5,10 @@ import NIOPosix
 /// Gathers the body parts of one response into batches of about 1 MiB and hands each batch
 /// to the I/O pool in one hop, instead of one hop per part.
 ///
-/// A part that does not fill a batch is accepted at once. When a batch is full it is
-/// queued behind the one being written, and the event loop is told to wait for that one:
-/// at most two batches are outstanding, so memory stays bounded and the socket is read
-/// while the disk is written. ``flush(on:)`` writes what is left when the response ends.
+/// A part that does not fill a batch is accepted at once. When a batch is full (or its
+/// first part has waited 100 ms) it is queued behind the one being written, and the event
+/// loop is told to wait for that one: at most two batches are outstanding, so memory stays
+/// bounded and the socket is read while the disk is written. ``flush(on:)`` writes what is left when the response ends.
 ///
 /// All methods are called on the response's event loop (AsyncHTTPClient calls a delegate
 /// serially); the lock only guards against the I/O pool's completions.
@@ -21,11 +21,16 @@ final class BatchWriter: Sendable {
     }
 
     /// The batch size: large enough to make the hop's cost vanish, small enough to keep
-    /// progress smooth and memory low.
+    /// memory low.
     static let batchSize = 1 << 20
+    /// The longest a part waits in an unfinished batch when more parts arrive: a slow
+    /// download still reaches the disk, the progress meter and the checkpoints about ten
+    /// times a second.
+    static let maximumDelay: Duration = .milliseconds(100)
 
     private struct State {
         var pending: Batch?
+        var pendingSince: ContinuousClock.Instant?
         var inFlight: EventLoopFuture<Void>?
     }
 
@@ -42,6 +47,7 @@ final class BatchWriter: Sendable {
     /// Adds `part`, which must follow the previous part, to be written at `offset`.
     /// Returns the future the event loop should wait on before delivering the next part.
     func add(_ part: ByteBuffer, at offset: Int64, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let now = ContinuousClock.now
         let ready: Batch? = state.withLockedValue { state in
             if var pending = state.pending, pending.offset + Int64(pending.bytes) == offset {
                 pending.parts.append(part)
@@ -50,9 +56,14 @@ final class BatchWriter: Sendable {
             } else {
                 // (A gap cannot happen with one writer per response; start a new batch anyway.)
                 state.pending = Batch(parts: [part], offset: offset, bytes: part.readableBytes)
+                state.pendingSince = now
             }
-            guard state.pending!.bytes >= Self.batchSize else { return nil }
-            defer { state.pending = nil }
+            let due = state.pendingSince.map { now - $0 >= Self.maximumDelay } ?? false
+            guard state.pending!.bytes >= Self.batchSize || due else { return nil }
+            defer {
+                state.pending = nil
+                state.pendingSince = nil
+            }
             return state.pending
         }
         guard let ready else { return eventLoop.makeSucceededVoidFuture() }
@@ -62,7 +73,10 @@ final class BatchWriter: Sendable {
     /// Writes whatever is pending; the future completes once every batch is written.
     func flush(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         let pending: Batch? = state.withLockedValue { state in
-            defer { state.pending = nil }
+            defer {
+                state.pending = nil
+                state.pendingSince = nil
+            }
             return state.pending
         }
         if let pending { _ = submit(pending, on: eventLoop) }
