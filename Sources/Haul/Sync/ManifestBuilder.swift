@@ -5,7 +5,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Crypto
 public import Foundation
 
 /// Builds the ``Manifest`` of a local directory.
@@ -103,7 +102,9 @@ public struct ManifestBuilder: Sendable {
     }
 
     private func entry(path: String, file: String, info: stat) throws(DownloadError) -> Manifest.Entry {
-        let (size, digest) = try Self.hash(file)
+        // The size is the one read while hashing, so it always matches the digest.
+        let (status, digest) = try HashCache.hash(file)
+        let size = status.size
         #if canImport(Darwin)
         let seconds = info.st_mtimespec.tv_sec
         #else
@@ -112,30 +113,6 @@ public struct ManifestBuilder: Sendable {
         return Manifest.Entry(
             path: path, url: url(for: path), size: size, sha256: digest,
             mtime: Date(timeIntervalSince1970: TimeInterval(seconds)), mode: Int(info.st_mode) & 0o7777)
-    }
-
-    /// The size and SHA-256 of a file, read in 1 MiB chunks. The size is what was read, so
-    /// it always matches the digest.
-    static func hash(_ file: String) throws(DownloadError) -> (Int64, String) {
-        guard let handle = FileHandle(forReadingAtPath: file) else {
-            throw DownloadError.fileSystem("read", path: file, errno: errno)
-        }
-        defer { try? handle.close() }
-        var hasher = SHA256()
-        var size: Int64 = 0
-        do {
-            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-                hasher.update(data: chunk)
-                size += Int64(chunk.count)
-            }
-        } catch {
-            throw DownloadError(.fileSystem, "cannot read \(file): \(error.localizedDescription)")
-        }
-        let hex = hasher.finalize().map { byte in
-            let digits = String(byte, radix: 16)
-            return byte < 16 ? "0" + digits : digits
-        }
-        return (size, hex.joined())
     }
 
     private static func isSkipped(_ name: String) -> Bool {
