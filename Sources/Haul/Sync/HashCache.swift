@@ -112,10 +112,6 @@ struct HashCache: Sendable {
         guard FileStatus(after).isSameVersion(as: status) else {
             throw DownloadError(.fileSystem, "\(path) changed while it was being read: try again once it is stable")
         }
-        let hex = hasher.finalize().map { byte in
-            let digits = String(byte, radix: 16)
-            return byte < 16 ? "0" + digits : digits
-        }.joined()
-        return (status, hex)
+        return (status, ContentDigest.hex(hasher.finalize()))
     }
 }

@@ -64,7 +64,8 @@ final class ContentDigest: @unchecked Sendable {
         }
     }
 
-    private static func hex(_ digest: some Sequence<UInt8>) -> String {
+    /// `digest` as lowercase hexadecimal.
+    static func hex(_ digest: some Sequence<UInt8>) -> String {
         digest.map { byte in
             let text = String(byte, radix: 16)
             return byte < 16 ? "0" + text : text

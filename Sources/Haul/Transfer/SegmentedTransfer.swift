@@ -43,6 +43,9 @@ struct SegmentedTransfer: Sendable {
     private let checkpointLock = NIOLock()
     /// When the sidecar last recorded progress.
     private let lastProgressSave = NIOLockedValueBox(ContinuousClock.now)
+    /// The missing ranges at the last fsync, kept here so progress saves need not read
+    /// the sidecar back. Guarded by `checkpointLock`.
+    private let syncedRemaining: NIOLockedValueBox<[[Int64]]?>
     /// How often progress (not yet synced) is saved in the sidecar.
     static let progressInterval: Duration = .milliseconds(100)
 
@@ -66,6 +69,7 @@ struct SegmentedTransfer: Sendable {
         self.threadPool = threadPool
         self.checkpointer = checkpointer
         self.logger = logger
+        self.syncedRemaining = NIOLockedValueBox(metadata.remaining)
     }
 
     private enum WorkerResult: Sendable {
@@ -120,6 +124,7 @@ struct SegmentedTransfer: Sendable {
         metadata.unsyncedRemaining = remaining
         metadata.bootID = ProcessIdentity.bootID
         try metadata.save(to: paths.metadata)
+        syncedRemaining.withLockedValue { $0 = remaining }
         checkpointer?.synced(upTo: table.completed)
     }
 
@@ -133,9 +138,8 @@ struct SegmentedTransfer: Sendable {
         guard due else { return }
         checkpointLock.lock()
         defer { checkpointLock.unlock() }
-        let synced = PartialMetadata.load(from: paths.metadata)?.remaining ?? metadata.remaining
         var metadata = self.metadata
-        metadata.remaining = synced
+        metadata.remaining = syncedRemaining.withLockedValue { $0 }
         metadata.unsyncedRemaining = table.remaining().map { [$0.0, $0.1] }
         metadata.bootID = ProcessIdentity.bootID
         try metadata.save(to: paths.metadata)

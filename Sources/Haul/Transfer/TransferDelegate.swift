@@ -245,7 +245,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         enum Step {
             case discard
             case dropConnection
-            case write(offset: Int64, digest: ContentDigest?)
+            case write(offset: Int64)
             case stored
         }
         let step: Step = state.withLockedValue { state in
@@ -271,7 +271,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             case .file:
                 let offset = state.nextOffset
                 state.nextOffset += Int64(count)
-                return .write(offset: offset, digest: state.outcome.digest)
+                return .write(offset: offset)
             }
         }
         switch step {
@@ -284,7 +284,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             if let digest = state.withLockedValue({ $0.outcome.digest }) { digest.update(buffer) }
             core.received(count, at: .now)
             return task.eventLoop.makeSucceededVoidFuture()
-        case .write(let offset, _):
+        case .write(let offset):
             guard let writer = state.withLockedValue({ $0.writer }) else {
                 return task.eventLoop.makeSucceededVoidFuture()
             }
