@@ -404,11 +404,14 @@ enum Haul {
 /// A running `haul` process whose output lines can be awaited.
 final class HaulProcess: @unchecked Sendable {
     private let process = Process()
+    // Kept alive (their descriptors open) until ``wait()`` has read them to the end.
     private let stdout = Pipe()
     private let stderr = Pipe()
     private let output: OutputCollector
     private let errors = OutputCollector(signal: nil)
     private let exit: AsyncStream<Int32>
+    private let stdoutDone: AsyncStream<Void>
+    private let stderrDone: AsyncStream<Void>
 
     /// Starts `haul` with `arguments`; see ``Haul/run(_:input:signal:)``.
     init(_ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil) throws {
@@ -424,23 +427,47 @@ final class HaulProcess: @unchecked Sendable {
         let process = self.process
         let output = self.output
         let errors = self.errors
-        stdout.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else { return output.end() }  // the end of the output
-            if let signal = output.append(data) { kill(process.processIdentifier, signal) }
-        }
-        stderr.fileHandleForReading.readabilityHandler = { handle in _ = errors.append(handle.availableData) }
         process.terminationHandler = { process in
             exited.yield(process.terminationStatus)
             exited.finish()
         }
         try process.run()
+        // Blocking reads on threads of their own rather than `readabilityHandler`: on Linux
+        // a dispatch read source can outlive its descriptor and crash libdispatch's event
+        // loop when the number is reused.
+        stdoutDone = Self.pump(stdout.fileHandleForReading.fileDescriptor, end: output.end) { data in
+            if let signal = output.append(data) { kill(process.processIdentifier, signal) }
+        }
+        stderrDone = Self.pump(stderr.fileHandleForReading.fileDescriptor, end: errors.end) { data in
+            _ = errors.append(data)
+        }
         if let input, let writer = stdin?.fileHandleForWriting {
             DispatchQueue.global().async {
                 writer.write(input)
                 try? writer.close()
             }
         }
+    }
+
+    /// Reads `descriptor` to its end on a thread of its own, then calls `end`; the stream
+    /// finishes after that.
+    private static func pump(
+        _ descriptor: Int32, end: @escaping @Sendable () -> Void, _ deliver: @escaping @Sendable (Data) -> Void
+    ) -> AsyncStream<Void> {
+        let (done, finished) = AsyncStream.makeStream(of: Void.self)
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = read(descriptor, &buffer, buffer.count)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { break }
+                deliver(Data(buffer[..<count]))
+            }
+            end()
+            finished.finish()
+        }
+        thread.start()
+        return done
     }
 
     /// The first stdout line that `matches`, waiting for it; `nil` if the process ends first.
@@ -452,17 +479,13 @@ final class HaulProcess: @unchecked Sendable {
     func wait() async -> Haul.Run {
         var status: Int32 = -1
         for await code in exit { status = code }
-        stdout.fileHandleForReading.readabilityHandler = nil
-        stderr.fileHandleForReading.readabilityHandler = nil
-        _ = output.append(stdout.fileHandleForReading.readDataToEndOfFile())
-        _ = errors.append(stderr.fileHandleForReading.readDataToEndOfFile())
-        output.end()
-        errors.end()
+        for await _ in stdoutDone {}
+        for await _ in stderrDone {}
         return Haul.Run(status: status, stdout: output.text, stderr: errors.text)
     }
 }
 
-/// Collects a process's output; thread-safe because readability handlers run anywhere.
+/// Collects a process's output; thread-safe because the reading threads append to it.
 final class OutputCollector: @unchecked Sendable {
     private struct Waiter {
         var matches: @Sendable (String) -> Bool
