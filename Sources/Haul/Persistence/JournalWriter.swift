@@ -32,6 +32,12 @@ final class JournalWriter: Sendable {
         var closed = false
     }
 
+    /// How long the worker lets operations gather before it writes them, unless a flush
+    /// is waiting or a full batch is already there.
+    static let gatherDelay: Duration = .milliseconds(5)
+    /// A batch big enough to write at once.
+    static let batchTarget = 256
+
     let journal: Journal
     private let state = NIOLockedValueBox(State())
     private let wakeups: AsyncStream<Void>.Continuation
@@ -44,6 +50,13 @@ final class JournalWriter: Sendable {
         let state = self.state
         worker = Task {
             for await _ in stream {
+                // Let a burst gather into one transaction: thousands of small downloads
+                // each submit a few operations, and a transaction per wakeup costs a WAL
+                // write, locks and thread hand-offs each time. Nobody waits on a flush
+                // during the pause (a flush skips it).
+                if state.withLockedValue({ $0.waiters.isEmpty && $0.pending.count < Self.batchTarget }) {
+                    try? await Task.sleep(for: Self.gatherDelay)
+                }
                 let batch = state.withLockedValue { state -> [Operation] in
                     defer { state.pending = [] }
                     return state.pending

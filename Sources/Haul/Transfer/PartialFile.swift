@@ -7,24 +7,63 @@ import Darwin
 #endif
 import CHaulShims
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 
-/// An open partial file. Every method blocks, so callers run them on the I/O thread pool,
+/// A partial file. Every method blocks, so callers run them on the I/O thread pool,
 /// never on an event loop.
+///
+/// A file known not to exist yet is opened (and created) only by the first call that
+/// needs it, so a small download whose body is kept in memory touches the disk once, when
+/// it is committed; until then ``length()`` is 0 and ``sync()`` does nothing.
 final class PartialFile: Sendable {
     let path: String
-    let descriptor: Int32
+    /// The descriptor, once opened.
+    private let opened: NIOLockedValueBox<Int32?>
 
     /// Opens (creating if needed) the partial file at `path` for reading and writing.
     init(path: String) throws(DownloadError) {
         self.path = path
+        opened = NIOLockedValueBox(try Self.openFile(path))
+    }
+
+    /// A partial file at `path` that does not exist yet; it is created when first needed.
+    init(creatingOnDemand path: String) {
+        self.path = path
+        opened = NIOLockedValueBox(nil)
+    }
+
+    private static func openFile(_ path: String) throws(DownloadError) -> Int32 {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .fileSystem("open", path: path, errno: errno) }
-        descriptor = fd
+        return fd
     }
+
+    /// The descriptor, opening the file if it is not open yet.
+    private func openedDescriptor() throws(DownloadError) -> Int32 {
+        let result: Result<Int32, DownloadError> = opened.withLockedValue { fd in
+            if let fd { return .success(fd) }
+            do throws(DownloadError) {
+                let new = try Self.openFile(path)
+                fd = new
+                return .success(new)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Whether the file was opened (or created): `false` for a file created on demand that
+    /// nothing has needed yet.
+    var exists: Bool { openDescriptor != nil }
+
+    /// The descriptor if the file is open; `nil` for a file not created yet.
+    private var openDescriptor: Int32? { opened.withLockedValue { $0 } }
 
     /// The file's current length.
     func length() throws(DownloadError) -> Int64 {
+        guard let descriptor = openDescriptor else { return 0 }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw .fileSystem("stat", path: path, errno: errno) }
         return Int64(info.st_size)
@@ -32,13 +71,15 @@ final class PartialFile: Sendable {
 
     /// Cuts the file to `length` bytes.
     func truncate(to length: Int64) throws(DownloadError) {
-        guard ftruncate(descriptor, off_t(length)) == 0 else {
+        if openDescriptor == nil, length == 0 { return }
+        guard ftruncate(try openedDescriptor(), off_t(length)) == 0 else {
             throw .fileSystem("truncate", path: path, errno: errno)
         }
     }
 
     /// Writes all of `buffer` at `offset`.
     func write(_ buffer: ByteBuffer, at offset: Int64) throws(DownloadError) {
+        let descriptor = try openedDescriptor()
         let failure: Int32? = buffer.withUnsafeReadableBytes { bytes in
             var written = 0
             while written < bytes.count {
@@ -57,6 +98,7 @@ final class PartialFile: Sendable {
 
     /// Feeds the first `length` bytes of the file to `digest`.
     func digest(into digest: ContentDigest, length: Int64) throws(DownloadError) {
+        guard let descriptor = openDescriptor else { return }
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
@@ -80,6 +122,7 @@ final class PartialFile: Sendable {
     func reserve(upTo total: Int64) throws(DownloadError) {
         let current = try length()
         guard total > current else { return }
+        let descriptor = try openedDescriptor()
         #if os(Linux)
         if chaul_reserve_keep_size(descriptor, off_t(current), off_t(total - current)) != 0 {
             let code = errno
@@ -99,17 +142,23 @@ final class PartialFile: Sendable {
 
     /// Flushes the file's data to stable storage.
     func sync() throws(DownloadError) {
+        guard let descriptor = openDescriptor else { return }
         guard fsync(descriptor) == 0 else { throw .fileSystem("sync", path: path, errno: errno) }
     }
 
     /// Closes the descriptor. Call exactly once, after every write has finished.
     func close() {
-        _ = closeDescriptor(descriptor)
+        opened.withLockedValue { fd in
+            if let descriptor = fd { _ = closeDescriptor(descriptor) }
+            fd = nil
+        }
     }
 
     /// Renames the partial to `destination` atomically, then syncs the directory so the
     /// rename itself survives a crash.
     func commit(to destination: URL) throws(DownloadError) {
+        // An empty body still makes a file.
+        _ = try openedDescriptor()
         var info = stat()
         if stat(destination.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             throw DownloadError(.fileSystem, "cannot replace \(destination.path): it is a directory")

@@ -29,6 +29,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         var bytesWritten: Int64 = 0
         /// An error the delegate raised itself (write failure, size limits).
         var failure: DownloadError?
+        /// The body of a memory download, or a small file body not yet written to the file.
         var body: ByteBuffer?
         /// A digest covering the content from byte 0 to the end of what was written,
         /// or `nil` when the file must be hashed from disk.
@@ -50,6 +51,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         var lastWrite: EventLoopFuture<Void>?
         /// Batches the body's writes (file sinks), made when the head says to write.
         var writer: BatchWriter?
+        /// Whether a small body for a file is kept in ``Outcome/body`` instead, to be
+        /// written in one go when the transfer commits it.
+        var collects = false
         var eventLoop: (any EventLoop)?
     }
 
@@ -198,7 +202,13 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             if case .write(let offset, _, _) = action {
                 state.nextOffset = offset
                 state.eventLoop = task.eventLoop
-                if case .file(let file, _) = sink { state.writer = makeWriter(file: file, digest: digest) }
+                if case .file(let file, _) = sink {
+                    if case .write(0, true, let total?) = action, partialIsEmpty, total <= Self.smallBody {
+                        state.collects = true
+                    } else {
+                        state.writer = makeWriter(file: file, digest: digest)
+                    }
+                }
             }
         }
         if early != nil {
@@ -217,8 +227,9 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
             }
             return recordingFailure(of: future, task: task)
         case .write(_, _, let total?) where partialIsEmpty && total <= Self.smallBody:
-            // A small body into an empty file: nothing to reserve, and no resume metadata
-            // (an interrupted small download simply starts again, losing at most 64 KiB).
+            // A small body into an empty file: kept in memory and written when the file is
+            // committed, with nothing to reserve and no resume metadata (an interrupted
+            // small download simply starts again, losing at most 64 KiB).
             return task.eventLoop.makeSucceededVoidFuture()
         case .write(_, _, let total):
             guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
@@ -253,6 +264,12 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                 state.outcome.bytesWritten += Int64(count)
                 return state.outcome.bytesWritten > Self.maxDiscardedBody ? .dropConnection : .discard
             }
+            if state.collects {
+                // Framed by its Content-Length, so at most `smallBody` bytes.
+                state.outcome.body.setOrWriteImmutableBuffer(buffer)
+                state.outcome.bytesWritten += Int64(count)
+                return .stored
+            }
             switch sink {
             case .memory(let limit):
                 let size = (state.outcome.body?.readableBytes ?? 0) + count
@@ -261,11 +278,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
                         .tooLarge, "\(requestURL.absoluteString) is over the \(limit)-byte memory limit")
                     return .dropConnection
                 }
-                if state.outcome.body == nil {
-                    state.outcome.body = buffer
-                } else {
-                    state.outcome.body!.writeImmutableBuffer(buffer)
-                }
+                state.outcome.body.setOrWriteImmutableBuffer(buffer)
                 state.outcome.bytesWritten += Int64(count)
                 return .stored
             case .file:

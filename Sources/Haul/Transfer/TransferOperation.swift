@@ -112,11 +112,42 @@ struct TransferOperation: Sendable {
         async throws(DownloadError) -> DownloadResult
     {
         guard let paths else { return try await attemptInMemory(carrying: &digest) }
-        // One hop: open, measure and, for a partial the journal knew, keep only what can be
-        // trusted. (A segmented partial has holes: its sidecar, not its length, says what is
-        // there.) An empty partial, the common case, needs nothing more.
+        let (file, length) = try await openPartial(paths, journaled: journaled)
+        do {
+            let result = try await transfer(into: file, existing: length, paths: paths, carrying: &digest)
+            file.close()
+            return result
+        } catch {
+            // Whatever reached the file is made durable and recorded, so a pause or a
+            // retry loses nothing.
+            if let checkpointer, file.exists, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
+                try? await io { () throws(DownloadError) in
+                    try file.sync()
+                    checkpointer.synced(upTo: try file.length())
+                }
+            }
+            file.close()
+            throw error
+        }
+    }
+
+    /// Opens the partial file and says how many of its bytes to keep.
+    ///
+    /// With no partial yet, the common case, there is nothing to open or trust: the file is
+    /// created when something is first written (a small body is written once, at the
+    /// end), and a stat is cheap enough to make here rather than through a hop to the I/O
+    /// pool. Otherwise one hop opens and measures the file and, for a partial the journal
+    /// knew, keeps only what can be trusted. (A segmented partial has holes: its sidecar,
+    /// not its length, says what is there.)
+    private func openPartial(_ paths: PartialPaths, journaled: JournaledProgress?) async throws(DownloadError)
+        -> (PartialFile, Int64)
+    {
+        var info = stat()
+        if stat(paths.partial, &info) != 0, errno == ENOENT {
+            return (PartialFile(creatingOnDemand: paths.partial), 0)
+        }
         let checkpointer = self.checkpointer
-        let (file, length) = try await io { () throws(DownloadError) -> (PartialFile, Int64) in
+        return try await io { () throws(DownloadError) -> (PartialFile, Int64) in
             let file = try PartialFile(path: paths.partial)
             var length = try file.length()
             if let journaled, length > 0, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
@@ -127,22 +158,6 @@ struct TransferOperation: Sendable {
                 length = trusted
             }
             return (file, length)
-        }
-        do {
-            let result = try await transfer(into: file, existing: length, paths: paths, carrying: &digest)
-            file.close()
-            return result
-        } catch {
-            // Whatever reached the file is made durable and recorded, so a pause or a
-            // retry loses nothing.
-            if let checkpointer, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
-                try? await io { () throws(DownloadError) in
-                    try file.sync()
-                    checkpointer.synced(upTo: try file.length())
-                }
-            }
-            file.close()
-            throw error
         }
     }
 
@@ -234,7 +249,8 @@ struct TransferOperation: Sendable {
             throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         }
         return try await finish(
-            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers, finalURL: finalURL)
+            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers, finalURL: finalURL,
+            body: outcome.body)
     }
 
     /// Segments smaller than this are never split further.
@@ -259,10 +275,14 @@ struct TransferOperation: Sendable {
     }
 
     /// Verifies size and checksum, then syncs the file and renames it into place.
+    ///
+    /// `body` is a small body kept in memory, written here at offset 0 in the same hop to
+    /// the I/O pool as the sync and the rename.
     private func finish(
         file: PartialFile, paths: PartialPaths, size: Int64, digest: inout ContentDigest?, headers: HTTPHeaders,
-        finalURL: URL
+        finalURL: URL, body: ByteBuffer? = nil
     ) async throws(DownloadError) -> DownloadResult {
+        var body = body
 
         do {
             try verify(size: size)
@@ -271,7 +291,10 @@ struct TransferOperation: Sendable {
                 if let digest, digest.byteCount == size {
                     hex = digest.hex()
                 } else {
+                    let unwritten = body
+                    body = nil
                     hex = try await io { () throws(DownloadError) in
+                        if let unwritten { try file.write(unwritten, at: 0) }
                         let fresh = ContentDigest(checksum.algorithm)
                         try file.digest(into: fresh, length: size)
                         return fresh.hex()
@@ -286,7 +309,9 @@ struct TransferOperation: Sendable {
 
         let destination = paths.destination(
             contentDisposition: headers.first(name: "Content-Disposition"), finalURL: finalURL)
+        let unwritten = body
         try await io { () throws(DownloadError) in
+            if let unwritten { try file.write(unwritten, at: 0) }
             try file.truncate(to: size)
             try file.sync()
             try file.commit(to: destination)
@@ -436,21 +461,12 @@ struct TransferOperation: Sendable {
         }
     }
 
-    /// Runs blocking file work on the I/O pool.
+    /// Runs blocking file work on the I/O pool (even for a cancelled task, so that a
+    /// pause's final sync and checkpoint still happen).
     private func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError)
         -> T
     {
-        do {
-            // Through a future rather than the async API, so that file work started for a
-            // cancelled task (a pause's final sync and checkpoint) still runs to the end.
-            return try await threadPool.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any()) {
-                try body()
-            }.get()
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw DownloadError(.fileSystem, "file I/O could not run: \(error)")
-        }
+        try await threadPool.perform(body)
     }
 
     static func httpError(status: Int, url: URL, retryAfter: String?) -> DownloadError {
