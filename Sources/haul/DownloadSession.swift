@@ -41,7 +41,7 @@ struct DownloadSession: Sendable {
         let consumer = Task {
             var tally = Tally()
             for await event in events {
-                await renderer.handle(event)
+                if mode != .quiet { await renderer.handle(event) }
                 tally.record(event)
             }
             return tally

@@ -53,6 +53,41 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         static let updatedAt = Column(CodingKeys.updatedAt)
     }
 
+    /// Decodes a row column by column: the `Decodable` path costs several times more, which
+    /// shows when a queue admits thousands of jobs a second.
+    init(row: Row) throws {
+        id = row["id"]
+        url = row["url"]
+        finalURL = row["finalURL"]
+        destinationKind = row["destinationKind"]
+        destinationPath = row["destinationPath"]
+        destinationName = row["destinationName"]
+        partialPath = row["partialPath"]
+        let stateName: String = row["state"]
+        guard let state = JobState(rawValue: stateName) else {
+            throw DownloadError(.invalidRequest, "journal entry \(id) has an unknown state '\(stateName)'")
+        }
+        self.state = state
+        priority = row["priority"]
+        attempts = row["attempts"]
+        bytesCommitted = row["bytesCommitted"]
+        totalBytes = row["totalBytes"]
+        validator = row["validator"]
+        expectedSize = row["expectedSize"]
+        checksum = row["checksum"]
+        headers = row["headers"]
+        lastError = row["lastError"]
+        createdAt = row["createdAt"]
+        updatedAt = row["updatedAt"]
+        finishedAt = row["finishedAt"]
+        owner = row["owner"]
+        session = row["session"]
+        bootID = row["bootID"]
+        command = row["command"]
+        errorCode = row["errorCode"]
+        bytesPerSecond = row["bytesPerSecond"]
+    }
+
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
         guard let paths else { return nil }
