@@ -217,6 +217,26 @@ struct JournalTests {
         }
     }
 
+    @Test func aBatchSkipsStartsAndCheckpointsOfJobsItCompletes() {
+        let batch: [JournalWriter.Operation] = [
+            .started(id: "a", owner: 1),
+            .checkpoint(id: "a", bytes: 10, total: 20, validator: nil, bytesPerSecond: 0, bootID: nil),
+            .started(id: "b", owner: 1),
+            .completed(id: "a", bytes: 20, finalURL: "http://x/a"),
+            .started(id: "a", owner: 1),
+        ]
+        let kept = JournalWriter.coalesced(batch).map { operation -> String in
+            switch operation {
+            case .started(let id, _): "started \(id)"
+            case .checkpoint(let id, _, _, _, _, _): "checkpoint \(id)"
+            case .completed(let id, _, _): "completed \(id)"
+            default: "other"
+            }
+        }
+        // b never completes here, and a starts again after its completion: both kept.
+        #expect(kept == ["started b", "completed a", "started a"])
+    }
+
     @Test func firstSchemaVersionOpensAndUpgrades() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-v1-\(UUID().uuidString).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }

@@ -66,7 +66,7 @@ final class JournalWriter: Sendable {
                     try await journal.writer.write { db in
                         // One timestamp per batch: converting dates is not free.
                         let now = Date().databaseValue
-                        for operation in batch { try Self.apply(operation, in: db, now: now) }
+                        for operation in Self.coalesced(batch) { try Self.apply(operation, in: db, now: now) }
                     }
                 } catch {
                     logger.warning("journal write failed", metadata: ["error": "\(error)"])
@@ -113,6 +113,31 @@ final class JournalWriter: Sendable {
         await flush()
         wakeups.finish()
         await worker.value
+    }
+
+    /// `batch` without the operations a later one in the same batch makes pointless: a
+    /// small download often starts and completes within one batch, and its completion
+    /// writes everything its start and checkpoints would have.
+    static func coalesced(_ batch: [Operation]) -> [Operation] {
+        var completed: Set<String> = []
+        for case .completed(let id, _, _) in batch { completed.insert(id) }
+        guard !completed.isEmpty else { return batch }
+        var result: [Operation] = []
+        result.reserveCapacity(batch.count)
+        var seenCompletion: Set<String> = []
+        for operation in batch {
+            switch operation {
+            case .started(let id, _) where completed.contains(id) && !seenCompletion.contains(id),
+                .checkpoint(let id, _, _, _, _, _) where completed.contains(id) && !seenCompletion.contains(id):
+                continue
+            case .completed(let id, _, _):
+                seenCompletion.insert(id)
+            default:
+                break
+            }
+            result.append(operation)
+        }
+        return result
     }
 
     static func apply(_ operation: Operation, in db: Database, now: DatabaseValue) throws {

@@ -18,18 +18,23 @@ import NIOCore
 /// it is committed; until then ``length()`` is 0 and ``sync()`` does nothing.
 final class PartialFile: Sendable {
     let path: String
+    /// Whether the file did not exist when this object was made (see
+    /// ``init(creatingOnDemand:)``).
+    let createdOnDemand: Bool
     /// The descriptor, once opened.
     private let opened: NIOLockedValueBox<Int32?>
 
     /// Opens (creating if needed) the partial file at `path` for reading and writing.
     init(path: String) throws(DownloadError) {
         self.path = path
+        createdOnDemand = false
         opened = NIOLockedValueBox(try Self.openFile(path))
     }
 
     /// A partial file at `path` that does not exist yet; it is created when first needed.
     init(creatingOnDemand path: String) {
         self.path = path
+        createdOnDemand = true
         opened = NIOLockedValueBox(nil)
     }
 
@@ -159,18 +164,15 @@ final class PartialFile: Sendable {
     func commit(to destination: URL) throws(DownloadError) {
         // An empty body still makes a file.
         _ = try openedDescriptor()
-        var info = stat()
-        if stat(destination.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
-            throw DownloadError(.fileSystem, "cannot replace \(destination.path): it is a directory")
+        let target = destination.path
+        guard rename(path, target) == 0 else {
+            let code = errno
+            if code == EISDIR {
+                throw DownloadError(.fileSystem, "cannot replace \(target): it is a directory")
+            }
+            throw .fileSystem("rename to \(target)", path: path, errno: code)
         }
-        guard rename(path, destination.path) == 0 else {
-            throw .fileSystem("rename to \(destination.path)", path: path, errno: errno)
-        }
-        let directory = open(destination.deletingLastPathComponent().path, O_RDONLY | O_CLOEXEC)
-        if directory >= 0 {
-            _ = fsync(directory)
-            _ = closeDescriptor(directory)
-        }
+        DirectorySync.shared.sync(directoryOf: target)
     }
 
     /// Removes a partial file and its metadata, ignoring files that are already gone.

@@ -310,13 +310,18 @@ struct TransferOperation: Sendable {
         let destination = paths.destination(
             contentDisposition: headers.first(name: "Content-Disposition"), finalURL: finalURL)
         let unwritten = body
+        // A body kept in memory for a file created on demand is the whole file, and no
+        // sidecar was written for it: nothing to cut or clean up.
+        let wholeInMemory = unwritten != nil && file.createdOnDemand
         try await io { () throws(DownloadError) in
             if let unwritten { try file.write(unwritten, at: 0) }
-            try file.truncate(to: size)
+            if !wholeInMemory { try file.truncate(to: size) }
             try file.sync()
             try file.commit(to: destination)
-            _ = unlink(paths.metadata)
-            _ = unlink(paths.metadata + ".tmp")
+            if !wholeInMemory {
+                _ = unlink(paths.metadata)
+                _ = unlink(paths.metadata + ".tmp")
+            }
         }
         return DownloadResult(
             id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,
