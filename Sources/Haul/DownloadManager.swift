@@ -601,7 +601,7 @@ public actor DownloadManager {
         guard let journal, let journalWriter, !isShutDown else { return }
         if let commands = try? await journal.commands(for: me) {
             for (id, command) in commands {
-                journalWriter.submit(.clearCommand(id: id.rawValue))
+                journalWriter.submit(.clearCommand(id: id.rawValue, command: command))
                 guard let job = jobs[id] else { continue }
                 switch command {
                 case "pause": stop(job, intent: .pause)

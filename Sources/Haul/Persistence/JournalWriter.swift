@@ -19,7 +19,8 @@ final class JournalWriter: Sendable {
         /// `bytes` are on stable storage.
         case checkpoint(id: String, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
         case attempt(id: String, Int)
-        case clearCommand(id: String)
+        /// Clears `command` once it has been acted on; a newer command left meanwhile stays.
+        case clearCommand(id: String, command: String)
         /// Gives up ownership of every unfinished job this process owns.
         case release(owner: Int32)
     }
@@ -175,8 +176,9 @@ final class JournalWriter: Sendable {
                     """).execute(arguments: [bytes, total, validator, rate, bootID, now, id])
         case .attempt(let id, let attempts):
             try db.cachedStatement(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ?").execute(arguments: [attempts, now, id])
-        case .clearCommand(let id):
-            try db.cachedStatement(sql: "UPDATE job SET command = NULL WHERE id = ?").execute(arguments: [id])
+        case .clearCommand(let id, let command):
+            try db.cachedStatement(sql: "UPDATE job SET command = NULL WHERE id = ? AND command = ?")
+                .execute(arguments: [id, command])
         case .release(let owner):
             try db.cachedStatement(
                 sql: """
