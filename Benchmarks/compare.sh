@@ -7,7 +7,8 @@
 #
 #   1. One SIZE file (default 1 GiB), one connection: haul, curl, wget2, aria2c -x1 -s1.
 #   2. The same over 4 and 8 connections: haul -x N --per-host N (once `haul get` has it; until then
-#      its rows say "n/a (no -x yet)") and aria2c -x N -s N -k 1M.
+#      its rows say "n/a (no -x yet)") and aria2c -x N -s N -k 1M; as a reference, N curls
+#      fetching a range each into separate files (the machine's ceiling for N connections).
 #   3. SMALL_COUNT (5,000) files of 16 KiB, 16 in flight: haul -j 16 --per-host 16,
 #      curl --parallel --parallel-max 16, wget2 --max-threads=16, aria2c -j 16 -x1.
 #   4. QUEUE_COUNT (100,000) queued URLs: time to first byte and peak RSS, haul against
@@ -339,6 +340,17 @@ big_cmd() { # TOOL CONNECTIONS -> CMD
         # -k 1M: aria2c splits only pieces of at least --min-split-size (default 20M).
         if ((n == 1)); then CMD=(aria2c -q -x1 -s1 -d "$OUT" -o big.bin "$BIG_URL")
         else CMD=(aria2c -q -x "$n" -s "$n" -k 1M -d "$OUT" -o big.bin "$BIG_URL"); fi ;;
+    curl-ranges)
+        # A reference, not a peer: N curls at once, each fetching 1/N of the file into a
+        # file of its own (nothing joins them). What this machine allows N connections
+        # writing to this target, with no download manager at all.
+        CMD=(bash -c 'n=$1 url=$2 out=$3 size=$4 part=$(( ($4 + $1 - 1) / $1 )) failed=0
+            for ((i = 0; i < n; i++)); do
+                a=$((i * part)) b=$(((i + 1) * part - 1)); ((b >= size)) && b=$((size - 1))
+                curl -sS --fail -r "$a-$b" -o "$out/part.$i" "$url" &
+            done
+            for job in $(jobs -p); do wait "$job" || failed=1; done
+            exit $failed' _ "$n" "$BIG_URL" "$OUT" "$SIZE_BYTES") ;;
     esac
 }
 
@@ -354,7 +366,13 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
     status=$(status_of "$R_RC")
-    if [[ $status == ok ]]; then status=$(check_big "$OUT/big.bin" "$run"); fi
+    if [[ $status == ok && $tool == curl-ranges ]]; then
+        local parts
+        parts=$(find "$OUT" -name 'part.*' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+        ((parts == SIZE_BYTES)) || status="parts hold $parts bytes"
+    elif [[ $status == ok ]]; then
+        status=$(check_big "$OUT/big.bin" "$run")
+    fi
     [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
     record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
 }
@@ -548,7 +566,7 @@ for target in "${TARGETS[@]}"; do
         if want 2; then
             log "$target run $run/$RUNS: workload 2 (one $SIZE file, 4 and 8 connections)"
             for n in 4 8; do
-                for tool in haul aria2c; do workload_big 2 "$target" "$run" "$tool" "$n" "$tool -x$n"; done
+                for tool in haul aria2c curl-ranges; do workload_big 2 "$target" "$run" "$tool" "$n" "$tool -x$n"; done
             done
         fi
         if want 3; then
@@ -683,6 +701,8 @@ disk_fs=$(fs_type "$DISK_ROOT")
             if ((HAUL_HAS_X)); then
                 summary_line 2 "one $SIZE file, 4 connections: wall" "haul -x4" 6 2 s 1 "aria2c -x4"
                 summary_line 2 "one $SIZE file, 8 connections: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
+                summary_line 2 "… 4 connections against the ceiling (4 curls on ranges, unjoined)" "haul -x4" 6 2 s 1 "curl-ranges -x4"
+                summary_line 2 "… 8 connections against the ceiling (8 curls on ranges, unjoined)" "haul -x8" 6 2 s 1 "curl-ranges -x8"
             else
                 echo "| 2 | one $SIZE file, 4 and 8 connections | n/a (no -x yet) | $(fmt 2 "$(med 2 "$target" "aria2c -x4" 6)") s / $(fmt 2 "$(med 2 "$target" "aria2c -x8" 6)") s (aria2c -x4 / -x8) | – | – | – |"
             fi
@@ -713,7 +733,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
             fi
             rows=()
             if want 1; then rows+=(1:haul 1:curl 1:wget2 1:aria2c); fi
-            if want 2; then rows+=("2:haul -x4" "2:aria2c -x4" "2:haul -x8" "2:aria2c -x8"); fi
+            if want 2; then rows+=("2:haul -x4" "2:aria2c -x4" "2:curl-ranges -x4" "2:haul -x8" "2:aria2c -x8" "2:curl-ranges -x8"); fi
             for row in "${rows[@]}"; do
                 w=${row%%:*} tool=${row#*:}
                 wall=$(med "$w" "$target" "$tool" 6)
@@ -803,7 +823,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "## How it was measured"
     echo
     echo "- Each command runs under \`/usr/bin/time\` (user + system CPU, peak RSS); wall time is taken around it. Runs are interleaved across tools; the output directory (and Haul's journal, kept next to it on the same file system) is deleted before every run."
-    echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N --per-host N\`, \`aria2c -x N -s N -k 1M\`."
+    echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N --per-host N\`, \`aria2c -x N -s N -k 1M\`, and as a reference (a ceiling, not a peer) \`curl-ranges -xN\`: N \`curl -r A-B\` at once, each into a file of its own, never joined."
     echo "- Workload 3: \`haul get -i LIST -j 16 --per-host 16\`, \`curl --parallel --parallel-max 16 --output-dir OUT --remote-name-all -K CONFIG\`, \`wget2 --max-threads=16 -i LIST\`, \`aria2c -i LIST -j 16 -x1\`. Every run checks the file count and total size."
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
