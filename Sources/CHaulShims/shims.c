@@ -9,6 +9,7 @@
 #endif
 #if defined(__linux__)
 #include <linux/falloc.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #ifndef RENAME_EXCHANGE
@@ -30,6 +31,17 @@ int chaul_reserve_keep_size(int fd, off_t offset, off_t length) {
     (void)length;
     errno = ENOSYS;
     return -1;
+#endif
+}
+
+int chaul_is_memory_backed(int fd) {
+#if defined(__linux__)
+    struct statfs info;
+    if (fstatfs(fd, &info) != 0) return 0;
+    return info.f_type == 0x01021994 /* TMPFS_MAGIC */ || info.f_type == (long)0x858458f6 /* RAMFS_MAGIC */;
+#else
+    (void)fd;
+    return 0;
 #endif
 }
 

@@ -8,6 +8,10 @@
 /// errno is ENOSYS where the platform has no such call.
 int chaul_reserve_keep_size(int fd, off_t offset, off_t length);
 
+/// Whether `fd` is on a file system held in memory (Linux tmpfs or ramfs), where
+/// reserving space allocates and zeroes memory. Returns 1 or 0 (0 elsewhere).
+int chaul_is_memory_backed(int fd);
+
 /// Atomically exchanges two paths on one file system, both of which must exist (Linux
 /// `renameat2` with RENAME_EXCHANGE, Darwin `renamex_np` with RENAME_SWAP). Returns 0, or
 /// -1 with errno set; errno is ENOSYS or EINVAL where the platform or file system cannot.

@@ -129,6 +129,19 @@ final class PartialFile: Sendable {
         guard total > current else { return }
         let descriptor = try openedDescriptor()
         #if os(Linux)
+        if chaul_is_memory_backed(descriptor) == 1 {
+            // On tmpfs, reserving means allocating and zeroing every page up front (0.27 s
+            // per GiB here, before the first byte is written), pages the download then
+            // overwrites anyway. Checking the free space gives the early "disk full" for
+            // a fraction of that.
+            var info = statvfs()
+            if fstatvfs(descriptor, &info) == 0,
+                Int64(info.f_bavail) * Int64(info.f_frsize) < total - current
+            {
+                throw .fileSystem("reserve space for", path: path, errno: ENOSPC)
+            }
+            return
+        }
         if chaul_reserve_keep_size(descriptor, off_t(current), off_t(total - current)) != 0 {
             let code = errno
             // File systems without fallocate simply don't reserve.

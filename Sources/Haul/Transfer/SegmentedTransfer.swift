@@ -174,7 +174,7 @@ struct SegmentedTransfer: Sendable {
         requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
         let request: HTTPClient.Request
         do {
-            request = try HTTPClient.Request(url: url.absoluteString, method: .GET, headers: requestHeaders)
+            request = try HTTPClient.Request(url: url, method: .GET, headers: requestHeaders)
         } catch {
             return .failed(DownloadError.invalid("\(url.absoluteString): \(error)"))
         }

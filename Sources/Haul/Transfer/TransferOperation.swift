@@ -430,7 +430,7 @@ struct TransferOperation: Sendable {
         for (name, value) in plan.requestHeaders { headers.replaceOrAdd(name: name, value: value) }
         let httpRequest: HTTPClient.Request
         do {
-            httpRequest = try HTTPClient.Request(url: url.absoluteString, method: .GET, headers: headers)
+            httpRequest = try HTTPClient.Request(url: url, method: .GET, headers: headers)
         } catch {
             return error
         }
