@@ -35,7 +35,7 @@ final class JournalWriter: Sendable {
 
     /// How long the worker lets operations gather before it writes them, unless a flush
     /// is waiting or a full batch is already there.
-    static let gatherDelay: Duration = .milliseconds(5)
+    static let gatherDelay: Duration = .milliseconds(20)
     /// A batch big enough to write at once.
     static let batchTarget = 256
 
