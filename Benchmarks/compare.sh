@@ -413,8 +413,10 @@ workload_small() { # TARGET RUN TOOL
 # Workload 4: QUEUE_COUNT URLs handed over at once (a list file), 16 in flight.
 #
 # Time to first byte: from the start of the command until the first entry appears in the
-# output directory (Haul's NAME.haul-partial or aria2c's file, each created once the
-# first response has arrived), found by a watcher polling without forking every 1 ms.
+# output directory (aria2c's file, created once the first response has arrived; Haul's
+# first finished file, since Haul keeps a body of 64 KiB or less in memory and writes it
+# once, complete, which makes its number slightly pessimistic), found by a watcher
+# polling without forking every 1 ms.
 # It includes reading and checking the list and, for Haul, journaling it.
 #
 # The run is capped: it is stopped with SIGKILL once QUEUE_STOP_FILES files are complete
@@ -825,7 +827,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Each command runs under \`/usr/bin/time\` (user + system CPU, peak RSS); wall time is taken around it. Runs are interleaved across tools; the output directory (and Haul's journal, kept next to it on the same file system) is deleted before every run."
     echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N --per-host N\`, \`aria2c -x N -s N -k 1M\`, and as a reference (a ceiling, not a peer) \`curl-ranges -xN\`: N \`curl -r A-B\` at once, each into a file of its own, never joined."
     echo "- Workload 3: \`haul get -i LIST -j 16 --per-host 16\`, \`curl --parallel --parallel-max 16 --output-dir OUT --remote-name-all -K CONFIG\`, \`wget2 --max-threads=16 -i LIST\`, \`aria2c -i LIST -j 16 -x1\`. Every run checks the file count and total size."
-    echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
+    echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     echo "- Workloads 1, 2 and 5 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
