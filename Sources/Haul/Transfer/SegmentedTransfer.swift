@@ -81,8 +81,11 @@ struct SegmentedTransfer: Sendable {
     func run() async throws(DownloadError) -> Outcome {
         core.meter.reset(completed: table.completed, total: table.total)
         checkpointer?.describe(validator: validator, total: table.total)
+        // The first segments are claimed here, not by the workers once they run, so the
+        // split does not depend on when each task gets a thread.
+        let firstClaims = (0..<connections).compactMap { _ in table.claim() }
         let result = await withTaskGroup(of: WorkerResult.self) { group -> WorkerResult in
-            for _ in 0..<connections { group.addTask { await worker() } }
+            for claim in firstClaims { group.addTask { await worker(startingWith: claim) } }
             var outcome = WorkerResult.done
             while let next = await group.next() {
                 switch next {
@@ -145,9 +148,11 @@ struct SegmentedTransfer: Sendable {
         try metadata.save(to: paths.metadata)
     }
 
-    private func worker() async -> WorkerResult {
+    private func worker(startingWith first: SegmentTable.Claim) async -> WorkerResult {
         var failures = 0
-        while !Task.isCancelled, let claim = table.claim() {
+        var next: SegmentTable.Claim? = first
+        while !Task.isCancelled, let claim = next ?? table.claim() {
+            next = nil
             switch await fetch(claim) {
             case .done:
                 failures = 0
