@@ -59,9 +59,9 @@ final class PartialFile: Sendable {
         return try result.get()
     }
 
-    /// Whether the file was opened (or created): `false` for a file created on demand that
+    /// Whether the file is open (and so exists): `false` for a file created on demand that
     /// nothing has needed yet.
-    var exists: Bool { openDescriptor != nil }
+    var isOpen: Bool { openDescriptor != nil }
 
     /// The descriptor if the file is open; `nil` for a file not created yet.
     private var openDescriptor: Int32? { opened.withLockedValue { $0 } }

@@ -120,7 +120,7 @@ struct TransferOperation: Sendable {
         } catch {
             // Whatever reached the file is made durable and recorded, so a pause or a
             // retry loses nothing.
-            if let checkpointer, file.exists, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
+            if let checkpointer, file.isOpen, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
                 try? await io { () throws(DownloadError) in
                     try file.sync()
                     checkpointer.synced(upTo: try file.length())
