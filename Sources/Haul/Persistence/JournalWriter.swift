@@ -128,9 +128,8 @@ final class JournalWriter: Sendable {
         var seenCompletion: Set<String> = []
         for operation in batch {
             switch operation {
-            case .started(let id, _) where completed.contains(id) && !seenCompletion.contains(id),
-                .checkpoint(let id, _, _, _, _, _) where completed.contains(id) && !seenCompletion.contains(id):
-                continue
+            case .started(let id, _), .checkpoint(let id, _, _, _, _, _):
+                if completed.contains(id), !seenCompletion.contains(id) { continue }
             case .completed(let id, _, _):
                 seenCompletion.insert(id)
             default:
