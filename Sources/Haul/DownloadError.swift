@@ -34,6 +34,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case protocolViolation
             case invalidManifest
             case unsafePath
+            case runningElsewhere
         }
 
         let base: Base
@@ -75,8 +76,20 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// directory, or something local is in the way of the manifest's layout; the message
         /// names the path.
         public static let unsafePath = Code(base: .unsafePath)
+        /// Another live process sharing the journal runs the download, and the manager is
+        /// configured not to follow it (``DownloadManager/Configuration/followsOtherProcesses``);
+        /// the message names the process.
+        public static let runningElsewhere = Code(base: .runningElsewhere)
 
         public var description: String { base.rawValue }
+
+        /// The code whose ``description`` is `name`, as the journal stores it.
+        init?(named name: String?) {
+            guard let name, let base = Base(rawValue: name) else { return nil }
+            self.base = base
+        }
+
+        init(base: Base) { self.base = base }
     }
 
     /// Why a download was cancelled.

@@ -2,6 +2,10 @@
 public enum DownloadEvent: Sendable {
     /// The download waits for a slot.
     case queued
+    /// Another live process sharing the journal runs this download: the manager follows
+    /// it from the journal (progress at each of its checkpoints, then its end) instead of
+    /// downloading it a second time, and takes it over at once if that process dies.
+    case attached(JournalOwner)
     /// The download took a slot and its first request is going out.
     case started
     /// Bytes arrived; sent at most about ten times a second.

@@ -47,6 +47,10 @@ extension DownloadManager {
         /// Last-Modified) to prove the content has not changed. Off by default: without
         /// a validator a retry starts from zero.
         public var allowsBlindResume = false
+        /// What to do with a download that another live process sharing the journal is
+        /// running: follow it from the journal until it ends (`true`, the default), or
+        /// fail it at once with ``DownloadError/Code/runningElsewhere`` naming that process.
+        public var followsOtherProcesses = true
         /// The `User-Agent` header.
         public var userAgent = "Haul/0.1"
         /// How long to wait before first probing a host that could not be reached. Default 1 second.

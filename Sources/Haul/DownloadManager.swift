@@ -42,7 +42,8 @@ public actor DownloadManager {
     private let journalWriter: JournalWriter?
     private let reachability: HostReachability
     private let connectivity: (any ConnectivityMonitor)?
-    private let me = ProcessIdentity.current
+    /// This manager's owner token in the journal (see ``OwnerLocks``); 0 without one.
+    private var me: Int64 = 0
 
     private var jobs: [DownloadID: Job] = [:]
     private var jobsByPath: [String: DownloadID] = [:]
@@ -114,43 +115,78 @@ public actor DownloadManager {
     /// Adds a download, or joins the active one with the same ID or destination.
     ///
     /// With a journal, a request whose ID has an unfinished journal entry continues from
-    /// its partial file.
+    /// its partial file; one whose completed file is still at its destination, unchanged,
+    /// is revalidated with a conditional request (see ``DownloadRequest/forceDownload``);
+    /// and one that another live process runs is followed from the journal (see
+    /// ``DownloadEvent/attached(_:)``) rather than downloaded twice.
     ///
     /// - Returns: A handle to await the result, watch events and control the download.
     /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL or destination;
     ///   ``DownloadError/Code/duplicate`` when joining is turned off.
-    public func download(_ request: DownloadRequest) throws(DownloadError) -> DownloadHandle {
+    public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadHandle {
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
         let (paths, endpoint) = try Self.validate(request)
-        if let existing = jobs[request.id] ?? paths.flatMap({ jobsByPath[$0.partial] }).flatMap({ jobs[$0] }) {
-            guard configuration.duplicatePolicy == .join else {
-                throw DownloadError(
-                    .duplicate, "\(request.id) is already downloading (same ID or destination as \(existing.id))")
-            }
-            if request.priority > existing.request.priority { setPriority(request.priority, of: existing) }
-            if case .paused = existing.phase { resume(existing) }
-            return makeHandle(for: existing)
+        if let handle = try join(request, paths: paths) { return handle }
+        guard let journalWriter, let record = JobRecord(request: request, paths: paths) else {
+            startBackgroundWork()
+            let job = add(request, paths: paths, endpoint: endpoint)
+            let handle = makeHandle(for: job)
+            enqueue(job)
+            schedule()
+            return handle
         }
+        let me = try ownerToken()
         startBackgroundWork()
-        var journaled: TransferOperation.JournaledProgress?
-        if let journalWriter, var record = JobRecord(request: request, paths: paths) {
-            if let previous = try? journalWriter.journal.record(request.id), previous.state.isUnfinished,
-                previous.partialPath == record.partialPath, previous.url == record.url
-            {
-                journaled = .init(committed: previous.bytesCommitted, bootID: previous.bootID)
-            }
-            record.owner = me
-            record.session = me
-            journalWriter.submit(.upsert(record))
+        let claim = try await claim(record, owner: me, force: request.forceDownload, writer: journalWriter)
+        guard !isShutDown else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
+        // The same download may have been added while the claim was written: join it.
+        if let handle = try join(request, paths: paths) { return handle }
         let job = add(request, paths: paths, endpoint: endpoint)
-        job.journaled = journaled
         let handle = makeHandle(for: job)
-        enqueue(job)
-        schedule()
+        switch claim {
+        case .claimed(let journaled):
+            job.journaled = journaled
+            enqueue(job)
+            schedule()
+        case .heldElsewhere(let attachment):
+            follow(job, attachment)
+        }
         return handle
+    }
+
+    /// A handle on the active download `request` duplicates, by ID or destination, if any.
+    private func join(_ request: DownloadRequest, paths: PartialPaths?) throws(DownloadError) -> DownloadHandle? {
+        guard let existing = jobs[request.id] ?? paths.flatMap({ jobsByPath[$0.partial] }).flatMap({ jobs[$0] })
+        else { return nil }
+        guard configuration.duplicatePolicy == .join else {
+            throw DownloadError(
+                .duplicate, "\(request.id) is already downloading (same ID or destination as \(existing.id))")
+        }
+        if request.priority > existing.request.priority { setPriority(request.priority, of: existing) }
+        if case .paused = existing.phase { resume(existing) }
+        return makeHandle(for: existing)
+    }
+
+    /// This manager's owner token, taken on first use.
+    private func ownerToken() throws(DownloadError) -> Int64 {
+        guard let journal else { return 0 }
+        if me == 0 { me = try journal.ownerToken() }
+        return me
+    }
+
+    /// Claims `record`'s job in the journal, through the writer so that it is ordered
+    /// after this manager's earlier writes.
+    private func claim(_ record: JobRecord, owner: Int64, force: Bool, writer: JournalWriter) async throws(DownloadError)
+        -> JournalWriter.Claim
+    {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<JournalWriter.Claim, DownloadError>, Never>) in
+            writer.submit(.claim(record, owner: owner, force: force) { continuation.resume(returning: $0) })
+        }
+        return try result.get()
     }
 
     /// Queues many downloads without handles, for long lists: they are written to the
@@ -163,39 +199,57 @@ public actor DownloadManager {
     ///   nothing is queued then.
     public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
         guard let journal else {
-            for request in requests { _ = try download(request) }
+            for request in requests { _ = try await download(request) }
             return
         }
         var records: [JobRecord] = []
         records.reserveCapacity(requests.count)
+        var forced: Set<String> = []
         var checkedDirectories: Set<String> = []
         for request in requests {
             let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
             if let paths { checkedDirectories.insert(paths.directory.path) }
             guard var record = JobRecord(request: request, paths: paths) else {
-                _ = try download(request)
+                _ = try await download(request)
                 continue
             }
             record.session = me
             records.append(record)
+            if request.forceDownload { forced.insert(record.id) }
         }
+        let me = try ownerToken()
         startBackgroundWork()
-        try await journal.insert(records, session: me)
+        let attachments = try await journal.insert(records, session: me, forcing: forced)
+        if !attachments.isEmpty {
+            let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            for attachment in attachments {
+                guard let request = byID[attachment.id] else { continue }
+                follow(request: request, attachment)
+            }
+        }
         journalMayHaveWork = true
         await admit()
     }
 
-    /// Takes over every unfinished job in the journal that no live process is running or
-    /// about to run, and queues it here; returns how many. `haul resume` is built on this.
+    /// Takes over every unfinished job in the journal that no other live process holds,
+    /// and queues it here; follows the others from the journal (see
+    /// ``DownloadEvent/attached(_:)``), asking their process to resume those it has
+    /// paused. Returns how many jobs it took over or follows. `haul resume` is built on this.
     @discardableResult
     public func resumeUnfinished() async throws(DownloadError) -> Int {
         guard let journal else { return 0 }
+        let me = try ownerToken()
         startBackgroundWork()
         await journalWriter?.flush()
-        let count = try journal.adoptUnfinished(session: me)
+        let (count, attachments) = try journal.adoptUnfinished(session: me)
+        var followed = 0
+        for attachment in attachments where jobs[attachment.id] == nil {
+            guard let request = try? attachment.record.request() else { continue }
+            if follow(request: request, attachment) { followed += 1 }
+        }
         journalMayHaveWork = true
         await admit()
-        return count
+        return count + followed
     }
 
     private func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
@@ -251,7 +305,8 @@ public actor DownloadManager {
     /// running any more and the journal records them as paused.
     public func pauseAll() async {
         var stopping: [Task<Void, Never>] = []
-        for job in Array(jobs.values) {
+        // Downloads another process runs are its to pause.
+        for job in Array(jobs.values) where job.following == nil {
             if case .running(let task) = job.phase { stopping.append(task) }
             stop(job, intent: .pause)
         }
@@ -292,6 +347,8 @@ public actor DownloadManager {
             case .running: total.running += 1
             case .paused: total.paused += 1
             case .waiting: total.waiting += 1
+            case .elsewhere(let following):
+                if following.isPaused { total.paused += 1 } else { total.running += 1 }
             }
         }
         total.totalBytes = knownTotal
@@ -427,8 +484,8 @@ public actor DownloadManager {
         let intent = job.stopIntent
         job.stopIntent = nil
         switch (outcome, intent) {
-        case (.completed(let result), _):
-            finish(job, .success(result))
+        case (.completed(let result, let file), _):
+            finish(job, .success(result), file: file)
         case (_, .cancel(let reason)):
             finishCancelled(job, reason: reason)
         case (.failed(let error), _):
@@ -453,6 +510,15 @@ public actor DownloadManager {
             if case .cancel = job.stopIntent { return }
             job.stopIntent = intent
             task.cancel()
+        case .elsewhere:
+            switch intent {
+            case .pause: forward(job.id) { journal, id throws(DownloadError) in try journal.pause(id) }
+            case .cancel(.userRequested): forward(job.id) { journal, id throws(DownloadError) in try journal.cancel(id) }
+            case .cancel(let reason):
+                // Detach: the other process goes on; its partial file is its business.
+                finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
+            case .requeue: return
+            }
         case .queued, .paused, .waiting:
             switch intent {
             case .pause:
@@ -477,6 +543,8 @@ public actor DownloadManager {
             schedule()
         case .running:
             if job.stopIntent == .pause { job.stopIntent = .requeue }
+        case .elsewhere(let following):
+            if following.isPaused { forward(job.id) { journal, id throws(DownloadError) in try journal.retry(id) } }
         case .queued, .waiting:
             break
         }
@@ -537,7 +605,11 @@ public actor DownloadManager {
         finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
     }
 
-    private func finish(_ job: Job, _ outcome: Result<DownloadResult, DownloadError>, journaled: Bool = false) {
+    /// Ends `job` with `outcome`, recording it in the journal unless `journaled` says it
+    /// already is (or, for a download another process ran, is that process's to record).
+    private func finish(
+        _ job: Job, _ outcome: Result<DownloadResult, DownloadError>, journaled: Bool = false, file: CompletedFile? = nil
+    ) {
         jobs[job.id] = nil
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
         queue.remove(job.id)
@@ -546,8 +618,12 @@ public actor DownloadManager {
             finished.completed += 1
             finished.completedBytes += result.byteCount
             finished.totalBytes = (finished.totalBytes ?? 0) + result.byteCount
-            journalWriter?.submit(
-                .completed(id: job.id.rawValue, bytes: result.byteCount, finalURL: result.finalURL.absoluteString))
+            if !journaled {
+                journalWriter?.submit(
+                    .completed(
+                        id: job.id.rawValue, bytes: result.byteCount, finalURL: result.finalURL.absoluteString,
+                        file: file))
+            }
         case .failure(let error):
             finished.failed += 1
             if !journaled {
@@ -562,6 +638,110 @@ public actor DownloadManager {
     private func record(_ job: Job, _ state: JobState, errorCode: String? = nil, error: String? = nil) {
         guard job.paths != nil else { return }
         journalWriter?.submit(.state(id: job.id.rawValue, state, errorCode: errorCode, error: error))
+    }
+
+    // MARK: - Downloads other processes run
+
+    /// Follows `job`, which another live process holds, from the journal; or, when the
+    /// configuration says not to follow, fails it at once naming that process.
+    private func follow(_ job: Job, _ attachment: Journal.Attachment) {
+        guard configuration.followsOtherProcesses else {
+            let error = DownloadError(
+                .runningElsewhere,
+                "\(job.id) is being downloaded by \(attachment.owner); wait for it, or run without --no-wait to follow it")
+            finish(job, .failure(error), journaled: true)
+            return
+        }
+        var following = Following(holder: attachment.holder, owner: attachment.owner)
+        let record = attachment.record
+        job.core.meter.reset(completed: record.bytesCommitted, total: record.totalBytes)
+        following.reportedBytes = record.bytesCommitted
+        job.phase = .elsewhere(following)
+        job.core.emit(.attached(attachment.owner))
+        if record.state == .paused, record.command == nil {
+            following.isPaused = true
+            job.phase = .elsewhere(following)
+            job.core.emit(.paused)
+        }
+    }
+
+    /// Follows the download of `request` that another live process holds, unless one
+    /// with its ID is active here already; returns whether it does.
+    @discardableResult
+    private func follow(request: DownloadRequest, _ attachment: Journal.Attachment) -> Bool {
+        guard jobs[request.id] == nil, let (paths, endpoint) = try? Self.validate(request) else { return false }
+        follow(add(request, paths: paths, endpoint: endpoint), attachment)
+        return true
+    }
+
+    /// Brings every followed download up to date with the journal.
+    private func pollFollowed() async {
+        guard let journal else { return }
+        let followed = jobs.values.compactMap { $0.following == nil ? nil : $0.id }
+        guard !followed.isEmpty, let (rows, live) = try? await journal.watch(followed) else { return }
+        for id in followed {
+            guard let job = jobs[id], var following = job.following else { continue }
+            let action = following.evaluate(row: rows[id], live: live, me: me)
+            job.phase = .elsewhere(following)
+            switch action {
+            case .none:
+                break
+            case .progress(let progress):
+                job.core.meter.reset(completed: progress.completedBytes, total: progress.totalBytes)
+                job.core.emit(.progress(progress))
+            case .paused:
+                job.core.emit(.paused)
+                checkIdle()
+            case .resumed:
+                job.core.emit(.started)
+            case .completed(let path, let size, let finalURL):
+                guard CompletedFile.attributes(path: path)?.size == size else {
+                    await takeOver(job)
+                    continue
+                }
+                job.core.meter.reset(completed: size, total: size)
+                let result = DownloadResult(
+                    id: id, fileURL: URL(fileURLWithPath: path), data: nil,
+                    finalURL: URL(string: finalURL) ?? job.request.url, byteCount: size, bytesTransferred: 0)
+                finish(job, .success(result), journaled: true)
+            case .failed(let code, let message):
+                let error = DownloadError(DownloadError.Code(named: code) ?? .network, message)
+                finish(job, .failure(error), journaled: true)
+            case .cancelled:
+                finish(job, .failure(.cancelled(.userRequested, id: id)), journaled: true)
+            case .takeOver:
+                await takeOver(job)
+            }
+        }
+    }
+
+    /// Claims a followed download whose holder died (or whose row is gone) and runs it
+    /// here, from its partial file.
+    private func takeOver(_ job: Job) async {
+        guard let journalWriter, let record = JobRecord(request: job.request, paths: job.paths) else { return }
+        guard let claim = try? await claim(record, owner: me, force: false, writer: journalWriter),
+            jobs[job.id] === job, job.following != nil
+        else { return }
+        switch claim {
+        case .claimed(let journaled):
+            logger.debug("took over a download whose process died", metadata: ["id": "\(job.id)"])
+            job.journaled = journaled
+            enqueue(job)
+            schedule()
+        case .heldElsewhere(let attachment):
+            // Somebody else was quicker: follow them.
+            job.phase = .elsewhere(Following(holder: attachment.holder, owner: attachment.owner))
+            job.core.emit(.attached(attachment.owner))
+        }
+    }
+
+    /// Leaves a command for the process that runs a followed download (pause, cancel,
+    /// resume), off the actor.
+    private func forward(
+        _ id: DownloadID, _ command: @escaping @Sendable (Journal, DownloadID) throws(DownloadError) -> Journal.ControlResult
+    ) {
+        guard let journal else { return }
+        threadPool.submit { _ in _ = try? command(journal, id) }
     }
 
     // MARK: - Journal admission and remote control
@@ -611,6 +791,7 @@ public actor DownloadManager {
                 }
             }
         }
+        await pollFollowed()
         journalMayHaveWork = true
         await admit()
     }
@@ -650,7 +831,8 @@ public actor DownloadManager {
                 }
                 if let paths { checkedDirectories.insert(paths.directory.path) }
                 let job = add(request, paths: paths, endpoint: endpoint)
-                job.journaled = .init(committed: record.bytesCommitted, bootID: record.bootID)
+                job.journaled = .init(
+                    committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
                 enqueue(job)
             }
             schedule()
@@ -664,8 +846,11 @@ public actor DownloadManager {
     private var isIdle: Bool {
         guard !admitting, !journalMayHaveWork || isShutDown else { return false }
         return jobs.values.allSatisfy { job in
-            if case .paused = job.phase { return true }
-            return false
+            switch job.phase {
+            case .paused: true
+            case .elsewhere(let following): following.isPaused
+            default: false
+            }
         }
     }
 

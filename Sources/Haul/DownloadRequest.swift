@@ -25,6 +25,14 @@ public struct DownloadRequest: Sendable {
     public var checksum: Checksum?
     /// Extra request headers, sent with every attempt and redirect.
     public var headers: [(name: String, value: String)]
+    /// Downloads again even when the destination still holds this download's completed
+    /// file, unchanged since it was saved.
+    ///
+    /// By default (with a journal) such a file is revalidated with a conditional request
+    /// (`If-None-Match`, else `If-Modified-Since`): a `304 Not Modified` completes the
+    /// download with no body transferred, and changed content replaces the file
+    /// atomically, as usual.
+    public var forceDownload = false
 
     /// Creates a request.
     public init(

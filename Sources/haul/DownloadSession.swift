@@ -93,6 +93,7 @@ struct DownloadSession: Sendable {
         summary.bytes = tally.bytes
         summary.failed = failures.count
         summary.paused = tally.paused.count
+        summary.elsewhere = tally.elsewhere
         summary.elapsed = ContinuousClock.now - started
         summary.interrupted = interruption != nil
         await renderer.finish(summary)
@@ -253,11 +254,13 @@ struct Tally: Sendable {
     var paused: Set<DownloadID> = []
     /// Whether a download failed because the disk is full.
     var diskFull = false
+    /// Downloads left to another process that runs them (`--no-wait`).
+    var elsewhere = 0
 
     mutating func record(_ managerEvent: DownloadManager.Event) {
         let id = managerEvent.id
         switch managerEvent.event {
-        case .queued, .started:
+        case .queued, .started, .attached:
             paused.remove(id)
         case .paused:
             paused.insert(id)
@@ -268,6 +271,7 @@ struct Tally: Sendable {
             paused.remove(id)
         case .failed(let error):
             if error.code == .diskFull { diskFull = true }
+            if error.code == .runningElsewhere { elsewhere += 1 }
             failures.add(id: id, message: error.message)
             paused.remove(id)
         case .cancelled(let reason) where reason == .shutdown:

@@ -17,9 +17,15 @@ struct Get: AsyncParsableCommand {
             stream, so it may list millions of URLs; every line is checked before anything \
             is downloaded.
 
-            Exit status: 0 when every download completed and was verified, 1 when any \
-            failed or was left paused, 2 for invalid arguments, 130 after Ctrl-C (143 after \
-            SIGTERM).
+            A download that another running haul is working on (same journal) is followed to \
+            its end, with its progress; a dead one's downloads are taken over at once, \
+            partial files and all. Running the same download again once it completed sends \
+            a conditional request, and nothing is transferred if the file is unchanged \
+            (--force downloads it again).
+
+            Exit status: 0 when every download completed and was verified at its \
+            destination, 1 when any failed, was left paused or (--no-wait) is run by \
+            another process, 2 for invalid arguments, 130 after Ctrl-C (143 after SIGTERM).
             """)
 
     /// How many requests are handed to the manager at once.
@@ -54,6 +60,14 @@ struct Get: AsyncParsableCommand {
         name: .customLong("header"),
         help: ArgumentHelp("An extra request header, 'Name: value'; repeatable.", valueName: "header"))
     var headers: [String] = []
+
+    @Flag(
+        help: """
+            Download again even when the destination still holds the completed file of the \
+            same download. (By default such a file is revalidated with a conditional request \
+            and kept when the server answers 304 Not Modified.)
+            """)
+    var force = false
 
     @OptionGroup var options: DownloadOptions
 
@@ -178,9 +192,10 @@ struct Get: AsyncParsableCommand {
         func add(_ entry: InputEntry) async -> Bool {
             var entry = entry
             applyOverrides(to: &entry, checksum: fixedChecksum)
-            let request = DownloadRequest(
+            var request = DownloadRequest(
                 url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
                 checksum: entry.checksum, headers: headers)
+            request.forceDownload = force
             guard scan.owns(entry) else {
                 let name = InputFile.partialKey(for: entry)
                 let message =

@@ -60,6 +60,14 @@ struct DownloadOptions: ParsableArguments {
     @Flag(help: "Print events as JSON, one object per line.")
     var json = false
 
+    @Flag(
+        name: .customLong("no-wait"),
+        help: """
+            Leave downloads that another running haul is working on to it, and exit with 1 \
+            naming that process, instead of following them to their end.
+            """)
+    var noWait = false
+
     /// How to show progress.
     var mode: ProgressRenderer.Mode {
         if json { .json } else if quiet { .quiet } else if Console.outputIsTerminal { .live } else { .lines }
@@ -69,6 +77,7 @@ struct DownloadOptions: ParsableArguments {
     func managerConfiguration() throws -> DownloadManager.Configuration {
         if quiet && json { throw ValidationError("--quiet and --json cannot be used together.") }
         var configuration = DownloadManager.Configuration()
+        configuration.followsOtherProcesses = !noWait
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
             configuration.maxConcurrentDownloads = jobs

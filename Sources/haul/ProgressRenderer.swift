@@ -25,6 +25,7 @@
 // Lines (stdout is not a TTY): one line per state change, then the summary:
 //
 //     started URL
+//     attached URL: run by haul process PID on HOST; following it
 //     retrying URL: attempt N in 1.3 s: MESSAGE
 //     paused URL
 //     waiting URL: HOST cannot be reached; resumes when it answers
@@ -35,15 +36,17 @@
 //     3 completed, 1 failed, 12.0 MiB in 2.3 s
 //
 // The summary adds ", N paused" when downloads are left paused (after an interrupt, a
-// `haul pause` or a full disk). SIZE and the summary's bytes are the sizes of the
+// `haul pause` or a full disk), and ", N run by another process" for downloads another
+// live haul runs, left to it because of --no-wait. SIZE and the summary's bytes are the sizes of the
 // completed files, in binary units (B, KiB, MiB, GiB, ...). When `haul resume` finds
 // nothing to do it prints `nothing to resume` instead.
 //
 // JSON (--json): NDJSON, one object per line, keys sorted, every string JSON-escaped.
 // Every object has:
 //
-//     event   string  queued | started | progress | retrying | paused | networkLost |
-//                     networkRestored | completed | failed | cancelled | summary
+//     event   string  queued | attached | started | progress | retrying | paused |
+//                     networkLost | networkRestored | completed | failed | cancelled |
+//                     summary
 //     time    string  when it was written, ISO 8601 UTC with milliseconds,
 //                     e.g. "2025-01-31T09:15:02.123Z"
 //
@@ -54,6 +57,9 @@
 // and, per event:
 //
 //     queued           (nothing more)
+//     attached         pid          integer  another live haul process runs this download:
+//                      host         string   its PID and host; this one follows its progress
+//                                            (at its checkpoints) and its end from the journal
 //     started          url          string   the requested URL
 //     progress         bytes        integer  bytes on disk, resumed bytes included
 //                      total        integer  the content's size, or null when unknown
@@ -79,6 +85,8 @@
 //     summary          completed    integer  downloads that completed and were verified
 //                      failed       integer  downloads that failed or were cancelled
 //                      paused       integer  downloads left paused with their partial file kept
+//                      elsewhere    integer  downloads another live haul runs, not followed
+//                                            (--no-wait); also counted in failed
 //                      bytes        integer  total size of the completed files
 //                      seconds      number   wall time of the whole command
 //                      interrupted  boolean  whether SIGINT or SIGTERM stopped the command
@@ -113,6 +121,8 @@ actor ProgressRenderer {
         var completed = 0
         var failed = 0
         var paused = 0
+        /// Downloads another process runs, not followed (`--no-wait`); also in `failed`.
+        var elsewhere = 0
         var bytes: Int64 = 0
         var elapsed: Duration = .zero
         var interrupted = false
@@ -211,6 +221,7 @@ actor ProgressRenderer {
     func finish(_ summary: Summary) {
         var parts = ["\(summary.completed) completed", "\(summary.failed) failed"]
         if summary.paused > 0 { parts.append("\(summary.paused) paused") }
+        if summary.elsewhere > 0 { parts.append("\(summary.elsewhere) run by another process") }
         let line = parts.joined(separator: ", ") + ", \(Format.bytes(summary.bytes)) in \(Format.elapsed(summary.elapsed))"
         switch mode {
         case .quiet:
@@ -287,6 +298,9 @@ actor ProgressRenderer {
             rows[id]?.status = .paused
         case .networkLost(let host):
             rows[id]?.status = .waiting(host: host)
+        case .attached:
+            rows[id]?.status = .running
+            rows[id]?.lastBytes = .now
         case .networkRestored, .queued, .completed, .failed, .cancelled:
             break
         }
@@ -302,6 +316,8 @@ actor ProgressRenderer {
             return
         case .started:
             line = "started \(url)"
+        case .attached(let owner):
+            line = "attached \(url): run by \(owner); following it"
         case .retrying(let attempt, let reason, let delay):
             line = "retrying \(url): attempt \(attempt) in \(Format.elapsed(delay)): \(reason.message)"
         case .paused:
@@ -339,6 +355,7 @@ actor ProgressRenderer {
         object["completed"] = .int(Int64(summary.completed))
         object["failed"] = .int(Int64(summary.failed))
         object["paused"] = .int(Int64(summary.paused))
+        object["elsewhere"] = .int(Int64(summary.elsewhere))
         object["bytes"] = .int(summary.bytes)
         object["seconds"] = .double(Format.seconds(summary.elapsed))
         object["interrupted"] = .bool(summary.interrupted)
@@ -353,6 +370,10 @@ actor ProgressRenderer {
         case .started:
             object = self.object("started", id: id)
             object["url"] = .string(id.rawValue)
+        case .attached(let owner):
+            object = self.object("attached", id: id)
+            object["pid"] = .int(Int64(owner.pid))
+            object["host"] = .string(owner.host)
         case .progress(let progress):
             // The library repeats the last progress when a download ends; say it once.
             let reported = ReportedProgress(bytes: progress.completedBytes, total: progress.totalBytes)
@@ -406,6 +427,8 @@ actor ProgressRenderer {
             pendingLines.append("✓ \(shown) (\(Format.bytes(result.byteCount)))")
         case .failed(let error):
             pendingLines.append("✗ \(liveName(id)): \(error.message)")
+        case .attached(let owner):
+            pendingLines.append("↪ \(liveName(id)): run by \(owner); following it")
         case .cancelled(let reason) where reason != .shutdown:
             pendingLines.append("✗ \(liveName(id)): cancelled (\(reason.rawValue))")
         default:

@@ -222,14 +222,14 @@ struct JournalTests {
             .started(id: "a", owner: 1),
             .checkpoint(id: "a", bytes: 10, total: 20, validator: nil, bytesPerSecond: 0, bootID: nil),
             .started(id: "b", owner: 1),
-            .completed(id: "a", bytes: 20, finalURL: "http://x/a"),
+            .completed(id: "a", bytes: 20, finalURL: "http://x/a", file: nil),
             .started(id: "a", owner: 1),
         ]
         let kept = JournalWriter.coalesced(batch).map { operation -> String in
             switch operation {
             case .started(let id, _): "started \(id)"
             case .checkpoint(let id, _, _, _, _, _): "checkpoint \(id)"
-            case .completed(let id, _, _): "completed \(id)"
+            case .completed(let id, _, _, _): "completed \(id)"
             default: "other"
             }
         }
@@ -260,7 +260,7 @@ struct JournalTests {
         // When it is opened
         let journal = try Journal(path: path)
         // Then it is upgraded, and its rows are intact
-        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 4)
+        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 5)
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)
         #expect(job.bytes == 4096)

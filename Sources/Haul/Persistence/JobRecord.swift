@@ -31,16 +31,26 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
     var updatedAt: Date
     var finishedAt: Date?
     // Added by migration v2.
-    /// The process that owns the job while it is queued or running in that process.
-    var owner: Int32?
-    /// The process that should run the job: the one that added or adopted it.
-    var session: Int32?
+    /// The owner token (see ``OwnerLocks``) of the process that holds the job while it is
+    /// queued, running or paused in that process.
+    var owner: Int64?
+    /// The owner token of the process that should run the job: the one that added or
+    /// adopted it.
+    var session: Int64?
     /// The boot of the machine that last checkpointed the job (see ``ProcessIdentity``).
     var bootID: String?
     /// A command left by another process: `pause`, `cancel` or `resume`.
     var command: String?
     var errorCode: String?
     var bytesPerSecond: Double
+    // Added by migration v6: the completed file, for a conditional request next time.
+    /// Where the completed file was saved.
+    var filePath: String?
+    var fileSize: Int64?
+    /// Its modification time, in nanoseconds since 1970.
+    var fileModified: Int64?
+    /// The validator its content came with (as ``validator``).
+    var fileValidator: String?
 
     enum Columns {
         static let id = Column(CodingKeys.id)
@@ -86,6 +96,10 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         command = row["command"]
         errorCode = row["errorCode"]
         bytesPerSecond = row["bytesPerSecond"]
+        filePath = row["filePath"]
+        fileSize = row["fileSize"]
+        fileModified = row["fileModified"]
+        fileValidator = row["fileValidator"]
     }
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
@@ -126,6 +140,30 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         command = nil
         errorCode = nil
         bytesPerSecond = 0
+        filePath = nil
+        fileSize = nil
+        fileModified = nil
+        fileValidator = nil
+    }
+
+    /// Whether another live process holds this row: it runs it or has it in memory, or
+    /// it queued it and has yet to admit it. The Swift twin of ``Journal/heldElsewhereSQL``.
+    func isHeld(byOtherThan me: Int64?, live: Set<Int64>) -> Bool {
+        guard state.isUnfinished else { return false }
+        if let owner { return owner != me && live.contains(owner) }
+        if state == .queued, let session { return session != me && live.contains(session) }
+        return false
+    }
+
+    /// The token of the process holding the row, if any.
+    var holder: Int64? { owner ?? session }
+
+    /// The completed file this row describes, when it is still there unchanged and may be
+    /// revalidated with a conditional request instead of downloaded again.
+    func completedFile() -> CompletedFile? {
+        guard let filePath, let fileSize, let fileModified, let validator = fileValidator.flatMap(Self.decode(validator:))
+        else { return nil }
+        return CompletedFile(path: filePath, size: fileSize, modified: fileModified, validator: validator)
     }
 
     /// The request this record describes.
@@ -151,6 +189,12 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
     static func decode(headers: String) -> [(name: String, value: String)] {
         guard let pairs = try? JSONSerialization.jsonObject(with: Data(headers.utf8)) as? [[String]] else { return [] }
         return pairs.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+    }
+
+    static func decode(validator text: String) -> Validator? {
+        if text.hasPrefix("etag:") { return .etag(String(text.dropFirst(5))) }
+        if text.hasPrefix("last-modified:") { return .lastModified(String(text.dropFirst(14))) }
+        return nil
     }
 
     static func encode(validator: Validator?) -> String? {

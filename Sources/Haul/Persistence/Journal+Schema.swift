@@ -70,6 +70,18 @@ extension Journal {
             try db.drop(index: "job_admission")
             try db.execute(sql: "CREATE INDEX job_claim ON job(session, state, owner, priority DESC)")
         }
+        migrator.registerMigration("v6: completed files") { db in
+            // `owner` and `session` now hold owner tokens (see `OwnerLocks`), not PIDs; a PID
+            // left by an older version names no live owner. The completed file's path, size,
+            // modification time and validator let the same download next time be a
+            // conditional request.
+            try db.alter(table: "job") { table in
+                table.add(column: "filePath", .text)
+                table.add(column: "fileSize", .integer)
+                table.add(column: "fileModified", .integer)
+                table.add(column: "fileValidator", .text)
+            }
+        }
         return migrator
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 public import GRDB
+import NIOConcurrencyHelpers
 
 /// The durable record of every download: an SQLite database (WAL mode) that survives
 /// crashes, and through which several `haul` processes share and control jobs.
@@ -15,6 +16,11 @@ public import GRDB
 public final class Journal: Sendable {
     /// The database. Tests may pass any GRDB `DatabaseWriter`.
     public let writer: any DatabaseWriter
+    /// The lock files that tell which processes running this journal's jobs are alive.
+    let owners: OwnerLocks
+    /// The live owners other than this instance, as the `haul_alive` SQL function sees
+    /// them: refreshed inside each write transaction that asks (see ``refreshLiveOwners(_:)``).
+    private let liveSnapshot = NIOLockedValueBox<Set<Int64>>([])
 
     /// `$XDG_STATE_HOME/haul/journal.sqlite`, else `~/.local/state/haul/journal.sqlite`.
     public static var defaultPath: String {
@@ -43,7 +49,6 @@ public final class Journal: Sendable {
         // Two readers are plenty: the journal is read in short queries.
         configuration.maximumReaderCount = 2
         configuration.prepareDatabase { db in
-            Journal.registerFunctions(db)
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         let pool: DatabasePool
@@ -61,25 +66,55 @@ public final class Journal: Sendable {
     /// configuration passed through ``prepare(_:)``.
     public init(writer: any DatabaseWriter) throws(DownloadError) {
         self.writer = writer
+        let path = writer.path
+        owners = OwnerLocks(
+            journalPath: path.isEmpty || path.hasPrefix(":") || path.hasPrefix("file::")
+                ? NSTemporaryDirectory() + "haul-journal-\(UUID().uuidString)" : path)
+        let live = liveSnapshot
         do {
             try Self.migrator.migrate(writer)
+            // Only write transactions ask who is alive, and they all run on the writer's
+            // one connection.
+            writer.writeWithoutTransaction { db in
+                db.add(
+                    function: DatabaseFunction("haul_alive", argumentCount: 1, pure: false) { values in
+                        guard let token = Int64.fromDatabaseValue(values[0]) else { return false }
+                        return live.withLockedValue { $0.contains(token) }
+                    })
+            }
         } catch {
             throw DownloadError(.fileSystem, "cannot update the journal's schema: \(error)")
         }
     }
 
     /// Adds what the journal needs to a GRDB configuration for a writer you open yourself.
-    public static func prepare(_ configuration: inout Configuration) {
-        configuration.prepareDatabase { db in Journal.registerFunctions(db) }
+    /// (Nothing any more: kept so that existing callers compile.)
+    public static func prepare(_ configuration: inout Configuration) {}
+
+    // MARK: - Owners
+
+    /// This journal instance's owner token: taken (with its lock) on first use.
+    func ownerToken() throws(DownloadError) -> Int64 { try owners.acquire() }
+
+    /// Works out, inside a write transaction, which other owners are alive, for the
+    /// `haul_alive` SQL function and the caller. Exact: a process takes its lock before it
+    /// writes any row naming it, and a token is never reused.
+    @discardableResult
+    func refreshLiveOwners(_ db: Database) -> [Int64: JournalOwner] {
+        let live = owners.liveOwners()
+        liveSnapshot.withLockedValue { $0 = Set(live.keys) }
+        return live
     }
 
-    static func registerFunctions(_ db: Database) {
-        db.add(
-            function: DatabaseFunction("haul_alive", argumentCount: 1, pure: false) { values in
-                guard let pid = Int32.fromDatabaseValue(values[0]) else { return false }
-                return ProcessIdentity.isAlive(pid)
-            })
-    }
+    /// SQL that is true for an unfinished row another live process holds: it runs it (or
+    /// has it paused in memory), or it queued it and has yet to admit it. Needs
+    /// ``refreshLiveOwners(_:)`` first in the same transaction, and `me` bound twice.
+    static let heldElsewhereSQL = """
+        (job.state IN ('queued', 'running', 'paused', 'waiting') AND (
+            (job.owner IS NOT NULL AND job.owner IS NOT ? AND haul_alive(job.owner))
+            OR (job.owner IS NULL AND job.state = 'queued' AND job.session IS NOT NULL
+                AND job.session IS NOT ? AND haul_alive(job.session))))
+        """
 
     // MARK: - Reading
 
@@ -148,7 +183,7 @@ public final class Journal: Sendable {
             guard record.state != .completed, record.state != .running, record.state != .queued else {
                 return .unchanged(record.state)
             }
-            if let owner = record.owner, owner != ProcessIdentity.current, ProcessIdentity.isAlive(owner),
+            if let owner = record.owner, owner != owners.token, owners.isAlive(owner),
                 record.state == .paused || record.state == .waiting
             {
                 record.command = "resume"
@@ -167,30 +202,89 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Queues, for process `session`, every unfinished job no live process owns or waits
-    /// to run; returns how many.
-    func adoptUnfinished(session: Int32) throws(DownloadError) -> Int {
+    /// A job another live process holds, which this one follows from the journal.
+    struct Attachment: Sendable {
+        var id: DownloadID
+        /// The holder's owner token.
+        var holder: Int64
+        var owner: JournalOwner
+        /// The row as it was found.
+        var record: JobRecord
+    }
+
+    /// Queues, for process `session`, every unfinished job that no other live process
+    /// holds (see ``heldElsewhereSQL``); returns how many, and the jobs other processes
+    /// hold. Those that their holder has paused are asked to resume.
+    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [Attachment]) {
         try write { db in
+            let live = refreshLiveOwners(db)
             try db.execute(
                 sql: """
                     UPDATE job SET state = 'queued', owner = NULL, session = ?, command = NULL, updatedAt = ?
-                    WHERE state IN ('queued', 'running', 'paused', 'waiting')
-                      AND (owner IS NULL OR NOT haul_alive(owner))
-                      AND (session IS NULL OR session = ? OR NOT haul_alive(session))
-                    """, arguments: [session, Date(), session])
-            return db.changesCount
+                    WHERE state IN ('queued', 'running', 'paused', 'waiting') AND NOT \(Self.heldElsewhereSQL)
+                    """, arguments: [session, Date(), session, session])
+            let count = db.changesCount
+            let held = try JobRecord.fetchAll(
+                db, sql: "SELECT * FROM job WHERE \(Self.heldElsewhereSQL)", arguments: [session, session])
+            return (count, try Self.attach(held, live: live, in: db))
         }
     }
 
     /// Adds or takes over many jobs at once for process `session`, in one transaction.
-    func insert(_ records: [JobRecord], session: Int32) async throws(DownloadError) {
+    /// Jobs another live process holds are left to it and returned.
+    func insert(_ records: [JobRecord], session: Int64, forcing forced: Set<String> = []) async throws(DownloadError)
+        -> [Attachment]
+    {
         do {
-            try await writer.write { db in
+            return try await writer.write { db in
+                let live = self.refreshLiveOwners(db)
+                var held: [String] = []
                 for var record in records {
                     record.owner = nil
                     record.session = session
-                    try JournalWriter.upsert(record, in: db)
+                    let force = !forced.isEmpty && forced.contains(record.id)
+                    if try !JournalWriter.upsert(record, me: session, force: force, in: db) { held.append(record.id) }
                 }
+                guard !held.isEmpty else { return [] }
+                let rows = try held.compactMap { try JobRecord.fetchOne(db, key: $0) }
+                return try Self.attach(rows, live: live, in: db)
+            }
+        } catch {
+            throw Self.failure(error)
+        }
+    }
+
+    /// The attachments for `rows`, which other live processes hold; a paused one is
+    /// asked to resume, since somebody wants it again.
+    static func attach(_ rows: [JobRecord], live: [Int64: JournalOwner], in db: Database) throws -> [Attachment] {
+        var attachments: [Attachment] = []
+        for var row in rows {
+            guard let holder = row.holder else { continue }
+            if row.state == .paused, row.command == nil {
+                row.command = "resume"
+                try db.execute(sql: "UPDATE job SET command = 'resume' WHERE id = ?", arguments: [row.id])
+            }
+            attachments.append(
+                Attachment(
+                    id: DownloadID(row.id), holder: holder, owner: live[holder] ?? JournalOwner(pid: 0, host: "?"),
+                    record: row))
+        }
+        return attachments
+    }
+
+    /// The rows of `ids` (those that still exist) and the live owners, for following jobs
+    /// other processes run.
+    func watch(_ ids: [DownloadID]) async throws(DownloadError) -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner]) {
+        do {
+            return try await writer.read { db in
+                var rows: [DownloadID: JobRecord] = [:]
+                var start = 0
+                while start < ids.count {
+                    let chunk = ids[start..<min(ids.count, start + 500)].map(\.rawValue)
+                    start += 500
+                    for record in try JobRecord.fetchAll(db, keys: chunk) { rows[DownloadID(record.id)] = record }
+                }
+                return (rows, self.owners.liveOwners())
             }
         } catch {
             throw Self.failure(error)
@@ -199,7 +293,7 @@ public final class Journal: Sendable {
 
     /// Takes up to `limit` queued jobs of `session` that no process runs yet, by priority
     /// then age, and marks them owned by it.
-    func claim(limit: Int, session: Int32) async throws(DownloadError) -> [JobRecord] {
+    func claim(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
         do {
             return try await writer.write { db in
                 let records = try JobRecord.fetchAll(
@@ -218,7 +312,7 @@ public final class Journal: Sendable {
     }
 
     /// Commands other processes left for jobs owned by `owner`.
-    func commands(for owner: Int32) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
+    func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
         do {
             return try await writer.read { db in
                 try Row.fetchAll(
@@ -270,7 +364,7 @@ public final class Journal: Sendable {
         try write { db -> ControlResult in
             guard var record = try JobRecord.fetchOne(db, key: id.rawValue) else { return .notFound }
             guard record.state.isUnfinished else { return .unchanged(record.state) }
-            if let owner = record.owner, owner != ProcessIdentity.current, ProcessIdentity.isAlive(owner) {
+            if let owner = record.owner, owner != owners.token, owners.isAlive(owner) {
                 record.command = command
                 try record.update(db)
                 return .requested

@@ -10,19 +10,29 @@ import NIOConcurrencyHelpers
 /// waits until what was submitted before it is on disk.
 final class JournalWriter: Sendable {
     enum Operation: Sendable {
-        /// Inserts the job, or takes over an existing row with the same ID (keeping its
-        /// committed bytes unless it finished or points elsewhere).
-        case upsert(JobRecord)
-        case started(id: String, owner: Int32)
+        /// Inserts the job for `owner`, or takes over an existing row with the same ID
+        /// unless another live process holds it; `reply` gets the outcome once it is
+        /// written (see ``Claim``).
+        case claim(JobRecord, owner: Int64, force: Bool, reply: @Sendable (Result<Claim, DownloadError>) -> Void)
+        case started(id: String, owner: Int64)
         case state(id: String, JobState, errorCode: String?, error: String?)
-        case completed(id: String, bytes: Int64, finalURL: String)
+        case completed(id: String, bytes: Int64, finalURL: String, file: CompletedFile?)
         /// `bytes` are on stable storage.
         case checkpoint(id: String, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
         case attempt(id: String, Int)
         /// Clears `command` once it has been acted on; a newer command left meanwhile stays.
         case clearCommand(id: String, command: String)
         /// Gives up ownership of every unfinished job this process owns.
-        case release(owner: Int32)
+        case release(owner: Int64)
+    }
+
+    /// What claiming a job found.
+    enum Claim: Sendable {
+        /// The row is this process's now; `journaled` is what it knew of the job's partial
+        /// or completed file.
+        case claimed(journaled: TransferOperation.JournaledProgress?)
+        /// Another live process holds the job.
+        case heldElsewhere(Journal.Attachment)
     }
 
     private struct State {
@@ -55,7 +65,10 @@ final class JournalWriter: Sendable {
                 // each submit a few operations, and a transaction per wakeup costs a WAL
                 // write, locks and thread hand-offs each time. Nobody waits on a flush
                 // during the pause (a flush skips it).
-                if state.withLockedValue({ $0.waiters.isEmpty && $0.pending.count < Self.batchTarget }) {
+                if state.withLockedValue({ state in
+                    state.waiters.isEmpty && state.pending.count < Self.batchTarget
+                        && !state.pending.contains { if case .claim = $0 { true } else { false } }
+                }) {
                     try? await Task.sleep(for: Self.gatherDelay)
                 }
                 let batch = state.withLockedValue { state -> [Operation] in
@@ -64,13 +77,28 @@ final class JournalWriter: Sendable {
                 }
                 guard !batch.isEmpty else { continue }
                 do {
-                    try await journal.writer.write { db in
+                    let replies = try await journal.writer.write { db in
                         // One timestamp per batch: converting dates is not free.
                         let now = Date().databaseValue
-                        for operation in Self.coalesced(batch) { try Self.apply(operation, in: db, now: now) }
+                        var replies: [@Sendable () -> Void] = []
+                        var live: [Int64: JournalOwner]?
+                        for operation in Self.coalesced(batch) {
+                            if case .claim(let record, let owner, let force, let reply) = operation {
+                                let owners = live ?? journal.refreshLiveOwners(db)
+                                live = owners
+                                let claim = try Self.claim(record, owner: owner, force: force, live: owners, in: db)
+                                replies.append { reply(.success(claim)) }
+                            } else {
+                                try Self.apply(operation, in: db, now: now)
+                            }
+                        }
+                        return replies
                     }
+                    for reply in replies { reply() }
                 } catch {
                     logger.warning("journal write failed", metadata: ["error": "\(error)"])
+                    let failure = Journal.failure(error)
+                    for case .claim(_, _, _, let reply) in batch { reply(.failure(failure)) }
                 }
                 let ready = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
                     state.applied += batch.count
@@ -121,7 +149,7 @@ final class JournalWriter: Sendable {
     /// writes everything its start and checkpoints would have.
     static func coalesced(_ batch: [Operation]) -> [Operation] {
         var completed: Set<String> = []
-        for case .completed(let id, _, _) in batch { completed.insert(id) }
+        for case .completed(let id, _, _, _) in batch { completed.insert(id) }
         guard !completed.isEmpty else { return batch }
         var result: [Operation] = []
         result.reserveCapacity(batch.count)
@@ -130,7 +158,7 @@ final class JournalWriter: Sendable {
             switch operation {
             case .started(let id, _), .checkpoint(let id, _, _, _, _, _):
                 if completed.contains(id), !seenCompletion.contains(id) { continue }
-            case .completed(let id, _, _):
+            case .completed(let id, _, _, _):
                 seenCompletion.insert(id)
             default:
                 break
@@ -142,8 +170,8 @@ final class JournalWriter: Sendable {
 
     static func apply(_ operation: Operation, in db: Database, now: DatabaseValue) throws {
         switch operation {
-        case .upsert(let record):
-            try upsert(record, in: db)
+        case .claim:
+            preconditionFailure("claims are applied by the worker, which replies")
         case .started(let id, let owner):
             try db.cachedStatement(
                 sql: """
@@ -158,14 +186,19 @@ final class JournalWriter: Sendable {
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
                     WHERE id = ?
                     """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id])
-        case .completed(let id, let bytes, let finalURL):
+        case .completed(let id, let bytes, let finalURL, let file):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
                         errorCode = NULL, lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0,
-                        owner = NULL
+                        owner = NULL, command = NULL, filePath = ?, fileSize = ?, fileModified = ?, fileValidator = ?
                     WHERE id = ?
-                    """).execute(arguments: [bytes, bytes, finalURL, now, now, id])
+                    """
+            ).execute(
+                arguments: [
+                    bytes, bytes, finalURL, now, now, file?.path, file?.size, file?.modified,
+                    JobRecord.encode(validator: file?.validator), id,
+                ])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
             try db.cachedStatement(
                 sql: """
@@ -188,10 +221,47 @@ final class JournalWriter: Sendable {
         }
     }
 
+    /// Claims `record`'s job for `owner`: inserts it, or takes over the row with its ID
+    /// unless another live process holds it. Says what the row knew of the job's files.
+    static func claim(_ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database)
+        throws -> Claim
+    {
+        let previous = try JobRecord.fetchOne(db, key: record.id)
+        if let previous, previous.isHeld(byOtherThan: owner, live: Set(live.keys)) {
+            guard let attachment = try Journal.attach([previous], live: live, in: db).first else {
+                preconditionFailure("a held row has a holder")
+            }
+            return .heldElsewhere(attachment)
+        }
+        var record = record
+        record.owner = owner
+        record.session = owner
+        _ = try upsert(record, me: owner, force: force, in: db)
+        guard let previous, previous.url == record.url, previous.partialPath == record.partialPath else {
+            return .claimed(journaled: nil)
+        }
+        if previous.state.isUnfinished {
+            return .claimed(journaled: .init(committed: previous.bytesCommitted, bootID: previous.bootID))
+        }
+        if previous.state == .completed, !force, previous.checksum == record.checksum,
+            previous.expectedSize == record.expectedSize, let file = previous.completedFile()
+        {
+            return .claimed(journaled: .init(committed: 0, bootID: nil, completedFile: file))
+        }
+        return .claimed(journaled: nil)
+    }
+
     /// Inserts `record`, or takes over the row with its ID: a finished row, or one for
     /// another URL or partial file, starts again from zero; an unfinished one keeps its
-    /// committed bytes. A row that a live process is running is left alone.
-    static func upsert(_ record: JobRecord, in db: Database) throws {
+    /// committed bytes. A row another live process holds is left alone (needs
+    /// ``Journal/refreshLiveOwners(_:)`` first in the transaction): returns whether the
+    /// row was written.
+    ///
+    /// A completed row for the same URL, file, checksum and size keeps its completed
+    /// file's details, so the transfer can revalidate that file instead of downloading it
+    /// again; `force` drops them.
+    @discardableResult
+    static func upsert(_ record: JobRecord, me: Int64, force: Bool, in db: Database) throws -> Bool {
         // One prepared statement, reused for every row of a batch.
         try db.cachedStatement(
             sql: """
@@ -208,6 +278,10 @@ final class JournalWriter: Sendable {
                         WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
                             OR job.partialPath != excluded.partialPath THEN NULL
                         ELSE job.validator END,
+                    filePath = CASE WHEN \(keepsFile) THEN job.filePath END,
+                    fileSize = CASE WHEN \(keepsFile) THEN job.fileSize END,
+                    fileModified = CASE WHEN \(keepsFile) THEN job.fileModified END,
+                    fileValidator = CASE WHEN \(keepsFile) THEN job.fileValidator END,
                     url = excluded.url, destinationKind = excluded.destinationKind,
                     destinationPath = excluded.destinationPath, destinationName = excluded.destinationName,
                     partialPath = excluded.partialPath, state = 'queued', priority = excluded.priority,
@@ -215,14 +289,22 @@ final class JournalWriter: Sendable {
                     expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
                     updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
                     command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0
-                WHERE job.state != 'running' OR job.owner IS NULL OR job.owner = excluded.owner
-                    OR NOT haul_alive(job.owner)
+                WHERE NOT \(Journal.heldElsewhereSQL)
                 """
         ).execute(
             arguments: [
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
                 record.partialPath, record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, record.createdAt, record.updatedAt, record.owner, record.session,
+                force, force, force, force, me, me,
             ])
+        return db.changesCount > 0
     }
+
+    /// SQL that is true when a completed row's file details stay valid for `excluded`
+    /// (with `force` bound before it).
+    private static let keepsFile = """
+        NOT ? AND job.state = 'completed' AND job.url = excluded.url AND job.partialPath = excluded.partialPath
+            AND job.checksum IS excluded.checksum AND job.expectedSize IS excluded.expectedSize
+        """
 }

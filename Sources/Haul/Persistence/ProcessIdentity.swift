@@ -6,19 +6,9 @@ import Glibc
 import Darwin
 #endif
 
-/// Who is running: this process's ID, whether another process still lives, and which boot
-/// of the machine this is.
+/// Which boot of the machine this is. (Which processes are alive is the business of
+/// ``OwnerLocks``: a PID says nothing reliable about that.)
 enum ProcessIdentity {
-    /// This process's ID.
-    static let current: Int32 = getpid()
-
-    /// Whether process `pid` exists on this machine.
-    static func isAlive(_ pid: Int32) -> Bool {
-        if pid == current { return true }
-        if kill(pid, 0) == 0 { return true }
-        return errno == EPERM
-    }
-
     /// An identifier of the machine's current boot, or `nil` where the platform cannot say.
     ///
     /// Bytes written to a file survive the death of the process that wrote them, until the

@@ -8,6 +8,8 @@ final class Job {
         case paused
         /// Its host cannot be reached; it queues again when the host answers.
         case waiting
+        /// Another live process runs it; this manager follows it from the journal.
+        case elsewhere(Following)
     }
 
     /// What to do when a running transfer has been stopped.
@@ -45,5 +47,11 @@ final class Job {
     var isRunning: Bool {
         if case .running = phase { return true }
         return false
+    }
+
+    /// How another process's run of it is followed, if it is.
+    var following: Following? {
+        if case .elsewhere(let following) = phase { return following }
+        return nil
     }
 }

@@ -7,6 +7,8 @@
 ///   (with an ETag) the ETag is the one we hold.
 /// - A 200 means the content changed or the server ignores ranges: start from zero.
 /// - A 416 on a partial that already holds the whole content is done.
+/// - With nothing to resume, a request may revalidate the completed file of an earlier run
+///   (`If-None-Match`, else `If-Modified-Since`): a 304 means it is still current.
 struct ResumePlan: Hashable, Sendable {
     /// The byte the request asks to start at; 0 asks for everything.
     let offset: Int64
@@ -14,6 +16,8 @@ struct ResumePlan: Hashable, Sendable {
     let validator: Validator?
     /// The full size recorded with the partial, if known.
     let knownTotal: Int64?
+    /// The validator of a completed file to revalidate, for a request from byte 0.
+    var revalidating: Validator?
 
     /// A plan that asks for the whole content.
     static let fresh = ResumePlan(offset: 0, validator: nil, knownTotal: nil)
@@ -41,7 +45,13 @@ struct ResumePlan: Hashable, Sendable {
 
     /// The headers that ask for the rest of the content.
     var requestHeaders: [(String, String)] {
-        guard offset > 0 else { return [] }
+        guard offset > 0 else {
+            switch revalidating {
+            case .etag(let etag): return [("If-None-Match", etag)]
+            case .lastModified(let date): return [("If-Modified-Since", date)]
+            case nil: return []
+            }
+        }
         var headers = [("Range", "bytes=\(offset)-")]
         if let validator { headers.append(("If-Range", validator.headerValue)) }
         return headers
@@ -54,6 +64,8 @@ struct ResumePlan: Hashable, Sendable {
         case write(offset: Int64, truncate: Bool, total: Int64?)
         /// The partial already holds all `total` bytes.
         case complete(total: Int64)
+        /// The completed file being revalidated is still current (304).
+        case notModified
         /// The partial cannot be trusted: discard it and ask again from zero.
         case restart(reason: String)
         /// Follow a redirect to `location` (not yet resolved against the request URL).
@@ -92,6 +104,8 @@ struct ResumePlan: Hashable, Sendable {
                 if total == offset, knownTotal == nil || knownTotal == total { return .complete(total: offset) }
             }
             return .restart(reason: "the server cannot serve bytes from \(offset) on")
+        case 304 where offset == 0 && revalidating != nil:
+            return .notModified
         case 301, 302, 303, 307, 308:
             guard let location = header("Location"), !location.isEmpty else {
                 return .fail(status: status, retryAfter: nil)

@@ -7,7 +7,8 @@ import NIOPosix
 
 /// How a transfer ended.
 enum TransferOutcome: Sendable {
-    case completed(DownloadResult)
+    /// Done; `file` describes the saved file for revalidation next time (file destinations).
+    case completed(DownloadResult, file: CompletedFile?)
     case failed(DownloadError)
     /// The Swift task was cancelled (pause, cancel, eviction); the partial is intact.
     case interrupted
@@ -41,6 +42,9 @@ struct TransferOperation: Sendable {
         var committed: Int64
         /// The machine boot during which they were recorded.
         var bootID: String?
+        /// The completed file of an earlier run of the same download, to revalidate
+        /// instead of downloading again while it is unchanged.
+        var completedFile: CompletedFile? = nil
 
         /// How much of a partial file of `length` bytes can be trusted.
         ///
@@ -57,12 +61,15 @@ struct TransferOperation: Sendable {
         var retries = 0
         var digest: ContentDigest?
         var journaled = self.journaled
+        // Checked once: a file changed since its completion is downloaded again.
+        let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
         while true {
             do {
                 // The journal's view only matters before this process first touches the file.
                 let known = journaled
                 journaled = nil
-                return .completed(try await attempt(carrying: &digest, journaled: known))
+                let (result, file) = try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
+                return .completed(result, file: file)
             } catch {
                 if Task.isCancelled { return .interrupted }
                 if error.isConnectivity, reachability.hasAnswered(endpoint.key) || hadPartial() {
@@ -108,13 +115,14 @@ struct TransferOperation: Sendable {
 
     // MARK: - One attempt
 
-    private func attempt(carrying digest: inout ContentDigest?, journaled: JournaledProgress?)
-        async throws(DownloadError) -> DownloadResult
-    {
-        guard let paths else { return try await attemptInMemory(carrying: &digest) }
+    private func attempt(
+        carrying digest: inout ContentDigest?, journaled: JournaledProgress?, revalidating: CompletedFile?
+    ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
+        guard let paths else { return (try await attemptInMemory(carrying: &digest), nil) }
         let (file, length) = try await openPartial(paths, journaled: journaled)
         do {
-            let result = try await transfer(into: file, existing: length, paths: paths, carrying: &digest)
+            let result = try await transfer(
+                into: file, existing: length, paths: paths, carrying: &digest, revalidating: revalidating)
             file.close()
             return result
         } catch {
@@ -162,8 +170,9 @@ struct TransferOperation: Sendable {
     }
 
     private func transfer(
-        into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?
-    ) async throws(DownloadError) -> DownloadResult {
+        into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?,
+        revalidating: CompletedFile?
+    ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         var existing = existing
         var stored =
             existing > 0
@@ -183,8 +192,9 @@ struct TransferOperation: Sendable {
             {
             case .complete:
                 digest = nil
-                return try await finish(file: file, paths: paths, size: total, digest: &digest,
-                                        headers: HTTPHeaders(), finalURL: location)
+                return try await finish(
+                    file: file, paths: paths, size: total, digest: &digest, headers: HTTPHeaders(),
+                    validator: validator, finalURL: location)
             case .changed(let reason):
                 logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
                 segmentation = nil
@@ -197,11 +207,20 @@ struct TransferOperation: Sendable {
 
         var plan = ResumePlan(
             existingBytes: existing, stored: stored, allowsBlindResume: configuration.allowsBlindResume)
+        if plan.offset == 0 { plan.revalidating = revalidating?.validator }
         core.meter.reset(completed: plan.offset, total: stored?.totalBytes ?? request.expectedSize)
 
         var (outcome, finalURL) = try await exchange(
             plan: &plan, sink: .file(file, paths), carriedDigest: digest,
             segmentationThreshold: plan.offset == 0 ? segmentation : nil, partialIsEmpty: existing == 0)
+        if case .notModified = outcome.action, let revalidating {
+            // Still current: the completed file stays as it is, and nothing was transferred.
+            core.meter.reset(completed: revalidating.size, total: revalidating.size)
+            let result = DownloadResult(
+                id: request.id, fileURL: URL(fileURLWithPath: revalidating.path), data: nil, finalURL: finalURL,
+                byteCount: revalidating.size, bytesTransferred: 0)
+            return (result, revalidating)
+        }
         if let segmentable = outcome.segmentable {
             let metadata = PartialMetadata(
                 url: request.url.absoluteString, validator: segmentable.validator, totalBytes: segmentable.total,
@@ -220,8 +239,9 @@ struct TransferOperation: Sendable {
             {
             case .complete:
                 digest = nil
-                return try await finish(file: file, paths: paths, size: segmentable.total, digest: &digest,
-                                        headers: outcome.headers, finalURL: finalURL)
+                return try await finish(
+                    file: file, paths: paths, size: segmentable.total, digest: &digest, headers: outcome.headers,
+                    validator: segmentable.validator, finalURL: finalURL)
             case .changed(let reason):
                 // Changed under our feet: once more, over one connection.
                 logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
@@ -249,8 +269,10 @@ struct TransferOperation: Sendable {
             throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         }
         return try await finish(
-            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers, finalURL: finalURL,
-            body: outcome.body)
+            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers,
+            validator: Validator(
+                etag: outcome.headers.first(name: "ETag"), lastModified: outcome.headers.first(name: "Last-Modified")),
+            finalURL: finalURL, body: outcome.body)
     }
 
     /// Segments smaller than this are never split further.
@@ -278,10 +300,12 @@ struct TransferOperation: Sendable {
     ///
     /// `body` is a small body kept in memory, written here at offset 0 in the same hop to
     /// the I/O pool as the sync and the rename.
+    /// Returns the result and, when the content had a validator, the saved file's details
+    /// for revalidation next time.
     private func finish(
         file: PartialFile, paths: PartialPaths, size: Int64, digest: inout ContentDigest?, headers: HTTPHeaders,
-        finalURL: URL, body: ByteBuffer? = nil
-    ) async throws(DownloadError) -> DownloadResult {
+        validator: Validator?, finalURL: URL, body: ByteBuffer? = nil
+    ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         var body = body
 
         do {
@@ -313,7 +337,7 @@ struct TransferOperation: Sendable {
         // A body kept in memory for a file created on demand is the whole file, and no
         // sidecar was written for it: nothing to cut or clean up.
         let wholeInMemory = unwritten != nil && file.createdOnDemand
-        try await io { () throws(DownloadError) in
+        let attributes = try await io { () throws(DownloadError) in
             if let unwritten { try file.write(unwritten, at: 0) }
             if !wholeInMemory { try file.truncate(to: size) }
             try file.sync()
@@ -322,10 +346,17 @@ struct TransferOperation: Sendable {
                 _ = unlink(paths.metadata)
                 _ = unlink(paths.metadata + ".tmp")
             }
+            // Only worth a stat when there is a validator to revalidate with.
+            return validator == nil ? nil : CompletedFile.attributes(path: destination.path)
         }
-        return DownloadResult(
+        let result = DownloadResult(
             id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,
             bytesTransferred: core.meter.bytesTransferred)
+        guard let validator, let attributes else { return (result, nil) }
+        return (
+            result,
+            CompletedFile(path: destination.path, size: attributes.size, modified: attributes.modified, validator: validator)
+        )
     }
 
     private func attemptInMemory(carrying digest: inout ContentDigest?) async throws(DownloadError)
@@ -388,7 +419,7 @@ struct TransferOperation: Sendable {
             case .write:
                 if let transportError { throw Self.translate(transportError, url: url) }
                 return (outcome, url)
-            case .complete:
+            case .complete, .notModified:
                 return (outcome, url)
             case .fail(let status, let retryAfter):
                 throw Self.httpError(status: status, url: url, retryAfter: retryAfter)
