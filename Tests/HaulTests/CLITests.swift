@@ -414,8 +414,11 @@ final class HaulProcess: @unchecked Sendable {
     private let stderrDone: AsyncStream<Void>
 
     /// Starts `haul` with `arguments`; see ``Haul/run(_:input:signal:)``.
-    init(_ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil) throws {
-        process.executableURL = Haul.executable
+    init(
+        _ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil,
+        executable: URL = Haul.executable
+    ) throws {
+        process.executableURL = executable
         process.arguments = arguments
         process.standardOutput = stdout
         process.standardError = stderr
@@ -469,6 +472,12 @@ final class HaulProcess: @unchecked Sendable {
         thread.start()
         return done
     }
+
+    /// The process's ID.
+    var pid: Int32 { process.processIdentifier }
+
+    /// Sends `signal` to the process.
+    func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
     /// The first stdout line that `matches`, waiting for it; `nil` if the process ends first.
     func line(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
