@@ -25,6 +25,10 @@ public struct DownloadRequest: Sendable {
     public var checksum: Checksum?
     /// Extra request headers, sent with every attempt and redirect.
     public var headers: [(name: String, value: String)]
+    /// What happens to the partial file when every task awaiting the result is cancelled;
+    /// ``AbandonAction/keepPartial`` unless set, so asking again resumes. Memory
+    /// destinations have no partial file.
+    public var whenAbandoned: AbandonAction
 
     /// Creates a request.
     public init(
@@ -34,7 +38,8 @@ public struct DownloadRequest: Sendable {
         priority: DownloadPriority = .normal,
         expectedSize: Int64? = nil,
         checksum: Checksum? = nil,
-        headers: [(name: String, value: String)] = []
+        headers: [(name: String, value: String)] = [],
+        whenAbandoned: AbandonAction = .keepPartial
     ) {
         self.url = url
         self.destination = destination
@@ -43,5 +48,6 @@ public struct DownloadRequest: Sendable {
         self.expectedSize = expectedSize
         self.checksum = checksum
         self.headers = headers
+        self.whenAbandoned = whenAbandoned
     }
 }
