@@ -9,19 +9,28 @@ public final class DownloadHandle: Sendable {
     private let core: JobCore
     private let manager: DownloadManager
     private let subscriber: UInt64
+    /// For a memory request that joined another download: its own result, with the bytes.
+    private let copy: MemoryCopy?
 
-    init(id: DownloadID, core: JobCore, manager: DownloadManager, subscriber: UInt64) {
+    init(id: DownloadID, core: JobCore, manager: DownloadManager, subscriber: UInt64, copy: MemoryCopy? = nil) {
         self.id = id
         self.core = core
         self.manager = manager
         self.subscriber = subscriber
+        self.copy = copy
     }
 
     /// The verified file or data, once the download completes.
     ///
+    /// A memory request gets `data` even when it joined a file download: the bytes are
+    /// read from the verified file.
+    ///
     /// Waits through pauses and retries. If the awaiting task is cancelled, this caller's
     /// interest is withdrawn and the result throws ``DownloadError/Code/cancelled`` with
-    /// the reason ``DownloadError/CancellationReason/noLongerWanted``.
+    /// the reason ``DownloadError/CancellationReason/noLongerWanted``. Once no caller
+    /// wants the download it stops; its partial file is kept, so asking again resumes,
+    /// unless the request's ``DownloadRequest/whenAbandoned`` says
+    /// ``DownloadRequest/AbandonAction/deletePartial``.
     ///
     /// - Throws: A ``DownloadError`` saying why the download did not complete.
     public var result: DownloadResult {
@@ -29,7 +38,7 @@ public final class DownloadHandle: Sendable {
             let core = self.core
             let manager = self.manager
             let subscriber = self.subscriber
-            let outcome = await core.result.wait {
+            let outcome = await (copy?.result ?? core.result).wait {
                 Task { await manager.withdraw(subscriber: subscriber, core: core) }
             }
             guard let outcome else { throw .cancelled(.noLongerWanted, id: core.id) }
@@ -37,10 +46,15 @@ public final class DownloadHandle: Sendable {
         }
     }
 
-    /// The download's events from now on, in a fresh stream on every access.
+    /// The download's events, in a fresh stream on every access.
+    ///
+    /// A stream first receives the download's current state: its latest `progress` and its
+    /// last change of state (`queued`, `started`, `paused`, `networkLost`, …), in the order
+    /// they happened. Then it receives every later event, none lost or repeated, however
+    /// long after ``DownloadManager/download(_:)`` it was made.
     ///
     /// The stream finishes after `completed`, `failed` or `cancelled`. A stream made after
-    /// the download ended yields that last event at once.
+    /// the download ended yields only that last event, and finishes.
     public var events: AsyncStream<DownloadEvent> { core.events.makeStream() }
 
     /// The current progress.

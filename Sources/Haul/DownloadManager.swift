@@ -18,9 +18,11 @@ import NIOPosix
 ///
 /// At most ``Configuration/maxConcurrentDownloads`` downloads hold a slot, and at most
 /// ``Configuration/maxConnectionsPerHost`` of them talk to one host. A request whose ID
-/// or destination matches an active download joins it. With a ``Journal``, every
-/// download is recorded durably and can be resumed by a later process. Call
-/// ``shutdown()`` when done.
+/// or destination matches an active download joins it when their destinations agree.
+/// With a ``Journal``, every download is recorded durably and can be resumed by a later
+/// process. Call ``shutdown()`` when done, or use
+/// ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``,
+/// which does; a manager dropped without it closes its HTTP client without waiting.
 public actor DownloadManager {
     /// An event of one of the manager's downloads.
     public struct Event: Sendable {
@@ -114,6 +116,11 @@ public actor DownloadManager {
 
     /// Adds a download, or joins the active one with the same ID or destination.
     ///
+    /// Joining needs the destinations to agree: the same file (or directory and name), or
+    /// memory and memory. A memory request may also join a file download of the same ID:
+    /// its result's `data` holds the bytes, read from the verified file once it completes,
+    /// and the request's memory limit still applies.
+    ///
     /// With a journal, a request whose ID has an unfinished journal entry continues from
     /// its partial file; one whose completed file is still at its destination, unchanged,
     /// is revalidated with a conditional request (see ``DownloadRequest/forceDownload``);
@@ -122,7 +129,8 @@ public actor DownloadManager {
     ///
     /// - Returns: A handle to await the result, watch events and control the download.
     /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL or destination;
-    ///   ``DownloadError/Code/duplicate`` when joining is turned off.
+    ///   ``DownloadError/Code/duplicate`` when joining is turned off, or when the active
+    ///   download with this ID saves somewhere else (give the request a distinct ID).
     public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadHandle {
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
@@ -166,9 +174,13 @@ public actor DownloadManager {
             throw DownloadError(
                 .duplicate, "\(request.id) is already downloading (same ID or destination as \(existing.id))")
         }
+        let delivery = try JoinRule.delivery(
+            joining: request, paths: paths, existing: existing.request, existingPaths: existing.paths)
         if request.priority > existing.request.priority { setPriority(request.priority, of: existing) }
+        // The partial is deleted when abandoned only if every caller asked for that.
+        if request.whenAbandoned == .keepPartial { existing.request.whenAbandoned = .keepPartial }
         if case .paused = existing.phase { resume(existing) }
-        return makeHandle(for: existing)
+        return makeHandle(for: existing, delivery: delivery, url: request.url)
     }
 
     /// This manager's owner token, taken on first use.
@@ -275,10 +287,14 @@ public actor DownloadManager {
         return (paths, HostReachability.Endpoint(host: host, port: port))
     }
 
-    private func makeHandle(for job: Job) -> DownloadHandle {
+    private func makeHandle(for job: Job, delivery: JoinRule.Delivery = .shared, url: URL? = nil) -> DownloadHandle {
         subscriberCounter += 1
         job.subscribers.insert(subscriberCounter)
-        return DownloadHandle(id: job.id, core: job.core, manager: self, subscriber: subscriberCounter)
+        var copy: MemoryCopy?
+        if case .memory(let limit) = delivery {
+            copy = MemoryCopy(of: job.core.result, url: url ?? job.request.url, limit: limit, threadPool: threadPool)
+        }
+        return DownloadHandle(id: job.id, core: job.core, manager: self, subscriber: subscriberCounter, copy: copy)
     }
 
     // MARK: - Control
@@ -327,6 +343,10 @@ public actor DownloadManager {
     }
 
     /// Every download's events, from now on.
+    ///
+    /// Unlike ``DownloadHandle/events``, this stream does not start with each download's
+    /// current state: make it before adding the downloads it should follow. It finishes
+    /// when the manager shuts down or is released.
     public nonisolated var events: AsyncStream<Event> { managerEvents.makeStream() }
 
     /// The whole manager's progress: bytes, rate, ETA and counts.
@@ -370,6 +390,10 @@ public actor DownloadManager {
     /// (the journal records them as paused), waiting callers get
     /// ``DownloadError/CancellationReason/shutdown``, and the HTTP client is closed. Call
     /// it once, when done with the manager.
+    ///
+    /// A manager released without it closes its HTTP client and releases its journal
+    /// entries without waiting; ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``
+    /// calls it for you.
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
@@ -395,7 +419,8 @@ public actor DownloadManager {
     // MARK: - Interest
 
     /// A handle's awaiting task was cancelled: drop its interest, and stop the download
-    /// once nobody wants it.
+    /// once nobody wants it. Its partial file is kept unless every caller asked for
+    /// ``DownloadRequest/AbandonAction/deletePartial``.
     func withdraw(subscriber: UInt64, core: JobCore) {
         guard let job = jobs[core.id], job.core === core else { return }
         job.subscribers.remove(subscriber)
@@ -594,10 +619,13 @@ public actor DownloadManager {
     // MARK: - Finishing
 
     private func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason) {
-        // Eviction and shutdown keep the partial so the download can resume later.
-        let keepsPartial = reason == .evicted || reason == .shutdown
+        // Eviction, shutdown and (unless the request says otherwise) abandonment keep the
+        // partial so the download can resume later.
+        let keepsPartial =
+            reason == .evicted || reason == .shutdown
+            || (reason == .noLongerWanted && job.request.whenAbandoned == .keepPartial)
         if !keepsPartial, let paths = job.paths { PartialFile.remove(paths) }
-        if reason == .shutdown {
+        if reason == .shutdown || (reason == .noLongerWanted && keepsPartial) {
             record(job, .paused)
         } else {
             record(job, .cancelled, errorCode: reason == .evicted ? "evicted" : "cancelled", error: reason.rawValue)
@@ -859,6 +887,21 @@ public actor DownloadManager {
         let waiters = idleWaiters
         idleWaiters = []
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// A manager released without ``shutdown()`` (nothing can be running then: a transfer
+    /// keeps its manager alive) closes its HTTP client without waiting, which keeps a debug
+    /// build from trapping in the client's deinit, and gives its journal entries up.
+    deinit {
+        guard !isShutDown else { return }
+        for task in background { task.cancel() }
+        let reachability = self.reachability
+        Task { await reachability.shutdown() }
+        journalWriter?.submit(.release(owner: me))
+        managerEvents.finish()
+        let client = self.client
+        // The callback holds the client until its shutdown is complete.
+        client.shutdown(queue: .global()) { _ in withExtendedLifetime(client) {} }
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -33,6 +33,10 @@ public struct DownloadRequest: Sendable {
     /// download with no body transferred, and changed content replaces the file
     /// atomically, as usual.
     public var forceDownload = false
+    /// What happens to the partial file when every task awaiting the result is cancelled;
+    /// ``AbandonAction/keepPartial`` unless set, so asking again resumes. Memory
+    /// destinations have no partial file.
+    public var whenAbandoned: AbandonAction
 
     /// Creates a request.
     public init(
@@ -42,7 +46,8 @@ public struct DownloadRequest: Sendable {
         priority: DownloadPriority = .normal,
         expectedSize: Int64? = nil,
         checksum: Checksum? = nil,
-        headers: [(name: String, value: String)] = []
+        headers: [(name: String, value: String)] = [],
+        whenAbandoned: AbandonAction = .keepPartial
     ) {
         self.url = url
         self.destination = destination
@@ -51,5 +56,6 @@ public struct DownloadRequest: Sendable {
         self.expectedSize = expectedSize
         self.checksum = checksum
         self.headers = headers
+        self.whenAbandoned = whenAbandoned
     }
 }

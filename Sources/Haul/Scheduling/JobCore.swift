@@ -2,7 +2,7 @@
 /// events, result and progress. All of it is safe to touch from any thread.
 final class JobCore: Sendable {
     let id: DownloadID
-    let events = EventBroadcaster<DownloadEvent>()
+    let events = EventBroadcaster<DownloadEvent>(remembering: JobCore.currentState)
     let result = ResultBox<DownloadResult>()
     let meter = ProgressMeter()
     private let managerEvents: EventBroadcaster<DownloadManager.Event>
@@ -10,6 +10,15 @@ final class JobCore: Sendable {
     init(id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>) {
         self.id = id
         self.managerEvents = managerEvents
+    }
+
+    /// What a new stream of the download's events starts with: the latest progress and the
+    /// last change of state (`queued`, `started`, `paused`, `networkLost`, …), in the order
+    /// they happened.
+    static let currentState: EventBroadcaster<DownloadEvent>.Remember = { remembered, event in
+        let isProgress = event.isProgress
+        remembered.removeAll { $0.isProgress == isProgress }
+        remembered.append(event)
     }
 
     /// Sends an event to the download's streams and the manager's stream.
@@ -37,5 +46,12 @@ final class JobCore: Sendable {
             }
         }
         result.complete(outcome)
+    }
+}
+
+extension DownloadEvent {
+    fileprivate var isProgress: Bool {
+        if case .progress = self { return true }
+        return false
     }
 }

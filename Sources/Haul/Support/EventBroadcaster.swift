@@ -3,21 +3,32 @@ import NIOConcurrencyHelpers
 /// Fans events out to any number of `AsyncStream`s, each made fresh on request.
 ///
 /// Yielding takes a lock but never hops to an actor, so the transfer's hot path can emit
-/// progress without suspending. After a terminal event, new streams receive that event
-/// and finish at once.
+/// progress without suspending. A broadcaster made with a `remember` rule keeps the
+/// events that describe the current state, and a new stream receives them first, then
+/// every later event: both happen under the lock, so nothing is lost or repeated in
+/// between. After a terminal event, new streams receive that event and finish at once.
 final class EventBroadcaster<Element: Sendable>: Sendable {
+    /// Updates the remembered events with a new one.
+    typealias Remember = @Sendable (_ remembered: inout [Element], _ event: Element) -> Void
+
     private struct State {
         var continuations: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var nextID: UInt64 = 0
+        var remembered: [Element] = []
         var terminal: Element?
         var finished = false
     }
 
     private let state = NIOLockedValueBox(State())
+    private let remember: Remember?
 
-    init() {}
+    /// Creates a broadcaster; with `remember`, new streams start with the events it keeps.
+    init(remembering remember: Remember? = nil) {
+        self.remember = remember
+    }
 
-    /// A new stream that receives every event yielded from now on.
+    /// A new stream that receives the remembered events, then every event yielded from
+    /// now on.
     func makeStream() -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
         let id: UInt64? = state.withLockedValue { state in
@@ -26,6 +37,7 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
                 continuation.finish()
                 return nil
             }
+            for element in state.remembered { continuation.yield(element) }
             let id = state.nextID
             state.nextID += 1
             state.continuations[id] = continuation
@@ -47,9 +59,13 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
         let finishing = state.withLockedValue { state -> [AsyncStream<Element>.Continuation] in
             guard !state.finished else { return [] }
             for continuation in state.continuations.values { continuation.yield(element) }
-            guard terminal else { return [] }
+            guard terminal else {
+                remember?(&state.remembered, element)
+                return []
+            }
             state.terminal = element
             state.finished = true
+            state.remembered = []
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }
@@ -60,6 +76,7 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     func finish() {
         let continuations = state.withLockedValue { state in
             state.finished = true
+            state.remembered = []
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }

@@ -9,6 +9,7 @@ final class ResultBox<Success: Sendable>: Sendable {
         var waiters: [UInt64: CheckedContinuation<Outcome?, Never>] = [:]
         var withdrawn: Set<UInt64> = []
         var nextWaiter: UInt64 = 0
+        var observers: [@Sendable (Outcome) -> Void] = []
     }
 
     private let state = NIOLockedValueBox(State())
@@ -48,14 +49,30 @@ final class ResultBox<Success: Sendable>: Sendable {
         }
     }
 
+    /// Calls `body` with the result once it is known: at once if it already is, otherwise
+    /// on the thread that completes the box. `body` must not block.
+    func whenComplete(_ body: @escaping @Sendable (Outcome) -> Void) {
+        let known = state.withLockedValue { state -> Outcome? in
+            if let outcome = state.outcome { return outcome }
+            state.observers.append(body)
+            return nil
+        }
+        if let known { body(known) }
+    }
+
     /// Sets the result and wakes every waiter. Later calls are ignored.
     func complete(_ outcome: Outcome) {
-        let waiters = state.withLockedValue { state -> [CheckedContinuation<Outcome?, Never>] in
-            guard state.outcome == nil else { return [] }
+        let (waiters, observers) = state.withLockedValue {
+            state -> ([CheckedContinuation<Outcome?, Never>], [@Sendable (Outcome) -> Void]) in
+            guard state.outcome == nil else { return ([], []) }
             state.outcome = outcome
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
+            defer {
+                state.waiters = [:]
+                state.observers = []
+            }
+            return (Array(state.waiters.values), state.observers)
         }
+        for observer in observers { observer(outcome) }
         for waiter in waiters { waiter.resume(returning: outcome) }
     }
 }
