@@ -34,6 +34,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case protocolViolation
             case invalidManifest
             case unsafePath
+            case insecureRedirect
+            case credentialsRequired
         }
 
         let base: Base
@@ -75,6 +77,14 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// directory, or something local is in the way of the manifest's layout; the message
         /// names the path.
         public static let unsafePath = Code(base: .unsafePath)
+        /// An `https` URL redirected to an `http` one, which would send the content (and any
+        /// credentials) unencrypted. Allow it with
+        /// ``DownloadManager/Configuration/allowsInsecureRedirects``.
+        public static let insecureRedirect = Code(base: .insecureRedirect)
+        /// A journaled download was started with credential headers that the journal does
+        /// not store (see ``DownloadRequest/storesCredentials``), and this process was not
+        /// given them: the job is left paused. Add the request again with its credentials.
+        public static let credentialsRequired = Code(base: .credentialsRequired)
 
         public var description: String { base.rawValue }
     }

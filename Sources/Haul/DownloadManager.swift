@@ -58,6 +58,8 @@ public actor DownloadManager {
     /// Whether the journal may hold queued jobs of this manager not yet in memory.
     private var journalMayHaveWork = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Credential headers of journaled jobs, which the journal does not store.
+    private var vault = CredentialVault()
 
     /// Creates a manager.
     ///
@@ -143,6 +145,7 @@ public actor DownloadManager {
             }
             record.owner = me
             record.session = me
+            vault.deposit(request, into: &record)
             journalWriter.submit(.upsert(record))
         }
         let job = add(request, paths: paths, endpoint: endpoint)
@@ -177,6 +180,7 @@ public actor DownloadManager {
                 continue
             }
             record.session = me
+            vault.deposit(request, into: &record)
             records.append(record)
         }
         startBackgroundWork()
@@ -633,7 +637,7 @@ public actor DownloadManager {
             // A window's jobs mostly share a directory: check each directory once per window.
             var checkedDirectories: Set<String> = []
             for record in records where jobs[DownloadID(record.id)] == nil {
-                guard let request = try? record.request(),
+                guard var request = try? record.request(),
                     let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
                 else {
                     journalWriter?.submit(
@@ -646,6 +650,15 @@ public actor DownloadManager {
                         .state(
                             id: record.id, .failed, errorCode: "duplicate",
                             error: "\(record.id) would be saved to the same file as \(other)"))
+                    continue
+                }
+                do throws(DownloadError) {
+                    try vault.restore(&request, from: record)
+                } catch {
+                    // Never run without the credentials: leave it paused, and say why.
+                    journalWriter?.submit(
+                        .state(id: record.id, .paused, errorCode: error.code.description, error: error.message))
+                    managerEvents.yield(Event(id: request.id, event: .failed(error)))
                     continue
                 }
                 if let paths { checkedDirectories.insert(paths.directory.path) }

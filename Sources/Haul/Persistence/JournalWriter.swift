@@ -197,8 +197,8 @@ final class JournalWriter: Sendable {
             sql: """
                 INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
                     priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
-                    updatedAt, owner, session, bytesPerSecond)
-                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                    updatedAt, owner, session, bytesPerSecond, credentials)
+                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     bytesCommitted = CASE
                         WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -214,7 +214,8 @@ final class JournalWriter: Sendable {
                     attempts = 0, totalBytes = COALESCE(excluded.totalBytes, job.totalBytes),
                     expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
                     updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
-                    command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0
+                    command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
+                    credentials = excluded.credentials
                 WHERE job.state != 'running' OR job.owner IS NULL OR job.owner = excluded.owner
                     OR NOT haul_alive(job.owner)
                 """
@@ -223,6 +224,7 @@ final class JournalWriter: Sendable {
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
                 record.partialPath, record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, record.createdAt, record.updatedAt, record.owner, record.session,
+                record.credentials,
             ])
     }
 }
