@@ -35,6 +35,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case invalidManifest
             case unsafePath
             case runningElsewhere
+            case insecureRedirect
+            case credentialsRequired
         }
 
         let base: Base
@@ -80,6 +82,14 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// configured not to follow it (``DownloadManager/Configuration/followsOtherProcesses``);
         /// the message names the process.
         public static let runningElsewhere = Code(base: .runningElsewhere)
+        /// An `https` URL redirected to an `http` one, which would send the content (and any
+        /// credentials) unencrypted. Allow it with
+        /// ``DownloadManager/Configuration/allowsInsecureRedirects``.
+        public static let insecureRedirect = Code(base: .insecureRedirect)
+        /// A journaled download was started with credential headers that the journal does
+        /// not store (see ``DownloadRequest/storesCredentials``), and this process was not
+        /// given them: the job is left paused. Add the request again with its credentials.
+        public static let credentialsRequired = Code(base: .credentialsRequired)
 
         public var description: String { base.rawValue }
 

@@ -43,6 +43,11 @@ extension DownloadManager {
         public var segmentationThreshold: Int64 = 16 << 20
         /// How many redirects to follow. Default 10.
         public var maxRedirects: Int = 10
+        /// Follow a redirect from `https` to `http`. Off by default: such a redirect fails
+        /// with ``DownloadError/Code/insecureRedirect``, since the content (and, on the
+        /// same host, cookies a server may set) would travel unencrypted. Credential headers
+        /// never follow a redirect to another origin either way.
+        public var allowsInsecureRedirects = false
         /// Resume a partial file even when the server gave no validator (ETag or
         /// Last-Modified) to prove the content has not changed. Off by default: without
         /// a validator a retry starts from zero.

@@ -61,6 +61,8 @@ public actor DownloadManager {
     /// Whether the journal may hold queued jobs of this manager not yet in memory.
     private var journalMayHaveWork = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Credential headers of journaled jobs, which the journal does not store.
+    private var vault = CredentialVault()
 
     /// Creates a manager.
     ///
@@ -137,7 +139,7 @@ public actor DownloadManager {
         }
         let (paths, endpoint) = try Self.validate(request)
         if let handle = try join(request, paths: paths) { return handle }
-        guard let journalWriter, let record = JobRecord(request: request, paths: paths) else {
+        guard let journalWriter, var record = JobRecord(request: request, paths: paths) else {
             startBackgroundWork()
             let job = add(request, paths: paths, endpoint: endpoint)
             let handle = makeHandle(for: job)
@@ -147,6 +149,7 @@ public actor DownloadManager {
         }
         let me = try ownerToken()
         startBackgroundWork()
+        vault.deposit(request, into: &record)
         let claim = try await claim(record, owner: me, force: request.forceDownload, writer: journalWriter)
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
@@ -226,6 +229,7 @@ public actor DownloadManager {
                 continue
             }
             record.session = me
+            vault.deposit(request, into: &record)
             records.append(record)
             if request.forceDownload { forced.insert(record.id) }
         }
@@ -256,8 +260,12 @@ public actor DownloadManager {
         let (count, attachments) = try journal.adoptUnfinished(session: me)
         var followed = 0
         for attachment in attachments where jobs[attachment.id] == nil {
-            guard let request = try? attachment.record.request() else { continue }
-            if follow(request: request, attachment) { followed += 1 }
+            guard var request = try? attachment.record.request() else { continue }
+            var missing: DownloadError?
+            do throws(DownloadError) { try vault.restore(&request, from: attachment.record) } catch { missing = error }
+            guard follow(request: request, attachment) else { continue }
+            followed += 1
+            jobs[request.id]?.credentialsError = missing
         }
         journalMayHaveWork = true
         await admit()
@@ -746,7 +754,13 @@ public actor DownloadManager {
     /// Claims a followed download whose holder died (or whose row is gone) and runs it
     /// here, from its partial file.
     private func takeOver(_ job: Job) async {
-        guard let journalWriter, let record = JobRecord(request: job.request, paths: job.paths) else { return }
+        guard let journalWriter, var record = JobRecord(request: job.request, paths: job.paths) else { return }
+        if let missing = job.credentialsError {
+            // Never run without its credentials; the journal keeps the job for whoever has them.
+            finish(job, .failure(missing), journaled: true)
+            return
+        }
+        vault.deposit(job.request, into: &record)
         guard let claim = try? await claim(record, owner: me, force: false, writer: journalWriter),
             jobs[job.id] === job, job.following != nil
         else { return }
@@ -842,7 +856,7 @@ public actor DownloadManager {
             // A window's jobs mostly share a directory: check each directory once per window.
             var checkedDirectories: Set<String> = []
             for record in records where jobs[DownloadID(record.id)] == nil {
-                guard let request = try? record.request(),
+                guard var request = try? record.request(),
                     let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
                 else {
                     journalWriter?.submit(
@@ -855,6 +869,15 @@ public actor DownloadManager {
                         .state(
                             id: record.id, .failed, errorCode: "duplicate",
                             error: "\(record.id) would be saved to the same file as \(other)"))
+                    continue
+                }
+                do throws(DownloadError) {
+                    try vault.restore(&request, from: record)
+                } catch {
+                    // Never run without the credentials: leave it paused, and say why.
+                    journalWriter?.submit(
+                        .state(id: record.id, .paused, errorCode: error.code.description, error: error.message))
+                    managerEvents.yield(Event(id: request.id, event: .failed(error)))
                     continue
                 }
                 if let paths { checkedDirectories.insert(paths.directory.path) }

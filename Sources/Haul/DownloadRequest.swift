@@ -9,11 +9,40 @@ public import Foundation
 ///     checksum: try Checksum(.sha256, hex: "9f86d0…")
 /// )
 /// ```
+///
+/// ## Credentials
+///
+/// `Authorization`, `Proxy-Authorization` and `Cookie` headers, and any header named in
+/// ``sensitiveHeaderNames``, are credentials: they go only to the origin (scheme, host and
+/// port) of ``url``. A redirect to another origin drops them (they are sent again if a
+/// later redirect returns to the origin), and segment requests to another origin go
+/// without them. User info in the URL (`https://user:password@host/…`) is removed from
+/// ``url`` and becomes an `Authorization: Basic …` header for that origin, so the password
+/// never shows in the ID, events, logs or the journal. A journal does not store credential
+/// headers unless ``storesCredentials`` is set: a later process (`haul resume`) then needs
+/// the request again, with its credentials.
+///
+/// ```swift
+/// var request = DownloadRequest(
+///     url: URL(string: "https://api.example.com/releases/assets/42")!,
+///     destination: .directory(downloads),
+///     headers: [("Authorization", "Bearer \(token)"), ("X-Api-Key", key)])
+/// request.sensitiveHeaderNames = ["X-Api-Key"]
+/// ```
 public struct DownloadRequest: Sendable {
-    /// The caller's ID for the download. Defaults to the URL's absolute string.
+    /// The headers that are always credentials, whatever ``sensitiveHeaderNames`` says.
+    public static let credentialHeaderNames: Set<String> = ["Authorization", "Proxy-Authorization", "Cookie"]
+
+    /// The caller's ID for the download. Defaults to the URL's absolute string (without
+    /// user info).
     public var id: DownloadID
     /// The resource to fetch. Only `http` and `https` are supported.
-    public var url: URL
+    ///
+    /// User info (`user:password@`) never stays in it: it is removed, and becomes an
+    /// `Authorization: Basic …` header unless one is given.
+    public var url: URL {
+        didSet { absorbUserInfo() }
+    }
     /// Where the bytes go.
     public var destination: DownloadDestination
     /// How urgently the download is wanted; it can change later with
@@ -23,7 +52,9 @@ public struct DownloadRequest: Sendable {
     public var expectedSize: Int64?
     /// The digest the content must have, checked before the file is moved into place.
     public var checksum: Checksum?
-    /// Extra request headers, sent with every attempt and redirect.
+    /// Extra request headers, sent with every attempt. Credential headers (see
+    /// ``sensitiveHeaderNames``) go only to the origin of ``url``; the others follow
+    /// redirects everywhere.
     public var headers: [(name: String, value: String)]
     /// Downloads again even when the destination still holds this download's completed
     /// file, unchanged since it was saved.
@@ -37,6 +68,19 @@ public struct DownloadRequest: Sendable {
     /// ``AbandonAction/keepPartial`` unless set, so asking again resumes. Memory
     /// destinations have no partial file.
     public var whenAbandoned: AbandonAction
+    /// Names of further headers in ``headers`` that are credentials, like `X-Api-Key`
+    /// (compared case-insensitively). They go only to the origin of ``url`` and are not
+    /// stored in the journal unless ``storesCredentials`` is set. `Authorization`,
+    /// `Proxy-Authorization` and `Cookie` are always credentials
+    /// (``credentialHeaderNames``). Empty by default.
+    public var sensitiveHeaderNames: Set<String> = []
+    /// Whether a journal stores this request's credential headers, so that another
+    /// process (`haul resume`) can continue the download without being given them again.
+    /// Off by default: they are kept in this manager's memory only, and a job restored
+    /// from the journal without them is left paused with
+    /// ``DownloadError/Code/credentialsRequired``. The journal file is readable by its
+    /// owner only (mode 0600).
+    public var storesCredentials = false
 
     /// Creates a request.
     public init(
@@ -51,11 +95,48 @@ public struct DownloadRequest: Sendable {
     ) {
         self.url = url
         self.destination = destination
-        self.id = id ?? DownloadID(url.absoluteString)
         self.priority = priority
         self.expectedSize = expectedSize
         self.checksum = checksum
         self.headers = headers
         self.whenAbandoned = whenAbandoned
+        self.id = id ?? DownloadID(url.absoluteString)
+        absorbUserInfo()
+        // An ID spelled as the URL with its password is the URL without it.
+        if id == nil || id?.rawValue == url.absoluteString { self.id = DownloadID(self.url.absoluteString) }
+    }
+
+    /// Whether `name` is a credential header of this request.
+    func isCredential(_ name: String) -> Bool {
+        Self.isCredential(name, extra: Set(sensitiveHeaderNames.map { $0.lowercased() }))
+    }
+
+    /// Whether `name` is a credential given the lowercased `extra` names.
+    static func isCredential(_ name: String, extra: Set<String>) -> Bool {
+        switch name.lowercased() {
+        case "authorization", "proxy-authorization", "cookie": true
+        case let lowercased: extra.contains(lowercased)
+        }
+    }
+
+    /// Moves user info out of ``url`` into an `Authorization: Basic` header (unless one is
+    /// given).
+    private mutating func absorbUserInfo() {
+        guard url.user != nil || url.password != nil else { return }
+        let stripped = url.removingUserInfo
+        guard stripped != url else { return }
+        let authorization = Self.basicAuthorization(from: url)
+        url = stripped
+        guard let authorization, !headers.contains(where: { $0.name.lowercased() == "authorization" }) else { return }
+        headers.append(authorization)
+    }
+
+    /// `Authorization: Basic …` from `url`'s user info (percent-decoded); `nil` without any.
+    static func basicAuthorization(from url: URL) -> (name: String, value: String)? {
+        guard url.user != nil || url.password != nil,
+            let components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+        else { return nil }
+        let credentials = "\(components.user ?? ""):\(components.password ?? "")"
+        return ("Authorization", "Basic " + Data(credentials.utf8).base64EncodedString())
     }
 }

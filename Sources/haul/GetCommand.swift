@@ -58,7 +58,9 @@ struct Get: AsyncParsableCommand {
 
     @Option(
         name: .customLong("header"),
-        help: ArgumentHelp("An extra request header, 'Name: value'; repeatable.", valueName: "header"))
+        help: ArgumentHelp(
+            "An extra request header, 'Name: value'; repeatable. Authorization, Proxy-Authorization and Cookie are credentials (see --secret-header).",
+            valueName: "header"))
     var headers: [String] = []
 
     @Flag(
@@ -68,6 +70,17 @@ struct Get: AsyncParsableCommand {
             and kept when the server answers 304 Not Modified.)
             """)
     var force = false
+    @Option(
+        name: .customLong("secret-header"),
+        help: ArgumentHelp(
+            "A request header that is a credential, 'Name: value'; repeatable. Like Authorization, it goes only to the URL's own origin (scheme, host, port), never to another one a redirect names, and is not stored in the journal without --store-credentials.",
+            valueName: "header"))
+    var secretHeaders: [String] = []
+
+    @Flag(
+        name: .customLong("store-credentials"),
+        help: "Store credential headers (and URL user info) in the journal (readable by you only), so that 'haul resume' can continue without them being given again.")
+    var storeCredentials = false
 
     @OptionGroup var options: DownloadOptions
 
@@ -75,7 +88,8 @@ struct Get: AsyncParsableCommand {
 
     mutating func run() async throws {
         let configuration = try options.managerConfiguration()
-        let headers = try parsedHeaders()
+        let headers = try Self.parsedHeaders(self.headers, option: "--header")
+        let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let fixedChecksum = try parsedChecksum()
         if let output, let problem = InputFile.fileNameProblem(output) {
             throw ValidationError("-o '\(output)': \(problem).")
@@ -88,7 +102,9 @@ struct Get: AsyncParsableCommand {
         let session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)
         let code = await session.run { intake in
             await intake.expect(scan.count)
-            await feed(intake, input: input, scan: scan, checksum: fixedChecksum, directory: directory, headers: headers)
+            await feed(
+                intake, input: input, scan: scan, checksum: fixedChecksum, directory: directory,
+                headers: headers + secretHeaders, secretNames: Set(secretHeaders.map { $0.name }))
         }
         if code != 0 { throw ExitCode(code) }
     }
@@ -185,7 +201,7 @@ struct Get: AsyncParsableCommand {
     /// name another URL claimed first is reported as a duplicate instead.
     private func feed(
         _ intake: Intake, input: InputSource?, scan: Scan, checksum fixedChecksum: Checksum?, directory: URL,
-        headers: [(name: String, value: String)]
+        headers: [(name: String, value: String)], secretNames: Set<String>
     ) async {
         var batch: [DownloadRequest] = []
         batch.reserveCapacity(min(Self.batchSize, scan.count))
@@ -196,6 +212,8 @@ struct Get: AsyncParsableCommand {
                 url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
                 checksum: entry.checksum, headers: headers)
             request.forceDownload = force
+            request.sensitiveHeaderNames = secretNames
+            request.storesCredentials = storeCredentials
             guard scan.owns(entry) else {
                 let name = InputFile.partialKey(for: entry)
                 let message =
@@ -237,20 +255,21 @@ struct Get: AsyncParsableCommand {
         }
     }
 
-    private func parsedHeaders() throws -> [(name: String, value: String)] {
+    /// Parses `Name: value` headers. Messages never repeat a value: it may be a secret.
+    static func parsedHeaders(_ headers: [String], option: String) throws -> [(name: String, value: String)] {
         try headers.map { header in
             guard let colon = header.firstIndex(of: ":") else {
-                throw ValidationError("--header '\(header)' must look like 'Name: value'.")
+                throw ValidationError("\(option): a header must look like 'Name: value' (this one has no colon).")
             }
             let name = header[..<colon].trimmingCharacters(in: .whitespaces)
             let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789").union(
                 CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"))
             guard !name.isEmpty, name.unicodeScalars.allSatisfy({ token.contains($0) }) else {
-                throw ValidationError("--header '\(header)': '\(name)' is not a valid header name.")
+                throw ValidationError("\(option): a header name must be a token such as 'X-Api-Key' (without spaces).")
             }
             guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                throw ValidationError("--header '\(header)': the value must be on one line.")
+                throw ValidationError("\(option) '\(name): …': the value must be on one line.")
             }
             return (name, value)
         }

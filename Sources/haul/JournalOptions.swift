@@ -7,7 +7,7 @@ struct JournalOptions: ParsableArguments {
     @Option(
         name: .customLong("journal"),
         help: ArgumentHelp(
-            "The journal of downloads, created if missing. (default: $XDG_STATE_HOME/haul/journal.sqlite or ~/.local/state/haul/journal.sqlite)",
+            "The journal of downloads, created if missing, readable by you only. (default: $XDG_STATE_HOME/haul/journal.sqlite or ~/.local/state/haul/journal.sqlite; on macOS ~/Library/Application Support/haul/journal.sqlite)",
             valueName: "path"))
     var path: String?
 
@@ -54,6 +54,11 @@ struct DownloadOptions: ParsableArguments {
             valueName: "seconds"))
     var timeout: Double?
 
+    @Flag(
+        name: .customLong("allow-insecure-redirects"),
+        help: "Follow redirects from https to http. (default: refused; credential headers never follow a redirect to another origin)")
+    var allowInsecureRedirects = false
+
     @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
     var quiet = false
 
@@ -78,6 +83,7 @@ struct DownloadOptions: ParsableArguments {
         if quiet && json { throw ValidationError("--quiet and --json cannot be used together.") }
         var configuration = DownloadManager.Configuration()
         configuration.followsOtherProcesses = !noWait
+        configuration.allowsInsecureRedirects = allowInsecureRedirects
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
             configuration.maxConcurrentDownloads = jobs

@@ -52,7 +52,8 @@
 //
 // Every object except `summary` has:
 //
-//     id      string  the download's ID: its URL as given (normalised by URL parsing)
+//     id      string  the download's ID: its URL as given (normalised by URL parsing,
+//                     without user info: a password never appears in any event)
 //
 // and, per event:
 //
@@ -78,7 +79,12 @@
 //                      transferred  integer  bytes received in this run (less after a resume)
 //                      url          string   the URL the content came from, after redirects
 //     failed           code         string   the error code, e.g. "httpStatus", "checksumMismatch",
-//                                            "network", "timeout", "diskFull", "duplicate"
+//                                            "network", "timeout", "diskFull", "duplicate",
+//                                            "insecureRedirect" (https redirected to http, refused
+//                                            without --allow-insecure-redirects),
+//                                            "credentialsRequired" (haul resume of a download whose
+//                                            credentials the journal does not store: it stays
+//                                            paused and nothing is sent)
 //                      error        string   the error message
 //                      status       integer  the HTTP status, or null
 //     cancelled        reason       string   e.g. "shutdown", "evicted", "cancelled"

@@ -11,6 +11,12 @@ struct Resume: AsyncParsableCommand {
             'haul pause', and runs them to the end from their partial files. Output and exit \
             status are those of 'haul get'; with nothing to resume it prints "nothing to \
             resume" and exits with 0.
+
+            The journal does not store credentials (Authorization, Proxy-Authorization, \
+            Cookie, --secret-header, user info in the URL) unless 'haul get' was given \
+            --store-credentials. A download that needs them is not sent without them: it \
+            stays paused, is reported as failed (credentialsRequired) and the exit status \
+            is 1. Run the same 'haul get' command again, with its credentials, to finish it.
             """)
 
     @OptionGroup var options: DownloadOptions

@@ -260,7 +260,10 @@ struct JournalTests {
         // When it is opened
         let journal = try Journal(path: path)
         // Then it is upgraded, and its rows are intact
-        #expect(try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }.count == 5)
+        let applied = try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }
+        #expect(applied.count == 6)
+        #expect(applied.contains("v5: credentials"))
+        #expect(applied.contains("v6: completed files"))
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)
         #expect(job.bytes == 4096)

@@ -51,6 +51,10 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
     var fileModified: Int64?
     /// The validator its content came with (as ``validator``).
     var fileValidator: String?
+    // Added by migration v5.
+    /// The credential headers the job was started with, as a ``CredentialReference``;
+    /// `nil` when it has none.
+    var credentials: String?
 
     enum Columns {
         static let id = Column(CodingKeys.id)
@@ -100,6 +104,7 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         fileSize = row["fileSize"]
         fileModified = row["fileModified"]
         fileValidator = row["fileValidator"]
+        credentials = row["credentials"]
     }
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
@@ -129,7 +134,16 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
         validator = nil
         expectedSize = request.expectedSize
         checksum = request.checksum?.description
-        headers = request.headers.isEmpty ? nil : Self.encode(headers: request.headers)
+        // Credential headers stay out of the journal unless the request says otherwise; the
+        // manager's ``CredentialVault`` keeps them and fills in the reference.
+        let secret = request.headers.filter { request.isCredential($0.name) }
+        let stored = secret.isEmpty || request.storesCredentials ? request.headers : request.headers.filter {
+            !request.isCredential($0.name)
+        }
+        headers = stored.isEmpty ? nil : Self.encode(headers: stored)
+        credentials =
+            secret.isEmpty
+            ? nil : CredentialReference(names: secret.map { $0.name }, stored: request.storesCredentials).text
         lastError = nil
         createdAt = now
         updatedAt = now
@@ -173,12 +187,20 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
             destinationKind == "file"
             ? .file(URL(fileURLWithPath: destinationPath, isDirectory: false))
             : .directory(URL(fileURLWithPath: destinationPath, isDirectory: true), name: destinationName)
-        return DownloadRequest(
+        var request = DownloadRequest(
             url: url, destination: destination, id: DownloadID(id),
             priority: DownloadPriority(rawValue: priority) ?? .normal, expectedSize: expectedSize,
             checksum: try checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
             headers: headers.map(Self.decode(headers:)) ?? [])
+        if let reference = credentialReference {
+            request.sensitiveHeaderNames = Set(reference.names.filter { !request.isCredential($0) })
+            request.storesCredentials = reference.stored
+        }
+        return request
     }
+
+    /// What ``credentials`` says.
+    var credentialReference: CredentialReference? { credentials.flatMap(CredentialReference.init(text:)) }
 
     static func encode(headers: [(name: String, value: String)]) -> String {
         let pairs = headers.map { [$0.name, $0.value] }

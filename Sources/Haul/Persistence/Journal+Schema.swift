@@ -70,6 +70,14 @@ extension Journal {
             try db.drop(index: "job_admission")
             try db.execute(sql: "CREATE INDEX job_claim ON job(session, state, owner, priority DESC)")
         }
+        migrator.registerMigration("v5: credentials") { db in
+            // Which credential headers a job was started with, and a reference to them that
+            // reveals nothing (see `CredentialReference`); their values are not in `headers`
+            // unless the user chose to store them.
+            try db.alter(table: "job") { table in
+                table.add(column: "credentials", .text)
+            }
+        }
         migrator.registerMigration("v6: completed files") { db in
             // `owner` and `session` now hold owner tokens (see `OwnerLocks`), not PIDs; a PID
             // left by an older version names no live owner. The completed file's path, size,

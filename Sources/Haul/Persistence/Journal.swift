@@ -1,3 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Foundation
 public import GRDB
 import NIOConcurrencyHelpers
@@ -22,8 +29,15 @@ public final class Journal: Sendable {
     /// them: refreshed inside each write transaction that asks (see ``refreshLiveOwners(_:)``).
     private let liveSnapshot = NIOLockedValueBox<Set<Int64>>([])
 
-    /// `$XDG_STATE_HOME/haul/journal.sqlite`, else `~/.local/state/haul/journal.sqlite`.
+    /// `$XDG_STATE_HOME/haul/journal.sqlite`, else `~/.local/state/haul/journal.sqlite`; on
+    /// Apple platforms `haul/journal.sqlite` in Application Support (the app's container on
+    /// iOS).
     public static var defaultPath: String {
+        #if canImport(Darwin)
+        if let support = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first {
+            return support.appendingPathComponent("haul/journal.sqlite").path
+        }
+        #endif
         let environment = ProcessInfo.processInfo.environment
         let base: String
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
@@ -37,19 +51,24 @@ public final class Journal: Sendable {
 
     /// Opens (creating if needed) the journal at `path`, creating its directory, and
     /// brings its schema up to date.
+    ///
+    /// The journal may hold request headers, so only its owner can read it: the file (and
+    /// with it SQLite's `-wal` and `-shm` files) is created with mode 0600, an existing one
+    /// is tightened to it, and a directory created for it gets 0700 (as does the default
+    /// journal's `haul` directory; other existing directories are left as they are).
     public convenience init(path: String) throws(DownloadError) {
-        let directory = (path as NSString).deletingLastPathComponent
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw DownloadError(.fileSystem, "cannot create the journal's directory \(directory): \(error.localizedDescription)")
-        }
+        try Self.createPrivately(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         // Two readers are plenty: the journal is read in short queries.
         configuration.maximumReaderCount = 2
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            #if canImport(Darwin)
+            // Darwin's fsync stops at the drive's cache; F_FULLFSYNC reaches the medium.
+            try db.execute(sql: "PRAGMA fullfsync = ON")
+            try db.execute(sql: "PRAGMA checkpoint_fullfsync = ON")
+            #endif
         }
         let pool: DatabasePool
         do {
@@ -58,6 +77,40 @@ public final class Journal: Sendable {
             throw DownloadError(.fileSystem, "cannot open the journal \(path): \(error)")
         }
         try self.init(writer: pool)
+    }
+
+    /// Creates the journal's directory (0700) and file (0600) before SQLite opens it, which
+    /// gives its `-wal` and `-shm` files the file's mode; tightens an existing journal
+    /// file (and its `-wal` and `-shm`) of ours to 0600.
+    private static func createPrivately(_ path: String) throws(DownloadError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let manager = FileManager.default
+        var isDirectory: ObjCBool = false
+        if manager.fileExists(atPath: directory, isDirectory: &isDirectory) {
+            // Only the default directory, which is Haul's own: never a directory the user named.
+            if isDirectory.boolValue, directory == (defaultPath as NSString).deletingLastPathComponent {
+                tighten(directory, to: 0o700)
+            }
+        } else {
+            do {
+                try manager.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw DownloadError(
+                    .fileSystem, "cannot create the journal's directory \(directory): \(error.localizedDescription)")
+            }
+        }
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw .fileSystem("create the journal", path: path, errno: errno) }
+        close(descriptor)
+        for file in [path, path + "-wal", path + "-shm"] { tighten(file, to: 0o600) }
+    }
+
+    /// Takes group and other permissions away from `path`, if it is ours.
+    private static func tighten(_ path: String, to mode: mode_t) {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 != 0 else { return }
+        _ = chmod(path, mode)
     }
 
     /// Uses `writer` as the journal and brings its schema up to date.

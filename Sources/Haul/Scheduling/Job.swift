@@ -32,6 +32,9 @@ final class Job {
     var startOrder: UInt64 = 0
     /// Handles that still want the result.
     var subscribers: Set<UInt64> = []
+    /// Why a followed download, rebuilt from the journal, cannot be taken over here: its
+    /// credentials are neither in the journal nor in this manager's vault.
+    var credentialsError: DownloadError?
     /// What the journal knew of the partial file before this process started the job.
     var journaled: TransferOperation.JournaledProgress?
 

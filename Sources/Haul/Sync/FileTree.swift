@@ -104,7 +104,7 @@ enum FileTree {
     static func syncDirectory(_ directory: String) {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
+        _ = durableSync(descriptor)
         close(descriptor)
     }
 }

@@ -20,6 +20,8 @@ struct ManifestFetcher: Sendable {
 
     let client: HTTPClient
     let configuration: DownloadManager.Configuration
+    /// Credential headers for the manifest URL's origin only (see ``RedirectPolicy``).
+    var credentials: [(name: String, value: String)] = []
 
     func fetch(_ url: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
         var retries = 0
@@ -40,12 +42,16 @@ struct ManifestFetcher: Sendable {
     }
 
     private func attempt(_ original: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
+        let policy = RedirectPolicy(
+            url: original, headers: credentials, allowsDowngrade: configuration.allowsInsecureRedirects)
         var url = original
+        var headers = policy.headers(for: url)
         var visited: Set<String> = [url.absoluteString]
         var redirects = 0
         while true {
             var request = HTTPClientRequest(url: url.absoluteString)
             request.headers.add(name: "User-Agent", value: configuration.userAgent)
+            for header in headers { request.headers.add(name: header.name, value: header.value) }
             request.headers.add(name: "Accept", value: "application/xml, application/json, text/xml;q=0.9, */*;q=0.5")
             if let etag { request.headers.add(name: "If-None-Match", value: etag) }
             if let lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
@@ -87,7 +93,7 @@ struct ManifestFetcher: Sendable {
                 return .notModified(finalURL: url)
             case 301, 302, 303, 307, 308:
                 guard let location = response.headers.first(name: "Location"),
-                    let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                    let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
                     let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
                 else {
                     throw DownloadError(
@@ -101,6 +107,7 @@ struct ManifestFetcher: Sendable {
                 guard visited.insert(next.absoluteString).inserted else {
                     throw DownloadError(.redirectLoop, "the manifest's redirects loop back to \(next.absoluteString)")
                 }
+                headers = try policy.follow(from: url, to: next)
                 url = next
             case 200..<300:
                 throw DownloadError(

@@ -180,6 +180,6 @@ struct StagedSwitch {
             _ = futimens(output, &times)
         }
         _ = fchmod(output, mode_t(mode))
-        guard fsync(output) == 0 else { throw DownloadError.fileSystem("sync", path: destination, errno: errno) }
+        guard durableSync(output) == 0 else { throw DownloadError.fileSystem("sync", path: destination, errno: errno) }
     }
 }

@@ -11,7 +11,11 @@ import NIOPosix
 /// One sync, stage by stage. See ``Syncer`` for the behaviour.
 struct SyncRun {
     let manager: DownloadManager
+    /// The manifest's URL, without user info.
     let manifestURL: URL
+    /// `Authorization: Basic` from the manifest URL's user info, for its origin only: the
+    /// manifest and the files on the same origin.
+    let credentials: [(name: String, value: String)]
     /// The directory, as an absolute real path.
     let root: String
     let options: SyncOptions
@@ -31,7 +35,8 @@ struct SyncRun {
         emit: @escaping @Sendable (SyncEvent) -> Void
     ) {
         self.manager = manager
-        self.manifestURL = manifestURL
+        self.manifestURL = manifestURL.removingUserInfo
+        self.credentials = DownloadRequest.basicAuthorization(from: manifestURL).map { [$0] } ?? []
         self.root = root
         self.options = options
         self.emit = emit
@@ -83,7 +88,8 @@ struct SyncRun {
         var placed: [String: FileStatus] = [:]
         let transfers = SyncTransfers(
             manager: manager, baseURL: base, target: target, priority: options.priority,
-            reuseVerified: options.atomic, emit: emit)
+            reuseVerified: options.atomic, credentials: credentials, credentialOrigin: RedirectPolicy.Origin(manifestURL),
+            emit: emit)
         let outcomes = await transfers.run(work.downloads, cache: cache)
         for outcome in outcomes {
             switch outcome.result {
@@ -162,7 +168,8 @@ struct SyncRun {
 
     private func fetchManifest() async throws(DownloadError) -> (Manifest, URL, Bool) {
         let remembered = try journal?.syncState(directory: root, manifestURL: manifestURL.absoluteString)
-        let fetcher = ManifestFetcher(client: manager.client, configuration: manager.configuration)
+        let fetcher = ManifestFetcher(
+            client: manager.client, configuration: manager.configuration, credentials: credentials)
         let outcome = try await fetcher.fetch(
             manifestURL, etag: remembered?.etag, lastModified: remembered?.etag == nil ? remembered?.lastModified : nil)
         switch outcome {

@@ -32,6 +32,10 @@ struct SyncTransfers: Sendable {
     /// Whether a complete file already at the target may be kept if its SHA-256 matches:
     /// true for a staging directory, where only verified files are ever renamed in.
     let reuseVerified: Bool
+    /// Credentials from the manifest URL, sent only to files on ``credentialOrigin``.
+    let credentials: [(name: String, value: String)]
+    /// The manifest URL's origin.
+    let credentialOrigin: RedirectPolicy.Origin?
     let emit: @Sendable (SyncEvent) -> Void
 
     func run(_ downloads: [SyncPlanner.Download], cache: HashCache) async -> [Outcome] {
@@ -105,7 +109,8 @@ struct SyncTransfers: Sendable {
                 let request = DownloadRequest(
                     url: url, destination: .file(URL(fileURLWithPath: destination, isDirectory: false)),
                     id: DownloadID("sync:" + destination), priority: priority, expectedSize: entry.size,
-                    checksum: try Self.checksum(entry.sha256))
+                    checksum: try Self.checksum(entry.sha256),
+                    headers: RedirectPolicy.Origin(url) == credentialOrigin ? credentials : [])
                 let handle = try await manager.download(request)
                 transferred = try await handle.result.bytesTransferred
             }
@@ -156,7 +161,7 @@ struct SyncTransfers: Sendable {
         let temporary = path + PartialPaths.partialSuffix
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard descriptor >= 0 else { throw DownloadError.fileSystem("create", path: temporary, errno: errno) }
-        let synced = fsync(descriptor) == 0
+        let synced = durableSync(descriptor) == 0
         close(descriptor)
         guard synced, rename(temporary, path) == 0 else {
             throw DownloadError.fileSystem("write", path: path, errno: errno)

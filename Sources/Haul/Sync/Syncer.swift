@@ -72,7 +72,7 @@ public struct Syncer: Sendable {
         guard let scheme = manifestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
             manifestURL.host?.isEmpty == false
         else {
-            throw .invalid("the manifest URL '\(manifestURL.absoluteString)' is not an http or https URL")
+            throw .invalid("the manifest URL '\(manifestURL.removingUserInfo.absoluteString)' is not an http or https URL")
         }
         guard directory.isFileURL else { throw .invalid("\(directory) is not a directory path") }
         if !options.dryRun {

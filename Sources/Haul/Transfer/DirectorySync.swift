@@ -83,7 +83,7 @@ final class DirectorySync: @unchecked Sendable {
     private static func fsyncDirectory(_ directory: String) {
         let descriptor = open(directory, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
+        _ = durableSync(descriptor)
         _ = close(descriptor)
     }
 }

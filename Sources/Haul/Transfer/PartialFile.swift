@@ -161,7 +161,7 @@ final class PartialFile: Sendable {
     /// Flushes the file's data to stable storage.
     func sync() throws(DownloadError) {
         guard let descriptor = openDescriptor else { return }
-        guard fsync(descriptor) == 0 else { throw .fileSystem("sync", path: path, errno: errno) }
+        guard durableSync(descriptor) == 0 else { throw .fileSystem("sync", path: path, errno: errno) }
     }
 
     /// Closes the descriptor. Call exactly once, after every write has finished.

@@ -289,7 +289,7 @@ struct TransferOperation: Sendable {
     ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         let transfer = SegmentedTransfer(
             client: client, url: url, validator: validator, table: table, file: file, paths: paths,
-            metadata: metadata, connections: connections, headers: request.headers, configuration: configuration,
+            metadata: metadata, connections: connections, headers: policy.headers(for: url), configuration: configuration,
             core: core, threadPool: threadPool, checkpointer: checkpointer, logger: logger)
         let outcome = try await transfer.run()
         reachability.noteAnswered(endpoint.key)
@@ -397,7 +397,9 @@ struct TransferOperation: Sendable {
         plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
         segmentationThreshold: Int64? = nil, partialIsEmpty: Bool = false
     ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
+        let policy = self.policy
         var url = request.url
+        var headers = policy.headers(for: url)
         var visited: Set<String> = [url.absoluteString]
         var restarted = false
         while true {
@@ -406,7 +408,7 @@ struct TransferOperation: Sendable {
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
                 threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold,
                 partialIsEmpty: partialIsEmpty && !restarted)
-            let transportError = await send(url: url, plan: plan, delegate: delegate)
+            let transportError = await send(url: url, headers: headers, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
             if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
@@ -432,11 +434,13 @@ struct TransferOperation: Sendable {
                 plan = .fresh
                 core.meter.reset(completed: 0, total: request.expectedSize)
             case .redirect(let location):
-                guard let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                // User info in a Location is dropped: credentials come only from the request.
+                guard let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
                     let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
                 else {
                     throw DownloadError(
-                        .protocolViolation, "\(url.absoluteString) redirects to an unusable location '\(location)'")
+                        .protocolViolation,
+                        "\(url.absoluteString) redirects to an unusable location '\(Self.redacted(location))'")
                 }
                 guard !visited.contains(next.absoluteString) else {
                     throw DownloadError(
@@ -447,17 +451,32 @@ struct TransferOperation: Sendable {
                         .tooManyRedirects,
                         "\(request.url.absoluteString): more than \(configuration.maxRedirects) redirects")
                 }
+                headers = try policy.follow(from: url, to: next)
                 visited.insert(next.absoluteString)
                 url = next
             }
         }
     }
 
-    /// Sends one request and waits for its end; returns the transport error, if any.
-    private func send(url: URL, plan: ResumePlan, delegate: TransferDelegate) async -> (any Error)? {
+    /// Which headers go to which hop: credentials only to the request's origin.
+    private var policy: RedirectPolicy {
+        RedirectPolicy(request: request, allowsDowngrade: configuration.allowsInsecureRedirects)
+    }
+
+    /// A Location for a message: without user info, which may hold a password.
+    static func redacted(_ location: String) -> String {
+        guard let url = URL(string: location), url.user != nil || url.password != nil else { return location }
+        return url.removingUserInfo.absoluteString
+    }
+
+    /// Sends one request with `extraHeaders` (chosen by the redirect policy) and waits for
+    /// its end; returns the transport error, if any.
+    private func send(
+        url: URL, headers extraHeaders: [(name: String, value: String)], plan: ResumePlan, delegate: TransferDelegate
+    ) async -> (any Error)? {
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
-        for header in request.headers { headers.add(name: header.name, value: header.value) }
+        for header in extraHeaders { headers.add(name: header.name, value: header.value) }
         for (name, value) in plan.requestHeaders { headers.replaceOrAdd(name: name, value: value) }
         let httpRequest: HTTPClient.Request
         do {
