@@ -182,7 +182,7 @@ public actor DownloadManager {
         if request.priority > existing.request.priority { setPriority(request.priority, of: existing) }
         // The partial is deleted when abandoned only if every caller asked for that.
         if request.whenAbandoned == .keepPartial { existing.request.whenAbandoned = .keepPartial }
-        if case .paused = existing.phase { resume(existing) }
+        if existing.lifecycle.phase == .paused { resume(existing) }
         return makeHandle(for: existing, delivery: delivery, url: request.url)
     }
 
@@ -331,7 +331,7 @@ public actor DownloadManager {
         var stopping: [Task<Void, Never>] = []
         // Downloads another process runs are its to pause.
         for job in Array(jobs.values) where job.following == nil {
-            if case .running(let task) = job.phase { stopping.append(task) }
+            if job.isRunning, let task = job.task { stopping.append(task) }
             stop(job, intent: .pause)
         }
         for task in stopping { await task.value }
@@ -370,13 +370,14 @@ public actor DownloadManager {
             } else {
                 knownTotal = nil
             }
-            switch job.phase {
+            switch job.lifecycle.phase {
             case .queued: total.queued += 1
             case .running: total.running += 1
             case .paused: total.paused += 1
             case .waiting: total.waiting += 1
             case .elsewhere(let following):
                 if following.isPaused { total.paused += 1 } else { total.running += 1 }
+            case .finished: break
             }
         }
         total.totalBytes = knownTotal
@@ -407,7 +408,7 @@ public actor DownloadManager {
         isShutDown = true
         var tasks: [Task<Void, Never>] = []
         for job in Array(jobs.values) {
-            if case .running(let task) = job.phase { tasks.append(task) }
+            if job.isRunning, let task = job.task { tasks.append(task) }
             stop(job, intent: .cancel(.shutdown))
         }
         for task in tasks { await task.value }
@@ -449,17 +450,16 @@ public actor DownloadManager {
 
     // MARK: - Scheduling
 
+    /// Puts a new job in the queue.
     private func enqueue(_ job: Job) {
-        job.phase = .queued
-        queue.enqueue(job.id, priority: job.request.priority)
-        job.core.emit(.queued)
+        perform([.enqueue(record: false)], for: job)
     }
 
     private func schedule() {
         guard !isShutDown else { return }
         while runningCount < configuration.maxConcurrentDownloads {
             guard let id = queue.dequeue(where: { hasHostCapacity(for: $0) }), let job = jobs[id] else { break }
-            start(job)
+            perform(job.lifecycle.start(), for: job)
         }
         if journalMayHaveWork, queue.count < configuration.admissionWindow / 2 {
             Task { await self.admit() }
@@ -468,9 +468,9 @@ public actor DownloadManager {
         guard configuration.overflowPolicy == .replaceOldest, runningCount >= configuration.maxConcurrentDownloads
         else { return }
         // Make room for every queued download that has no slot being freed for it yet.
-        let stopping = jobs.values.filter { $0.isRunning && $0.stopIntent != nil }.count
+        let stopping = jobs.values.filter { $0.isRunning && $0.lifecycle.stopIntent != nil }.count
         var deficit = queue.count - stopping
-        let candidates = jobs.values.filter { $0.isRunning && $0.stopIntent == nil }.sorted {
+        let candidates = jobs.values.filter { $0.isRunning && $0.lifecycle.stopIntent == nil }.sorted {
             $0.startOrder < $1.startOrder
         }
         for job in candidates where deficit > 0 {
@@ -484,7 +484,53 @@ public actor DownloadManager {
         return hostCounts[job.endpoint.key, default: 0] < configuration.maxConnectionsPerHost
     }
 
-    private func start(_ job: Job) {
+    /// Carries out what the job's lifecycle asked for; `outcome` is the transfer's, when
+    /// it has just ended.
+    private func perform(_ actions: [JobLifecycle.Action], for job: Job, outcome: TransferOutcome? = nil) {
+        for action in actions {
+            switch action {
+            case .startTransfer:
+                startTransfer(job)
+            case .cancelTransfer:
+                job.task?.cancel()
+            case .dequeue:
+                queue.remove(job.id)
+            case .enqueue(let journaled):
+                queue.enqueue(job.id, priority: job.request.priority)
+                job.core.emit(.queued)
+                if journaled { record(job, .queued) }
+            case .markPaused:
+                job.core.emit(.paused)
+                record(job, .paused)
+            case .announceRestored:
+                job.core.emit(.networkRestored(host: job.endpoint.host))
+            case .wait(let hostDown):
+                job.core.emit(.networkLost(host: job.endpoint.host))
+                record(job, .waiting)
+                if hostDown {
+                    for other in jobs.values where other.endpoint.key == job.endpoint.key {
+                        perform(other.lifecycle.hostDown(), for: other)
+                    }
+                    Task { await self.reachability.markDown(job.endpoint) }
+                }
+            case .finishCancelled(let reason):
+                finishCancelled(job, reason: reason)
+            case .finishWithOutcome:
+                switch outcome {
+                case .completed(let result, let file): finish(job, .success(result), file: file)
+                case .failed(let error): finish(job, .failure(error))
+                case .interrupted, .waitingForNetwork, nil: break
+                }
+            case .forward(let command):
+                forward(job.id, command)
+            case .detach(let reason):
+                // The other process goes on; its partial file is its business.
+                finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
+            }
+        }
+    }
+
+    private func startTransfer(_ job: Job) {
         job.generation += 1
         startCounter += 1
         job.startOrder = startCounter
@@ -502,11 +548,10 @@ public actor DownloadManager {
         job.journaled = nil
         job.core.emit(.started)
         let id = job.id
-        job.phase = .running(
-            Task {
-                let outcome = await operation.run()
-                self.transferEnded(id: id, generation: generation, outcome: outcome)
-            })
+        job.task = Task {
+            let outcome = await operation.run()
+            self.transferEnded(id: id, generation: generation, outcome: outcome)
+        }
     }
 
     private func transferEnded(id: DownloadID, generation: Int, outcome: TransferOutcome) {
@@ -514,112 +559,43 @@ public actor DownloadManager {
         runningCount -= 1
         hostCounts[job.endpoint.key, default: 1] -= 1
         if hostCounts[job.endpoint.key] == 0 { hostCounts[job.endpoint.key] = nil }
-        let intent = job.stopIntent
-        job.stopIntent = nil
-        switch (outcome, intent) {
-        case (.completed(let result, let file), _):
-            finish(job, .success(result), file: file)
-        case (_, .cancel(let reason)):
-            finishCancelled(job, reason: reason)
-        case (.failed(let error), _):
-            finish(job, .failure(error))
-        case (.interrupted, .pause), (.waitingForNetwork, .pause):
-            markPaused(job)
-        case (.waitingForNetwork, _):
-            wait(job)
-            moveQueuedJobsToWaiting(for: job.endpoint.key)
-            Task { await self.reachability.markDown(job.endpoint) }
-        case (.interrupted, .requeue), (.interrupted, nil):
-            enqueue(job)
-            record(job, .queued)
-        }
+        job.task = nil
+        let ending: JobLifecycle.Ending =
+            switch outcome {
+            case .completed: .completed
+            case .failed: .failed
+            case .interrupted: .interrupted
+            case .waitingForNetwork: .waitingForNetwork
+            }
+        perform(job.lifecycle.transferEnded(ending), for: job, outcome: outcome)
         schedule()
     }
 
-    private func stop(_ job: Job, intent: Job.StopIntent) {
-        switch job.phase {
-        case .running(let task):
-            // A cancel outranks a pause; the first cancel reason wins.
-            if case .cancel = job.stopIntent { return }
-            job.stopIntent = intent
-            task.cancel()
-        case .elsewhere:
-            switch intent {
-            case .pause: forward(job.id) { journal, id throws(DownloadError) in try journal.pause(id) }
-            case .cancel(.userRequested): forward(job.id) { journal, id throws(DownloadError) in try journal.cancel(id) }
-            case .cancel(let reason):
-                // Detach: the other process goes on; its partial file is its business.
-                finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
-            case .requeue: return
-            }
-        case .queued, .paused, .waiting:
-            switch intent {
-            case .pause:
-                if case .paused = job.phase { return }
-                queue.remove(job.id)
-                markPaused(job)
-            case .requeue:
-                return
-            case .cancel(let reason):
-                queue.remove(job.id)
-                finishCancelled(job, reason: reason)
-            }
-        }
+    private func stop(_ job: Job, intent: JobLifecycle.StopIntent) {
+        perform(job.lifecycle.stop(intent), for: job)
         checkIdle()
     }
 
     private func resume(_ job: Job) {
-        switch job.phase {
-        case .paused:
-            enqueue(job)
-            record(job, .queued)
-            schedule()
-        case .running:
-            if job.stopIntent == .pause { job.stopIntent = .requeue }
-        case .elsewhere(let following):
-            if following.isPaused { forward(job.id) { journal, id throws(DownloadError) in try journal.retry(id) } }
-        case .queued, .waiting:
-            break
-        }
+        let actions = job.lifecycle.resume()
+        perform(actions, for: job)
+        if actions.contains(where: { if case .enqueue = $0 { true } else { false } }) { schedule() }
     }
 
     private func setPriority(_ priority: DownloadPriority, of job: Job) {
         guard job.request.priority != priority else { return }
         job.request.priority = priority
-        if case .queued = job.phase {
+        if job.lifecycle.phase == .queued {
             queue.reprioritize(job.id, to: priority)
             schedule()
         }
     }
 
-    private func markPaused(_ job: Job) {
-        job.phase = .paused
-        job.core.emit(.paused)
-        record(job, .paused)
-    }
-
     // MARK: - Network loss
-
-    private func wait(_ job: Job) {
-        job.phase = .waiting
-        job.core.emit(.networkLost(host: job.endpoint.host))
-        record(job, .waiting)
-    }
-
-    private func moveQueuedJobsToWaiting(for key: String) {
-        for job in jobs.values where job.endpoint.key == key {
-            guard case .queued = job.phase else { continue }
-            queue.remove(job.id)
-            wait(job)
-        }
-    }
 
     private func hostRestored(_ key: String) {
         for job in jobs.values where job.endpoint.key == key {
-            guard case .waiting = job.phase else { continue }
-            job.core.emit(.networkRestored(host: job.endpoint.host))
-            enqueue(job)
-            record(job, .queued)
+            perform(job.lifecycle.hostRestored(), for: job)
         }
         schedule()
     }
@@ -646,6 +622,7 @@ public actor DownloadManager {
     private func finish(
         _ job: Job, _ outcome: Result<DownloadResult, DownloadError>, journaled: Bool = false, file: CompletedFile? = nil
     ) {
+        job.lifecycle.finish()
         jobs[job.id] = nil
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
         queue.remove(job.id)
@@ -692,11 +669,11 @@ public actor DownloadManager {
         let record = attachment.record
         job.core.meter.reset(completed: record.bytesCommitted, total: record.totalBytes)
         following.reportedBytes = record.bytesCommitted
-        job.phase = .elsewhere(following)
+        job.lifecycle.follow(following)
         job.core.emit(.attached(attachment.owner))
         if record.state == .paused, record.command == nil {
             following.isPaused = true
-            job.phase = .elsewhere(following)
+            job.lifecycle.updateFollowing(following)
             job.core.emit(.paused)
         }
     }
@@ -718,7 +695,7 @@ public actor DownloadManager {
         for id in followed {
             guard let job = jobs[id], var following = job.following else { continue }
             let action = following.evaluate(row: rows[id], live: live, me: me)
-            job.phase = .elsewhere(following)
+            job.lifecycle.updateFollowing(following)
             switch action {
             case .none:
                 break
@@ -768,22 +745,26 @@ public actor DownloadManager {
         case .claimed(let journaled):
             logger.debug("took over a download whose process died", metadata: ["id": "\(job.id)"])
             job.journaled = journaled
-            enqueue(job)
+            perform(job.lifecycle.takeOver(), for: job)
             schedule()
         case .heldElsewhere(let attachment):
             // Somebody else was quicker: follow them.
-            job.phase = .elsewhere(Following(holder: attachment.holder, owner: attachment.owner))
+            job.lifecycle.follow(Following(holder: attachment.holder, owner: attachment.owner))
             job.core.emit(.attached(attachment.owner))
         }
     }
 
     /// Leaves a command for the process that runs a followed download (pause, cancel,
     /// resume), off the actor.
-    private func forward(
-        _ id: DownloadID, _ command: @escaping @Sendable (Journal, DownloadID) throws(DownloadError) -> Journal.ControlResult
-    ) {
+    private func forward(_ id: DownloadID, _ command: JobLifecycle.Command) {
         guard let journal else { return }
-        threadPool.submit { _ in _ = try? command(journal, id) }
+        threadPool.submit { _ in
+            switch command {
+            case .pause: _ = try? journal.pause(id)
+            case .cancel: _ = try? journal.cancel(id)
+            case .resume: _ = try? journal.retry(id)
+            }
+        }
     }
 
     // MARK: - Journal admission and remote control
@@ -897,7 +878,7 @@ public actor DownloadManager {
     private var isIdle: Bool {
         guard !admitting, !journalMayHaveWork || isShutDown else { return false }
         return jobs.values.allSatisfy { job in
-            switch job.phase {
+            switch job.lifecycle.phase {
             case .paused: true
             case .elsewhere(let following): following.isPaused
             default: false

@@ -2,30 +2,15 @@ import Foundation
 
 /// The manager's record of one active download. Lives inside the manager actor.
 final class Job {
-    enum Phase {
-        case queued
-        case running(Task<Void, Never>)
-        case paused
-        /// Its host cannot be reached; it queues again when the host answers.
-        case waiting
-        /// Another live process runs it; this manager follows it from the journal.
-        case elsewhere(Following)
-    }
-
-    /// What to do when a running transfer has been stopped.
-    enum StopIntent: Equatable {
-        case pause
-        case requeue
-        case cancel(DownloadError.CancellationReason)
-    }
-
     let core: JobCore
     var request: DownloadRequest
     let paths: PartialPaths?
     /// The host and port, whose key is that of the per-host cap.
     let endpoint: HostReachability.Endpoint
-    var phase: Phase = .queued
-    var stopIntent: StopIntent?
+    /// Where it stands (see ``JobLifecycle``).
+    var lifecycle = JobLifecycle()
+    /// The transfer's task while it runs.
+    var task: Task<Void, Never>?
     /// Bumped at each start, so a late report from an old transfer is ignored.
     var generation = 0
     /// When it last started, for `replaceOldest`.
@@ -47,14 +32,11 @@ final class Job {
 
     var id: DownloadID { request.id }
 
-    var isRunning: Bool {
-        if case .running = phase { return true }
-        return false
-    }
+    var isRunning: Bool { lifecycle.isRunning }
 
     /// How another process's run of it is followed, if it is.
     var following: Following? {
-        if case .elsewhere(let following) = phase { return following }
+        if case .elsewhere(let following) = lifecycle.phase { return following }
         return nil
     }
 }
