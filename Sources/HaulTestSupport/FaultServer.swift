@@ -86,7 +86,7 @@ public final class FaultServer: Sendable {
     public let port: Int
 
     /// The server's base URL, `http://127.0.0.1:PORT` (no trailing slash).
-    public var baseURL: String { "http://127.0.0.1:\(self.port)" }
+    public var baseURL: String { self.core.baseURL }
 
     private init(core: ServerCore, serverChannel: any Channel, port: Int) {
         self.core = core
@@ -102,13 +102,17 @@ public final class FaultServer: Sendable {
         }
     }
 
-    /// Starts a server listening on 127.0.0.1, on `port` or (0, the default) a random free one.
+    /// Starts a server listening on `host` (127.0.0.1 unless given; any address of the
+    /// loopback range works on Linux), on `port` or (0, the default) a random free one.
     ///
     /// Passing the port of a server that was shut down brings "the same" server back, for
-    /// network-loss tests. The server runs on `MultiThreadedEventLoopGroup.singleton`; stop
+    /// network-loss tests. Such tests should use a loopback address of their own (such as
+    /// 127.0.0.2): while the server is down, another server on 127.0.0.1 may be given its
+    /// port. The server runs on `MultiThreadedEventLoopGroup.singleton`; stop
     /// it with ``shutdown()``.
-    public static func start(port requestedPort: Int = 0) async throws -> FaultServer {
+    public static func start(host: String = "127.0.0.1", port requestedPort: Int = 0) async throws -> FaultServer {
         let core = ServerCore()
+        core.host = host
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -126,7 +130,7 @@ public final class FaultServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FaultConnectionHandler(core: core))
                 }
             }
-            .bind(host: "127.0.0.1", port: requestedPort)
+            .bind(host: host, port: requestedPort)
             .get()
         guard let port = channel.localAddress?.port else {
             try? await channel.close()

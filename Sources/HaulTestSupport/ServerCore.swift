@@ -31,6 +31,7 @@ final class ServerCore: Sendable {
 
     private struct State: Sendable {
         var port = 0
+        var host = "127.0.0.1"
         var nextID = 0
         var shuttingDown = false
 
@@ -96,7 +97,12 @@ final class ServerCore: Sendable {
         set { self.state.withLock { $0.port = newValue } }
     }
 
-    var baseURL: String { "http://127.0.0.1:\(self.port)" }
+    var host: String {
+        get { self.state.withLock { $0.host } }
+        set { self.state.withLock { $0.host = newValue } }
+    }
+
+    var baseURL: String { "http://\(self.host):\(self.port)" }
 
     /// Marks the server as shutting down, resumes every pending waiter and returns the
     /// connections that are still open (which the caller must close).

@@ -130,7 +130,9 @@ struct JournalTests {
     }
 
     @Test func waitsForTheNetworkAndResumesOnItsOwn() async throws {
-        try await Fixture.with({
+        // A loopback address of its own: while this server is down, a server another test
+        // starts on 127.0.0.1 may be given its port, and the retry would reach that one.
+        try await Fixture.with(serverHost: "127.0.0.2", {
             $0.networkProbeDelay = .milliseconds(20)
             $0.maxNetworkProbeDelay = .milliseconds(100)
             $0.retry.maxRetries = 1
@@ -152,17 +154,17 @@ struct JournalTests {
                 if case .networkLost(let host) = event { return host }
                 return nil
             }
-            #expect(lost == "127.0.0.1")
+            #expect(lost == "127.0.0.2")
             #expect(await f.manager.progress.waiting == 1)
 
             // ...and comes back on the same port.
-            let revived = try await FaultServer.start(port: port)
+            let revived = try await FaultServer.start(host: "127.0.0.2", port: port)
             revived.setFile("n", bytes, etag: .custom("stable"), lastModified: .none)
             let restored = await firstEvent(events) { event -> String? in
                 if case .networkRestored(let host) = event { return host }
                 return nil
             }
-            #expect(restored == "127.0.0.1")
+            #expect(restored == "127.0.0.2")
             let result = try await handle.result
             #expect(f.contents("n") == bytes)
             #expect(revived.requests(path: "/files/n").first?.header("Range") != nil)

@@ -26,12 +26,13 @@ struct Fixture {
     /// Runs `body` with a fixture, shutting everything down afterwards.
     static func with(
         journal useJournal: Bool = false,
+        serverHost: String = "127.0.0.1",
         _ configure: (inout DownloadManager.Configuration) -> Void = { _ in },
         _ body: (Fixture) async throws -> Void
     ) async throws {
         var configuration = testConfiguration()
         configure(&configuration)
-        let server = try await FaultServer.start()
+        let server = try await FaultServer.start(host: serverHost)
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("haul-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -1,0 +1,499 @@
+import AsyncHTTPClient
+import Foundation
+public import Logging
+import NIOCore
+import NIOPosix
+
+/// Runs downloads in a bounded number of slots, in priority order, with resume, retries
+/// and verification.
+///
+/// ```swift
+/// let manager = DownloadManager()
+/// let handle = try await manager.download(
+///     DownloadRequest(url: url, destination: .directory(downloads)))
+/// let result = try await handle.result
+/// print("saved", result.fileURL!.path)
+/// await manager.shutdown()
+/// ```
+///
+/// At most ``Configuration/maxConcurrentDownloads`` downloads hold a slot, and at most
+/// ``Configuration/maxConnectionsPerHost`` of them talk to one host. A request whose ID
+/// or destination matches an active download joins it when their destinations agree.
+/// With a ``Journal``, every download is recorded durably and can be resumed by a later
+/// process. Call ``shutdown()`` when done, or use
+/// ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``,
+/// which does; a manager dropped without it closes its HTTP client without waiting.
+public actor DownloadManager {
+    /// An event of one of the manager's downloads.
+    public struct Event: Sendable {
+        /// The download's ID.
+        public let id: DownloadID
+        /// What happened.
+        public let event: DownloadEvent
+    }
+
+    /// The configuration the manager was made with.
+    public nonisolated let configuration: Configuration
+    /// The journal the manager records downloads in, if any.
+    public nonisolated let journal: Journal?
+
+    let client: HTTPClient
+    let threadPool: NIOThreadPool
+    let logger: Logger
+    let managerEvents = EventBroadcaster<Event>()
+    let journalWriter: JournalWriter?
+    let reachability: HostReachability
+    let connectivity: (any ConnectivityMonitor)?
+    /// This manager's owner token in the journal (see ``OwnerLocks``); 0 without one.
+    var me: Int64 = 0
+
+    var jobs: [DownloadID: Job] = [:]
+    var jobsByPath: [String: DownloadID] = [:]
+    var queue = DownloadQueue()
+    var runningCount = 0
+    var hostCounts: [String: Int] = [:]
+    var startCounter: UInt64 = 0
+    var subscriberCounter: UInt64 = 0
+    var finished = AggregateProgress()
+    var isShutDown = false
+    var background: [Task<Void, Never>] = []
+    var admitting = false
+    /// Whether the journal may hold queued jobs of this manager not yet in memory.
+    var journalMayHaveWork = false
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Credential headers of journaled jobs, which the journal does not store.
+    var vault = CredentialVault()
+
+    /// Creates a manager.
+    ///
+    /// - Parameters:
+    ///   - configuration: Slots, policies, timeouts and retries.
+    ///   - journal: Where to record downloads durably; `nil` keeps them in memory only.
+    ///   - connectivityMonitor: The platform's view of the network, if it has one.
+    ///   - logger: Where the manager logs, at `debug` and below only. Logs nothing by default.
+    public init(
+        configuration: Configuration = Configuration(),
+        journal: Journal? = nil,
+        connectivityMonitor: (any ConnectivityMonitor)? = nil,
+        logger: Logger? = nil
+    ) {
+        self.configuration = configuration
+        self.journal = journal
+        self.connectivity = connectivityMonitor
+        let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger
+        self.journalWriter = journal.map { JournalWriter(journal: $0, logger: logger) }
+        self.reachability = HostReachability(
+            initialDelay: configuration.networkProbeDelay, maxDelay: configuration.maxNetworkProbeDelay,
+            timeout: configuration.connectTimeout)
+        var client = HTTPClient.Configuration()
+        client.redirectConfiguration = .disallow
+        client.timeout = HTTPClient.Configuration.Timeout(
+            connect: .nanoseconds(Self.nanoseconds(configuration.connectTimeout)),
+            read: .nanoseconds(Self.nanoseconds(configuration.idleTimeout)))
+        client.connectionPool = HTTPClient.Configuration.ConnectionPool(
+            idleTimeout: .seconds(60),
+            concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
+        // Haul retries with its own policy; a refused connection should fail the attempt at
+        // once rather than be retried inside the pool until the connect timeout.
+        client.connectionPool.retryConnectionEstablishment = false
+        client.decompression = .disabled
+        self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
+        self.threadPool = Self.fileIOPool
+    }
+
+    /// The threads that run blocking file work (writes, fsyncs, renames) for every manager.
+    ///
+    /// Eight, whatever the core count: an fsync waits for the disk, not the CPU, and on a
+    /// journaling file system several fsyncs in flight are committed together, so
+    /// downloads finishing at once do not queue behind each other's. (NIO's shared pool
+    /// has one thread per core.)
+    static let fileIOPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 8)
+        pool.start()
+        return pool
+    }()
+
+    // MARK: - Adding downloads
+
+    /// Adds a download, or joins the active one with the same ID or destination.
+    ///
+    /// Joining needs the destinations to agree: the same file (or directory and name), or
+    /// memory and memory. A memory request may also join a file download of the same ID:
+    /// its result's `data` holds the bytes, read from the verified file once it completes,
+    /// and the request's memory limit still applies.
+    ///
+    /// With a journal, a request whose ID has an unfinished journal entry continues from
+    /// its partial file; one whose completed file is still at its destination, unchanged,
+    /// is revalidated with a conditional request (see ``DownloadRequest/forceDownload``);
+    /// and one that another live process runs is followed from the journal (see
+    /// ``DownloadEvent/attached(_:)``) rather than downloaded twice.
+    ///
+    /// - Returns: A handle to await the result, watch events and control the download.
+    /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL or destination;
+    ///   ``DownloadError/Code/duplicate`` when joining is turned off, or when the active
+    ///   download with this ID saves somewhere else (give the request a distinct ID).
+    public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadHandle {
+        guard !isShutDown else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
+        }
+        let (paths, endpoint) = try Self.validate(request)
+        if let handle = try join(request, paths: paths) { return handle }
+        guard let journalWriter, var record = JobRecord(request: request, paths: paths) else {
+            startBackgroundWork()
+            let job = add(request, paths: paths, endpoint: endpoint)
+            let handle = makeHandle(for: job)
+            enqueue(job)
+            schedule()
+            return handle
+        }
+        let me = try ownerToken()
+        startBackgroundWork()
+        vault.deposit(request, into: &record)
+        let claim = try await claim(record, owner: me, force: request.forceDownload, writer: journalWriter)
+        guard !isShutDown else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
+        }
+        // The same download may have been added while the claim was written: join it.
+        if let handle = try join(request, paths: paths) { return handle }
+        let job = add(request, paths: paths, endpoint: endpoint)
+        let handle = makeHandle(for: job)
+        switch claim {
+        case .claimed(let journaled):
+            job.journaled = journaled
+            enqueue(job)
+            schedule()
+        case .heldElsewhere(let attachment):
+            follow(job, attachment)
+        }
+        return handle
+    }
+
+    /// A handle on the active download `request` duplicates, by ID or destination, if any.
+    func join(_ request: DownloadRequest, paths: PartialPaths?) throws(DownloadError) -> DownloadHandle? {
+        guard let existing = jobs[request.id] ?? paths.flatMap({ jobsByPath[$0.partial] }).flatMap({ jobs[$0] })
+        else { return nil }
+        guard configuration.duplicatePolicy == .join else {
+            throw DownloadError(
+                .duplicate, "\(request.id) is already downloading (same ID or destination as \(existing.id))")
+        }
+        let delivery = try JoinRule.delivery(
+            joining: request, paths: paths, existing: existing.request, existingPaths: existing.paths)
+        if request.priority > existing.request.priority { setPriority(request.priority, of: existing) }
+        // The partial is deleted when abandoned only if every caller asked for that.
+        if request.whenAbandoned == .keepPartial { existing.request.whenAbandoned = .keepPartial }
+        if existing.lifecycle.phase == .paused { resume(existing) }
+        return makeHandle(for: existing, delivery: delivery, url: request.url)
+    }
+
+    /// Queues many downloads without handles, for long lists: they are written to the
+    /// journal and admitted a window at a time, so memory stays flat however many there
+    /// are. Follow them through ``events`` and wait with ``waitUntilIdle()``.
+    ///
+    /// Without a journal this falls back to ``download(_:)`` for each request.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
+    ///   nothing is queued then.
+    public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
+        guard let journal else {
+            for request in requests { _ = try await download(request) }
+            return
+        }
+        var records: [JobRecord] = []
+        records.reserveCapacity(requests.count)
+        var forced: Set<String> = []
+        var checkedDirectories: Set<String> = []
+        for request in requests {
+            let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
+            if let paths { checkedDirectories.insert(paths.directory.path) }
+            guard var record = JobRecord(request: request, paths: paths) else {
+                _ = try await download(request)
+                continue
+            }
+            record.session = me
+            vault.deposit(request, into: &record)
+            records.append(record)
+            if request.forceDownload { forced.insert(record.id) }
+        }
+        let me = try ownerToken()
+        startBackgroundWork()
+        let attachments = try await journal.insert(records, session: me, forcing: forced)
+        if !attachments.isEmpty {
+            let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            for attachment in attachments {
+                guard let request = byID[attachment.id] else { continue }
+                follow(request: request, attachment)
+            }
+        }
+        journalMayHaveWork = true
+        await admit()
+    }
+
+    /// Takes over every unfinished job in the journal that no other live process holds,
+    /// and queues it here; follows the others from the journal (see
+    /// ``DownloadEvent/attached(_:)``), asking their process to resume those it has
+    /// paused. Returns how many jobs it took over or follows. `haul resume` is built on this.
+    @discardableResult
+    public func resumeUnfinished() async throws(DownloadError) -> Int {
+        guard let journal else { return 0 }
+        let me = try ownerToken()
+        startBackgroundWork()
+        await journalWriter?.flush()
+        let (count, attachments) = try journal.adoptUnfinished(session: me)
+        var followed = 0
+        for attachment in attachments where jobs[attachment.id] == nil {
+            guard var request = try? attachment.record.request() else { continue }
+            var missing: DownloadError?
+            do throws(DownloadError) { try vault.restore(&request, from: attachment.record) } catch { missing = error }
+            guard follow(request: request, attachment) else { continue }
+            followed += 1
+            jobs[request.id]?.credentialsError = missing
+        }
+        journalMayHaveWork = true
+        await admit()
+        return count + followed
+    }
+
+    func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
+        let job = Job(
+            core: JobCore(id: request.id, managerEvents: managerEvents), request: request, paths: paths,
+            endpoint: endpoint)
+        job.core.meter.reset(completed: 0, total: request.expectedSize)
+        jobs[request.id] = job
+        if let paths { jobsByPath[paths.partial] = request.id }
+        return job
+    }
+
+    static func validate(_ request: DownloadRequest, skippingDirectoryCheckFor checked: Set<String> = [])
+        throws(DownloadError) -> (PartialPaths?, HostReachability.Endpoint)
+    {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = request.url.host, !host.isEmpty
+        else {
+            throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
+        }
+        let paths = try PartialPaths(destination: request.destination, url: request.url, checkedDirectories: checked)
+        let port = request.url.port ?? (scheme == "https" ? 443 : 80)
+        return (paths, HostReachability.Endpoint(host: host, port: port))
+    }
+
+    func makeHandle(for job: Job, delivery: JoinRule.Delivery = .shared, url: URL? = nil) -> DownloadHandle {
+        subscriberCounter += 1
+        job.subscribers.insert(subscriberCounter)
+        var copy: MemoryCopy?
+        if case .memory(let limit) = delivery {
+            copy = MemoryCopy(of: job.core.result, url: url ?? job.request.url, limit: limit, threadPool: threadPool)
+        }
+        return DownloadHandle(id: job.id, core: job.core, manager: self, subscriber: subscriberCounter, copy: copy)
+    }
+
+    // MARK: - Control
+
+    /// Cancels a download: its partial file is deleted and its result throws
+    /// ``DownloadError/Code/cancelled``.
+    public func cancel(id: DownloadID) {
+        guard let job = jobs[id] else { return }
+        stop(job, intent: .cancel(.userRequested))
+    }
+
+    /// Cancels every download.
+    public func cancelAll() {
+        for job in Array(jobs.values) { stop(job, intent: .cancel(.userRequested)) }
+    }
+
+    /// Pauses a download, keeping its partial file and its slot free.
+    public func pause(id: DownloadID) {
+        guard let job = jobs[id] else { return }
+        stop(job, intent: .pause)
+    }
+
+    /// Pauses every download, keeping their partial files, and returns once none is
+    /// running any more and the journal records them as paused.
+    public func pauseAll() async {
+        var stopping: [Task<Void, Never>] = []
+        // Downloads another process runs are its to pause.
+        for job in Array(jobs.values) where job.following == nil {
+            if job.isRunning, let task = job.task { stopping.append(task) }
+            stop(job, intent: .pause)
+        }
+        for task in stopping { await task.value }
+        await journalWriter?.flush()
+    }
+
+    /// Resumes a paused download: it queues for a slot and continues from its partial file.
+    public func resume(id: DownloadID) {
+        guard let job = jobs[id] else { return }
+        resume(job)
+    }
+
+    /// Changes the priority of a queued or running download.
+    public func setPriority(_ priority: DownloadPriority, for id: DownloadID) {
+        guard let job = jobs[id] else { return }
+        setPriority(priority, of: job)
+    }
+
+    /// Every download's events, from now on.
+    ///
+    /// Unlike ``DownloadHandle/events``, this stream does not start with each download's
+    /// current state: make it before adding the downloads it should follow. It finishes
+    /// when the manager shuts down or is released.
+    public nonisolated var events: AsyncStream<Event> { managerEvents.makeStream() }
+
+    /// The whole manager's progress: bytes, rate, ETA and counts.
+    public var progress: AggregateProgress {
+        var total = finished
+        var knownTotal: Int64? = finished.totalBytes ?? 0
+        for job in jobs.values {
+            let progress = job.core.meter.snapshot()
+            total.completedBytes += progress.completedBytes
+            total.bytesPerSecond += progress.bytesPerSecond
+            if let size = progress.totalBytes, let sum = knownTotal {
+                knownTotal = sum + size
+            } else {
+                knownTotal = nil
+            }
+            switch job.lifecycle.phase {
+            case .queued: total.queued += 1
+            case .running: total.running += 1
+            case .paused: total.paused += 1
+            case .waiting: total.waiting += 1
+            case .elsewhere(let following):
+                if following.isPaused { total.paused += 1 } else { total.running += 1 }
+            case .finished: break
+            }
+        }
+        total.totalBytes = knownTotal
+        return total
+    }
+
+    /// IDs of the downloads that are queued, running, waiting or paused in this manager.
+    public var activeIDs: [DownloadID] { jobs.keys.sorted() }
+
+    /// Returns once nothing is queued, running or waiting for the network, here or in the
+    /// journal for this manager. Paused downloads do not count.
+    public func waitUntilIdle() async {
+        await admit()
+        guard !isIdle else { return }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    /// Stops everything: running downloads are interrupted with their partial files kept
+    /// (the journal records them as paused), waiting callers get
+    /// ``DownloadError/CancellationReason/shutdown``, and the HTTP client is closed. Call
+    /// it once, when done with the manager.
+    ///
+    /// A manager released without it closes its HTTP client and releases its journal
+    /// entries without waiting; ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``
+    /// calls it for you.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        var tasks: [Task<Void, Never>] = []
+        for job in Array(jobs.values) {
+            if job.isRunning, let task = job.task { tasks.append(task) }
+            stop(job, intent: .cancel(.shutdown))
+        }
+        for task in tasks { await task.value }
+        for task in background { task.cancel() }
+        await reachability.shutdown()
+        if let journalWriter {
+            journalWriter.submit(.release(owner: me))
+            await journalWriter.close()
+        }
+        try? await client.shutdown()
+        managerEvents.finish()
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    // MARK: - Interest
+
+    /// A handle's awaiting task was cancelled: drop its interest, and stop the download
+    /// once nobody wants it. Its partial file is kept unless every caller asked for
+    /// ``DownloadRequest/AbandonAction/deletePartial``.
+    func withdraw(subscriber: UInt64, core: JobCore) {
+        guard let job = jobs[core.id], job.core === core else { return }
+        job.subscribers.remove(subscriber)
+        if job.subscribers.isEmpty { stop(job, intent: .cancel(.noLongerWanted)) }
+    }
+
+    func pause(core: JobCore) { if let job = job(for: core) { stop(job, intent: .pause) } }
+    func resume(core: JobCore) { if let job = job(for: core) { resume(job) } }
+    func cancel(core: JobCore) { if let job = job(for: core) { stop(job, intent: .cancel(.userRequested)) } }
+    func setPriority(_ priority: DownloadPriority, core: JobCore) {
+        if let job = job(for: core) { setPriority(priority, of: job) }
+    }
+
+    func job(for core: JobCore) -> Job? {
+        guard let job = jobs[core.id], job.core === core else { return nil }
+        return job
+    }
+
+    var isIdle: Bool {
+        guard !admitting, !journalMayHaveWork || isShutDown else { return false }
+        return jobs.values.allSatisfy { job in
+            switch job.lifecycle.phase {
+            case .paused: true
+            case .elsewhere(let following): following.isPaused
+            default: false
+            }
+        }
+    }
+
+    func checkIdle() {
+        guard !idleWaiters.isEmpty, isIdle else { return }
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// A manager released without ``shutdown()`` (nothing can be running then: a transfer
+    /// keeps its manager alive) closes its HTTP client without waiting, which keeps a debug
+    /// build from trapping in the client's deinit, and gives its journal entries up.
+    deinit {
+        guard !isShutDown else { return }
+        for task in background { task.cancel() }
+        let reachability = self.reachability
+        Task { await reachability.shutdown() }
+        journalWriter?.submit(.release(owner: me))
+        managerEvents.finish()
+        let client = self.client
+        // The callback holds the client until its shutdown is complete.
+        client.shutdown(queue: .global()) { _ in withExtendedLifetime(client) {} }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+    }
+
+
+    /// Starts the journal poll and the network watchers, once.
+    func startBackgroundWork() {
+        guard background.isEmpty, !isShutDown else { return }
+        let restored = reachability.restored
+        background.append(
+            Task { [weak self] in
+                for await key in restored { await self?.hostRestored(key) }
+            })
+        if let connectivity {
+            let reachability = self.reachability
+            background.append(
+                Task {
+                    for await status in connectivity.statusUpdates() where status == .satisfied {
+                        await reachability.probeAllNow()
+                    }
+                })
+        }
+        if journal != nil {
+            let interval = configuration.journalPollInterval
+            background.append(
+                Task { [weak self] in
+                    while !Task.isCancelled {
+                        do { try await Task.sleep(for: interval) } catch { return }
+                        await self?.pollJournal()
+                    }
+                })
+        }
+    }
+}
