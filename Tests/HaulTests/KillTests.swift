@@ -5,40 +5,57 @@ import Testing
 /// `haul` killed with SIGKILL at random moments, and resumed each time.
 @Suite("Crash recovery (SIGKILL)")
 struct KillTests {
-    static let size = 256 << 20
-    /// 16 MiB/s: the whole file takes about sixteen seconds when nothing interrupts it.
-    /// The server sends a tenth of that every 100 ms; what is in flight when `haul` is
-    /// killed (at most one such burst, in socket buffers) is what a kill costs.
-    static let rate = 16 << 20
+    static let size = 64 << 20
+    /// 2 MiB/s per response: the server sends a tenth of that every 100 ms, so a kill finds
+    /// at most one such burst per connection in flight, in socket buffers or in a batch not
+    /// yet written (at most 25 ms old), and, over several connections, segment progress
+    /// newer than the sidecar (saved after each partial batch). That is what a kill costs.
+    static let rate = 2 << 20
 
-    @Test(.timeLimit(.minutes(5)))
-    func survivesTenKillsAndServesAtMostTenPercentExtra() async throws {
+    /// The torture of issue "Trust": 64 MiB over one connection (32 s unkilled), SIGKILLed
+    /// ten times at random byte counts, then finished; the server sends at most 1.05× the
+    /// file.
+    @Test(.timeLimit(.minutes(3)))
+    func tenKillsOverOneConnectionCostAtMostFivePercent() async throws {
+        try await Self.torture(connections: 1, seed: 42, limit: 1.05)
+    }
+
+    /// The same over four connections (the default `-x 4`, 8 s unkilled): every segment
+    /// resumes from the sidecar; the server sends at most 1.10× the file.
+    @Test(.timeLimit(.minutes(3)))
+    func tenKillsOverFourConnectionsCostAtMostTenPercent() async throws {
+        try await Self.torture(connections: 4, seed: 43, limit: 1.10)
+    }
+
+    static func torture(connections: Int, seed: UInt64, limit: Double) async throws {
         try await CLIFixture.with { f, journal in
-            let bytes = FaultServer.randomBytes(count: Self.size, seed: 42)
+            let bytes = FaultServer.randomBytes(count: Self.size, seed: seed)
             f.server.setFile("huge", bytes, etag: .custom("huge-v1"))
             let url = f.server.url("/files/huge?rate=\(Self.rate)").absoluteString
 
-            try await Self.killRepeatedly(url: url, fixture: f, journal: journal, kills: 10) { _ in }
+            try await Self.killRepeatedly(url: url, fixture: f, journal: journal, kills: 10, connections: connections) { _ in }
 
-            let final = try await Haul.run(["resume", "--journal", journal, "--quiet"])
+            let final = try await Haul.run(["resume", "--journal", journal, "--quiet", "-x", "\(connections)"])
             #expect(final.status == 0, "\(final.stderr)")
             let result = try #require(f.contents("huge"))
             #expect(result.count == bytes.count)
             #expect(result == bytes, "the file differs from what the server sent")
             let served = f.server.bytesServed(path: "/files/huge")
-            print("kill test: served \(served) bytes for \(Self.size) (\(Double(served) / Double(Self.size))x)")
-            #expect(Double(served) <= Double(Self.size) * 1.1, "served \(served) bytes for a \(Self.size)-byte file")
+            let ratio = Double(served) / Double(Self.size)
+            print("kill test (-x \(connections)): served \(served) bytes for \(Self.size) (\(ratio)x)")
+            #expect(ratio <= limit, "served \(served) bytes for a \(Self.size)-byte file (\(ratio)x, limit \(limit)x)")
             #expect(f.listing() == ["huge"])
         }
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.timeLimit(.minutes(3)))
     func aFileThatChangesBetweenKillsIsNeverSpliced() async throws {
         try await CLIFixture.with { f, journal in
             let old = FaultServer.randomBytes(count: Self.size, seed: 1)
             let new = FaultServer.randomBytes(count: Self.size, seed: 2)
             f.server.setFile("huge", old, etag: .custom("huge-v1"))
-            let url = f.server.url("/files/huge?rate=\(Self.rate)").absoluteString
+            // Four times the torture's rate: this test is about content, not cost.
+            let url = f.server.url("/files/huge?rate=\(4 * Self.rate)").absoluteString
 
             try await Self.killRepeatedly(url: url, fixture: f, journal: journal, kills: 6) { kill in
                 // Halfway through the kills, the server publishes a new version.
@@ -49,28 +66,6 @@ struct KillTests {
             #expect(final.status == 0, "\(final.stderr)")
             let result = try #require(f.contents("huge"))
             #expect(result == new, "the result must be the new file, whole")
-        }
-    }
-
-    /// The same with a segmented download over four connections: every segment resumes
-    /// from the sidecar (written every 100 ms, fsynced at each checkpoint).
-    @Test(.timeLimit(.minutes(5)))
-    func aSegmentedDownloadSurvivesKills() async throws {
-        try await CLIFixture.with { f, journal in
-            let bytes = FaultServer.randomBytes(count: Self.size, seed: 43)
-            f.server.setFile("huge", bytes, etag: .custom("huge-v1"))
-            let url = f.server.url("/files/huge?rate=\(Self.rate / 4)").absoluteString
-
-            try await Self.killRepeatedly(url: url, fixture: f, journal: journal, kills: 6, connections: 4) { _ in }
-
-            let final = try await Haul.run(["resume", "--journal", journal, "--quiet", "-x", "4"])
-            #expect(final.status == 0, "\(final.stderr)")
-            let result = try #require(f.contents("huge"))
-            #expect(result == bytes, "the file differs from what the server sent")
-            let served = f.server.bytesServed(path: "/files/huge")
-            print("segmented kill test: served \(served) bytes for \(Self.size) (\(Double(served) / Double(Self.size))x)")
-            #expect(Double(served) <= Double(Self.size) * 1.25, "served \(served) bytes for a \(Self.size)-byte file")
-            #expect(f.listing() == ["huge"])
         }
     }
 

@@ -121,6 +121,84 @@ struct SegmentedTests {
         }
     }
 
+    /// A segment whose response stalls has its bytes in the file, and its progress in the
+    /// sidecar, at once: a kill now would lose none of them. (One connection resuming one
+    /// range, so the first progress event covers every byte; the idle timeout is far beyond
+    /// the suite's time limit, so nothing races it.)
+    @Test func aStalledSegmentsBytesReachTheFileAndTheSidecarWhileItStalls() async throws {
+        try await Fixture.with({ $0.segmentedConnections = 1; $0.idleTimeout = .seconds(600) }) { f in
+            let total = 4 << 20
+            let bytes = f.serve("held", count: total, etag: .custom("held-v1"))
+            let url = f.server.url("/files/held?gate=held&stall_after=1000")
+            // An earlier run left the first MiB and a sidecar saying the rest is missing.
+            _ = FileManager.default.createFile(
+                atPath: f.file("held.haul-partial").path, contents: Data(bytes[..<(1 << 20)]))
+            try PartialMetadata(
+                url: url.absoluteString, validator: .etag("\"held-v1\""), totalBytes: Int64(total),
+                remaining: [[1 << 20, Int64(total)]]
+            ).save(to: f.file("held.haul-meta").path)
+
+            let handle = try await f.manager.download(f.request("/files/held?gate=held&stall_after=1000"))
+            let events = handle.events
+            f.server.release("held")
+            let reached = await firstEvent(events) { event -> Int64? in
+                switch event {
+                case .progress(let progress) where progress.completedBytes > 1 << 20: progress.completedBytes
+                case .retrying, .failed, .completed: -1
+                default: nil
+                }
+            }
+            let written: Int64 = (1 << 20) + 1000
+            #expect(reached == written)
+            let metadata = try #require(PartialMetadata.load(from: f.file("held.haul-meta").path))
+            #expect(metadata.unsyncedRemaining == [[written, Int64(total)]])
+            #expect(metadata.bootID == ProcessIdentity.bootID)
+            #expect(metadata.ranges(currentBoot: ProcessIdentity.bootID)?.first?.0 == written)
+            // Still the first ranged response, still stalled.
+            let requests = f.server.requests(path: "/files/held")
+            #expect(requests.map { $0.header("Range") } == ["bytes=1048576-4194303"])
+            #expect(f.server.statistics.inFlightRequests == 1)
+            await handle.cancel()
+        }
+    }
+
+    /// Progress is rewritten in place after the sidecar's document; a later atomic save
+    /// drops it, and a record that cannot be read leaves the document's word.
+    @Test func progressRecordsAreRewrittenInPlaceAndReadBack() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-meta-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("f.haul-meta").path
+        var metadata = PartialMetadata(
+            url: "http://127.0.0.1/f", validator: .etag("\"v1\""), totalBytes: 100, remaining: [[0, 100]])
+        let length = try metadata.save(to: path)
+
+        metadata.bootID = "boot-a"
+        metadata.unsyncedRemaining = [[10, 50], [60, 100]]
+        #expect(try metadata.saveProgress(to: path, documentLength: length))
+        metadata.unsyncedRemaining = [[20, 50]]
+        #expect(try metadata.saveProgress(to: path, documentLength: length))
+        let loaded = try #require(PartialMetadata.load(from: path))
+        #expect(loaded.unsyncedRemaining == [[20, 50]])
+        #expect(loaded.remaining == [[0, 100]])
+        #expect(loaded.ranges(currentBoot: "boot-a")?.map { [$0.0, $0.1] } == [[20, 50]])
+        #expect(loaded.ranges(currentBoot: "boot-b")?.map { [$0.0, $0.1] } == [[0, 100]])
+
+        // A torn record is ignored.
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: UInt64(PartialMetadata.progressOffset(documentLength: length)) + 5)
+        try handle.write(contentsOf: Data("\u{1}garbage".utf8))
+        try handle.close()
+        #expect(PartialMetadata.load(from: path)?.unsyncedRemaining == nil)
+
+        // An atomic save replaces document and record.
+        metadata.remaining = [[30, 50]]
+        metadata.unsyncedRemaining = [[30, 50]]
+        try metadata.save(to: path)
+        #expect(PartialMetadata.load(from: path)?.unsyncedRemaining == [[30, 50]])
+        #expect(PartialMetadata.load(from: path)?.remaining == [[30, 50]])
+    }
+
     @Test func contentThatChangesWhilePausedIsDownloadedWholeAgain() async throws {
         try await Fixture.with(Self.segmented(4)) { f in
             f.serve("moving", count: Self.size, seed: 1)

@@ -270,6 +270,34 @@ struct TransferTests {
         }
     }
 
+    /// Bytes that arrive and are then followed by nothing reach the file and the progress
+    /// at once, not when the idle timeout ends the response. The idle timeout is far beyond
+    /// the time limit, so nothing here races it: without the batch timer the test hangs.
+    @Test(.timeLimit(.minutes(1)))
+    func aStalledResponsesBytesReachTheFileWhileItStalls() async throws {
+        try await Fixture.with({ $0.idleTimeout = .seconds(600) }) { f in
+            f.serve("held", count: 1 << 20)
+            // 1,000 bytes, then nothing: one body part, sent once the events are watched.
+            let handle = try await f.manager.download(f.request("/files/held?gate=held&stall_after=1000"))
+            let events = handle.events
+            f.server.release("held")
+            let reached = await firstEvent(events) { event -> Int64? in
+                switch event {
+                case .progress(let progress) where progress.completedBytes > 0: progress.completedBytes
+                case .retrying, .failed, .completed: -1
+                default: nil
+                }
+            }
+            #expect(reached == 1000)
+            let length = try FileManager.default.attributesOfItem(atPath: f.file("held.haul-partial").path)[.size] as? Int
+            #expect(length == 1000)
+            // Still the first response, still stalled.
+            #expect(f.server.requests(path: "/files/held").count == 1)
+            #expect(f.server.statistics.inFlightRequests == 1)
+            await handle.cancel()
+        }
+    }
+
     @Test(arguments: Checksum.Algorithm.allCases)
     func verifiesChecksums(algorithm: Checksum.Algorithm) async throws {
         try await Fixture.with { f in

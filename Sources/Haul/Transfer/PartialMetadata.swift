@@ -2,6 +2,14 @@ import Foundation
 
 /// What is kept beside a partial file so a later run can resume it: the URL it came
 /// from, the validator, and the full size. Written before the first body byte.
+///
+/// The sidecar is a JSON document and a newline, replaced atomically (temporary file, then
+/// rename) by ``save(to:)``. A segmented download may add a *progress record* after it, at
+/// the first 4 KiB boundary past the document: a second JSON line with ``unsyncedRemaining``
+/// and ``bootID``, rewritten in place by ``saveProgress(to:documentLength:)`` with one
+/// `pwrite` (microseconds, where a rename costs a new inode and the old one's blocks). The
+/// record fits in one page, so a killed process leaves either the old record or the new one;
+/// a power cut may tear it, but it is trusted only within the boot that wrote it.
 struct PartialMetadata: Codable, Hashable, Sendable {
     var url: String
     var validator: Validator?
@@ -12,12 +20,28 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// For a segmented download, the URL the segments come from (after redirects).
     var location: String?
     /// For a segmented download, the ranges missing according to what was written, synced
-    /// or not, saved every 100 ms: trusted only in the boot that wrote them (a killed
+    /// or not, saved as batches are written (see the progress record above): trusted only
+    /// in the boot that wrote them (a killed
     /// process loses nothing the kernel has; a power cut may), so ``remaining`` is used
     /// after a reboot.
     var unsyncedRemaining: [[Int64]]?
     /// The machine boot during which ``unsyncedRemaining`` was saved.
     var bootID: String?
+
+    /// The progress record: what a segmented download had written, synced or not.
+    private struct Progress: Codable {
+        var unsyncedRemaining: [[Int64]]
+        var bootID: String?
+    }
+
+    /// Where the progress record starts in a sidecar whose document (with its newline) is
+    /// `documentLength` bytes.
+    static func progressOffset(documentLength: Int) -> Int {
+        (documentLength + progressRecordLimit - 1) / progressRecordLimit * progressRecordLimit
+    }
+
+    /// The largest progress record: one page, written with one `pwrite` at a page boundary.
+    static let progressRecordLimit = 4096
 
     /// The ranges to fetch when resuming in the boot `currentBoot`.
     func ranges(currentBoot: String?) -> [(Int64, Int64)]? {
@@ -30,18 +54,35 @@ struct PartialMetadata: Codable, Hashable, Sendable {
         return chosen?.compactMap { $0.count == 2 && $0[0] < $0[1] ? ($0[0], $0[1]) : nil }
     }
 
-    /// Reads the metadata at `path`; `nil` when absent or unreadable.
+    /// Reads the metadata at `path`, with its progress record if it has a readable one;
+    /// `nil` when absent or unreadable.
     static func load(from path: String) -> PartialMetadata? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        return try? JSONDecoder().decode(PartialMetadata.self, from: data)
+        let newline = UInt8(ascii: "\n")
+        // (A sidecar written before progress records has no newline: all of it is the document.)
+        let documentEnd = data.firstIndex(of: newline) ?? data.endIndex
+        guard var metadata = try? JSONDecoder().decode(PartialMetadata.self, from: data[data.startIndex..<documentEnd])
+        else { return nil }
+        let recordStart = data.startIndex + progressOffset(documentLength: documentEnd - data.startIndex + 1)
+        if recordStart < data.endIndex {
+            let recordEnd = data[recordStart...].firstIndex(of: newline) ?? data.endIndex
+            if let progress = try? JSONDecoder().decode(Progress.self, from: data[recordStart..<recordEnd]) {
+                metadata.unsyncedRemaining = progress.unsyncedRemaining
+                metadata.bootID = progress.bootID
+            }
+        }
+        return metadata
     }
 
-    /// Writes the metadata atomically (temporary file, then rename).
-    func save(to path: String) throws(DownloadError) {
-        let data: Data
+    /// Writes the metadata atomically (temporary file, then rename), without a progress
+    /// record. Returns the document's length, newline included.
+    @discardableResult
+    func save(to path: String) throws(DownloadError) -> Int {
+        var data: Data
         do { data = try JSONEncoder().encode(self) } catch {
             throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
         }
+        data.append(UInt8(ascii: "\n"))
         // Plain POSIX calls: Foundation's createFile writes through a temporary file of its
         // own, which a killed process would leave behind.
         let temporary = path + ".tmp"
@@ -53,5 +94,32 @@ struct PartialMetadata: Codable, Hashable, Sendable {
         guard rename(temporary, path) == 0 else {
             throw .fileSystem("rename", path: temporary, errno: errno)
         }
+        return data.count
+    }
+
+    /// Rewrites the progress record (``unsyncedRemaining`` and ``bootID``) of the sidecar at
+    /// `path`, whose document ``save(to:)`` wrote with `documentLength` bytes, in place.
+    /// Returns `false`, writing nothing, when the record would not fit in one page or the
+    /// sidecar is gone: then ``save(to:)`` is the way.
+    func saveProgress(to path: String, documentLength: Int) throws(DownloadError) -> Bool {
+        var data: Data
+        do {
+            data = try JSONEncoder().encode(Progress(unsyncedRemaining: unsyncedRemaining ?? [], bootID: bootID))
+        } catch {
+            throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
+        }
+        data.append(UInt8(ascii: "\n"))
+        guard data.count <= Self.progressRecordLimit else { return false }
+        let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return false }
+            throw .fileSystem("open", path: path, errno: errno)
+        }
+        let offset = off_t(Self.progressOffset(documentLength: documentLength))
+        let written = data.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, offset) }
+        let code = errno
+        close(descriptor)
+        guard written == data.count else { throw .fileSystem("write", path: path, errno: code) }
+        return true
     }
 }
