@@ -136,13 +136,16 @@ struct JournalTests {
             $0.networkProbeDelay = .milliseconds(20)
             $0.maxNetworkProbeDelay = .milliseconds(100)
             $0.retry.maxRetries = 1
+            // The stall must outlast any slowness of the machine: the server going away
+            // ends it, not a timeout.
+            $0.idleTimeout = .seconds(120)
         }) { f in
-            // Four seconds of data at 1 MB/s, so the server is gone well before the end even on
-            // a loaded machine.
-            let bytes = FaultServer.randomBytes(count: 4 << 20, seed: 9)
+            // The response stalls after 1 MB, so the server is gone before the end however
+            // slow the machine; the revived server's resume (0.5 MB) stays under the stall.
+            let bytes = FaultServer.randomBytes(count: 1_500_000, seed: 9)
             f.server.setFile("n", bytes, etag: .custom("stable"), lastModified: .none)
             let port = f.server.port
-            let handle = try await f.manager.download(f.request("/files/n?rate=1000000"))
+            let handle = try await f.manager.download(f.request("/files/n?stall_after=1000000&stall_times=1"))
             let events = handle.events
             await firstEvent(events) { event -> Bool? in
                 if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
@@ -150,11 +153,13 @@ struct JournalTests {
             }
             // The server goes away mid-download...
             try await f.server.shutdown()
+            var seen: [String] = []
             let lost = await firstEvent(events) { event -> String? in
+                seen.append("\(event)")
                 if case .networkLost(let host) = event { return host }
                 return nil
             }
-            #expect(lost == "127.0.0.2")
+            #expect(lost == "127.0.0.2", "events after the server went away: \(seen)")
             #expect(await f.manager.progress.waiting == 1)
 
             // ...and comes back on the same port.
