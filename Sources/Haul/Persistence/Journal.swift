@@ -6,7 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
-public import GRDB
+import GRDB
 import NIOConcurrencyHelpers
 
 /// The durable record of every download: an SQLite database (WAL mode) that survives
@@ -21,8 +21,9 @@ import NIOConcurrencyHelpers
 /// let manager = DownloadManager(journal: journal)
 /// ```
 public final class Journal: Sendable {
-    /// The database. Tests may pass any GRDB `DatabaseWriter`.
-    public let writer: any DatabaseWriter
+    /// The database. GRDB stays out of Haul's public API: tests reach it through
+    /// `@testable import Haul`.
+    let writer: any DatabaseWriter
     /// The lock files that tell which processes running this journal's jobs are alive.
     let owners: OwnerLocks
     /// The live owners other than this instance, as the `haul_alive` SQL function sees
@@ -113,11 +114,9 @@ public final class Journal: Sendable {
         _ = chmod(path, mode)
     }
 
-    /// Uses `writer` as the journal and brings its schema up to date.
-    ///
-    /// The writer's connections must have the journal's SQL functions: open it with a
-    /// configuration passed through ``prepare(_:)``.
-    public init(writer: any DatabaseWriter) throws(DownloadError) {
+    /// Uses `writer` as the journal and brings its schema up to date (and adds the
+    /// journal's SQL functions to its writer connection).
+    init(writer: any DatabaseWriter) throws(DownloadError) {
         self.writer = writer
         let path = writer.path
         owners = OwnerLocks(
@@ -139,10 +138,6 @@ public final class Journal: Sendable {
             throw DownloadError(.fileSystem, "cannot update the journal's schema: \(error)")
         }
     }
-
-    /// Adds what the journal needs to a GRDB configuration for a writer you open yourself.
-    /// (Nothing any more: kept so that existing callers compile.)
-    public static func prepare(_ configuration: inout Configuration) {}
 
     // MARK: - Owners
 
