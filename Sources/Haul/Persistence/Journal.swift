@@ -250,20 +250,10 @@ public final class Journal: Sendable {
         }
     }
 
-    /// A job another live process holds, which this one follows from the journal.
-    struct Attachment: Sendable {
-        var id: DownloadID
-        /// The holder's owner token.
-        var holder: Int64
-        var owner: JournalOwner
-        /// The row as it was found.
-        var record: JobRecord
-    }
-
     /// Queues, for process `session`, every unfinished job that no other live process
     /// holds (see ``heldElsewhereSQL``); returns how many, and the jobs other processes
     /// hold. Those that their holder has paused are asked to resume.
-    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [Attachment]) {
+    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
         try write { db in
             let live = refreshLiveOwners(db)
             try db.execute(
@@ -281,7 +271,7 @@ public final class Journal: Sendable {
     /// Adds or takes over many jobs at once for process `session`, in one transaction.
     /// Jobs another live process holds are left to it and returned.
     func insert(_ records: [JobRecord], session: Int64, forcing forced: Set<String> = []) async throws(DownloadError)
-        -> [Attachment]
+        -> [JobAttachment]
     {
         do {
             return try await writer.write { db in
@@ -304,8 +294,8 @@ public final class Journal: Sendable {
 
     /// The attachments for `rows`, which other live processes hold; a paused one is
     /// asked to resume, since somebody wants it again.
-    static func attach(_ rows: [JobRecord], live: [Int64: JournalOwner], in db: Database) throws -> [Attachment] {
-        var attachments: [Attachment] = []
+    static func attach(_ rows: [JobRecord], live: [Int64: JournalOwner], in db: Database) throws -> [JobAttachment] {
+        var attachments: [JobAttachment] = []
         for var row in rows {
             guard let holder = row.holder else { continue }
             if row.state == .paused, row.command == nil {
@@ -313,7 +303,7 @@ public final class Journal: Sendable {
                 try db.execute(sql: "UPDATE job SET command = 'resume' WHERE id = ?", arguments: [row.id])
             }
             attachments.append(
-                Attachment(
+                JobAttachment(
                     id: DownloadID(row.id), holder: holder, owner: live[holder] ?? JournalOwner(pid: 0, host: "?"),
                     record: row))
         }
