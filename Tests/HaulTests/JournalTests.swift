@@ -249,9 +249,7 @@ struct JournalTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         // Given a journal written by the first schema version
         do {
-            var configuration = Configuration()
-            Journal.prepare(&configuration)
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            let queue = try DatabaseQueue(path: path)
             try Journal.migrator.migrate(queue, upTo: "v1: jobs")
             try queue.write { db in
                 try db.execute(

@@ -4,6 +4,8 @@ import Haul
 import HaulTestSupport
 import Testing
 
+@testable import Haul
+
 /// Who runs a job: liveness from the kernel (a lock the owner holds), following a job
 /// another process runs, and taking over the job of one that died.
 @Suite("Ownership and following")

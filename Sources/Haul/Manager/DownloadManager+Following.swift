@@ -8,7 +8,7 @@ extension DownloadManager {
 
     /// Follows `job`, which another live process holds, from the journal; or, when the
     /// configuration says not to follow, fails it at once naming that process.
-    func follow(_ job: Job, _ attachment: Journal.Attachment) {
+    func follow(_ job: Job, _ attachment: JobAttachment) {
         guard configuration.followsOtherProcesses else {
             let error = DownloadError(
                 .runningElsewhere,
@@ -32,7 +32,7 @@ extension DownloadManager {
     /// Follows the download of `request` that another live process holds, unless one
     /// with its ID is active here already; returns whether it does.
     @discardableResult
-    func follow(request: DownloadRequest, _ attachment: Journal.Attachment) -> Bool {
+    func follow(request: DownloadRequest, _ attachment: JobAttachment) -> Bool {
         guard jobs[request.id] == nil, let (paths, endpoint) = try? Self.validate(request) else { return false }
         follow(add(request, paths: paths, endpoint: endpoint), attachment)
         return true
@@ -40,9 +40,9 @@ extension DownloadManager {
 
     /// Brings every followed download up to date with the journal.
     func pollFollowed() async {
-        guard let journal else { return }
+        guard let store else { return }
         let followed = jobs.values.compactMap { $0.following == nil ? nil : $0.id }
-        guard !followed.isEmpty, let (rows, live) = try? await journal.watch(followed) else { return }
+        guard !followed.isEmpty, let (rows, live) = try? await store.watch(followed) else { return }
         for id in followed {
             guard let job = jobs[id], var following = job.following else { continue }
             let action = following.evaluate(row: rows[id], live: live, me: me)
@@ -82,14 +82,14 @@ extension DownloadManager {
     /// Claims a followed download whose holder died (or whose row is gone) and runs it
     /// here, from its partial file.
     func takeOver(_ job: Job) async {
-        guard let journalWriter, var record = JobRecord(request: job.request, paths: job.paths) else { return }
+        guard let store, var record = JobRecord(request: job.request, paths: job.paths) else { return }
         if let missing = job.credentialsError {
             // Never run without its credentials; the journal keeps the job for whoever has them.
             finish(job, .failure(missing), journaled: true)
             return
         }
         vault.deposit(job.request, into: &record)
-        guard let claim = try? await claim(record, owner: me, force: false, writer: journalWriter),
+        guard let claim = try? await store.claim(record, owner: me, force: false),
             jobs[job.id] === job, job.following != nil
         else { return }
         switch claim {
@@ -108,13 +108,7 @@ extension DownloadManager {
     /// Leaves a command for the process that runs a followed download (pause, cancel,
     /// resume), off the actor.
     func forward(_ id: DownloadID, _ command: JobLifecycle.Command) {
-        guard let journal else { return }
-        threadPool.submit { _ in
-            switch command {
-            case .pause: _ = try? journal.pause(id)
-            case .cancel: _ = try? journal.cancel(id)
-            case .resume: _ = try? journal.retry(id)
-            }
-        }
+        guard let store else { return }
+        threadPool.submit { _ in try? store.leave(command, for: id) }
     }
 }

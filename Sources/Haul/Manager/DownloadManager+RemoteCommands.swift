@@ -7,10 +7,10 @@ extension DownloadManager {
     /// Applies commands other processes left for this manager's jobs, and admits jobs
     /// queued for it.
     func pollJournal() async {
-        guard let journal, let journalWriter, !isShutDown else { return }
-        if let commands = try? await journal.commands(for: me) {
+        guard let store, !isShutDown else { return }
+        if let commands = try? await store.commands(for: me) {
             for (id, command) in commands {
-                journalWriter.submit(.clearCommand(id: id.rawValue, command: command))
+                store.clearCommand(command, for: id)
                 guard let job = jobs[id] else { continue }
                 switch command {
                 case "pause": stop(job, intent: .pause)

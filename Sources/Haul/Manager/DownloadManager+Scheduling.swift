@@ -93,10 +93,10 @@ extension DownloadManager {
         runningCount += 1
         hostCounts[job.endpoint.key, default: 0] += 1
         let generation = job.generation
-        let checkpointer = journalWriter.flatMap { writer in
-            job.paths.map { _ in Checkpointer(id: job.id.rawValue, writer: writer, meter: job.core.meter) }
+        let checkpointer = store.flatMap { store in
+            job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
         }
-        journalWriter?.submit(.started(id: job.id.rawValue, owner: me))
+        store?.recordStarted(job.id, owner: me)
         let operation = TransferOperation(
             request: job.request, paths: job.paths, client: client, threadPool: threadPool,
             configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
@@ -188,10 +188,8 @@ extension DownloadManager {
             finished.completedBytes += result.byteCount
             finished.totalBytes = (finished.totalBytes ?? 0) + result.byteCount
             if !journaled {
-                journalWriter?.submit(
-                    .completed(
-                        id: job.id.rawValue, bytes: result.byteCount, finalURL: result.finalURL.absoluteString,
-                        file: file))
+                store?.recordCompleted(
+                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, file: file)
             }
         case .failure(let error):
             finished.failed += 1
@@ -206,6 +204,6 @@ extension DownloadManager {
 
     func record(_ job: Job, _ state: JobState, errorCode: String? = nil, error: String? = nil) {
         guard job.paths != nil else { return }
-        journalWriter?.submit(.state(id: job.id.rawValue, state, errorCode: errorCode, error: error))
+        store?.recordState(job.id, state, errorCode: errorCode, error: error)
     }
 }

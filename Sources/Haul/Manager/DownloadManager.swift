@@ -41,7 +41,8 @@ public actor DownloadManager {
     let threadPool: NIOThreadPool
     let logger: Logger
     let managerEvents = EventBroadcaster<Event>()
-    let journalWriter: JournalWriter?
+    /// Where the manager keeps its jobs: the journal's store, or `nil` without a journal.
+    let store: (any JobStore)?
     let reachability: HostReachability
     let connectivity: (any ConnectivityMonitor)?
     /// This manager's owner token in the journal (see ``OwnerLocks``); 0 without one.
@@ -77,12 +78,24 @@ public actor DownloadManager {
         connectivityMonitor: (any ConnectivityMonitor)? = nil,
         logger: Logger? = nil
     ) {
+        let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.init(
+            configuration: configuration, journal: journal,
+            store: journal.map { JournalStore(journal: $0, logger: logger) }, connectivityMonitor: connectivityMonitor,
+            logger: logger)
+    }
+
+    /// Creates a manager that keeps its jobs in `store` (see ``JobStore``); `journal`, if
+    /// any, also keeps content sync's manifests and digests.
+    init(
+        configuration: Configuration, journal: Journal?, store: (any JobStore)?,
+        connectivityMonitor: (any ConnectivityMonitor)?, logger: Logger
+    ) {
         self.configuration = configuration
         self.journal = journal
+        self.store = store
         self.connectivity = connectivityMonitor
-        let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
         self.logger = logger
-        self.journalWriter = journal.map { JournalWriter(journal: $0, logger: logger) }
         self.reachability = HostReachability(
             initialDelay: configuration.networkProbeDelay, maxDelay: configuration.maxNetworkProbeDelay,
             timeout: configuration.connectTimeout)
@@ -139,7 +152,7 @@ public actor DownloadManager {
         }
         let (paths, endpoint) = try Self.validate(request)
         if let handle = try join(request, paths: paths) { return handle }
-        guard let journalWriter, var record = JobRecord(request: request, paths: paths) else {
+        guard let store, var record = JobRecord(request: request, paths: paths) else {
             startBackgroundWork()
             let job = add(request, paths: paths, endpoint: endpoint)
             let handle = makeHandle(for: job)
@@ -150,7 +163,7 @@ public actor DownloadManager {
         let me = try ownerToken()
         startBackgroundWork()
         vault.deposit(request, into: &record)
-        let claim = try await claim(record, owner: me, force: request.forceDownload, writer: journalWriter)
+        let claim = try await store.claim(record, owner: me, force: request.forceDownload)
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
@@ -195,7 +208,7 @@ public actor DownloadManager {
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
     ///   nothing is queued then.
     public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
-        guard let journal else {
+        guard let store else {
             for request in requests { _ = try await download(request) }
             return
         }
@@ -217,7 +230,7 @@ public actor DownloadManager {
         }
         let me = try ownerToken()
         startBackgroundWork()
-        let attachments = try await journal.insert(records, session: me, forcing: forced)
+        let attachments = try await store.insert(records, session: me, forcing: forced)
         if !attachments.isEmpty {
             let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             for attachment in attachments {
@@ -235,11 +248,11 @@ public actor DownloadManager {
     /// paused. Returns how many jobs it took over or follows. `haul resume` is built on this.
     @discardableResult
     public func resumeUnfinished() async throws(DownloadError) -> Int {
-        guard let journal else { return 0 }
+        guard let store else { return 0 }
         let me = try ownerToken()
         startBackgroundWork()
-        await journalWriter?.flush()
-        let (count, attachments) = try journal.adoptUnfinished(session: me)
+        await store.flush()
+        let (count, attachments) = try await store.adoptUnfinished(session: me)
         var followed = 0
         for attachment in attachments where jobs[attachment.id] == nil {
             guard var request = try? attachment.record.request() else { continue }
@@ -317,7 +330,7 @@ public actor DownloadManager {
             stop(job, intent: .pause)
         }
         for task in stopping { await task.value }
-        await journalWriter?.flush()
+        await store?.flush()
     }
 
     /// Resumes a paused download: it queues for a slot and continues from its partial file.
@@ -396,9 +409,9 @@ public actor DownloadManager {
         for task in tasks { await task.value }
         for task in background { task.cancel() }
         await reachability.shutdown()
-        if let journalWriter {
-            journalWriter.submit(.release(owner: me))
-            await journalWriter.close()
+        if let store {
+            store.release(owner: me)
+            await store.close()
         }
         try? await client.shutdown()
         managerEvents.finish()
@@ -456,7 +469,7 @@ public actor DownloadManager {
         for task in background { task.cancel() }
         let reachability = self.reachability
         Task { await reachability.shutdown() }
-        journalWriter?.submit(.release(owner: me))
+        store?.release(owner: me)
         managerEvents.finish()
         let client = self.client
         // The callback holds the client until its shutdown is complete.
@@ -485,7 +498,7 @@ public actor DownloadManager {
                     }
                 })
         }
-        if journal != nil {
+        if store != nil {
             let interval = configuration.journalPollInterval
             background.append(
                 Task { [weak self] in

@@ -1,10 +1,10 @@
 import Foundation
-import GRDB
 
-/// One row of the journal's `job` table.
-struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecord {
-    static let databaseTableName = "job"
-
+/// One job as a ``JobStore`` keeps it: a row of the journal's `job` table.
+///
+/// Plain values only; how the SQLite journal reads and writes it is in
+/// `JobRecord+Database.swift`.
+struct JobRecord: Codable, Hashable, Sendable {
     var id: String
     var url: String
     var finalURL: String?
@@ -55,57 +55,6 @@ struct JobRecord: Codable, Hashable, Sendable, FetchableRecord, PersistableRecor
     /// The credential headers the job was started with, as a ``CredentialReference``;
     /// `nil` when it has none.
     var credentials: String?
-
-    enum Columns {
-        static let id = Column(CodingKeys.id)
-        static let state = Column(CodingKeys.state)
-        static let priority = Column(CodingKeys.priority)
-        static let owner = Column(CodingKeys.owner)
-        static let session = Column(CodingKeys.session)
-        static let command = Column(CodingKeys.command)
-        static let bytesCommitted = Column(CodingKeys.bytesCommitted)
-        static let updatedAt = Column(CodingKeys.updatedAt)
-    }
-
-    /// Decodes a row column by column: the `Decodable` path costs several times more, which
-    /// shows when a queue admits thousands of jobs a second.
-    init(row: Row) throws {
-        id = row["id"]
-        url = row["url"]
-        finalURL = row["finalURL"]
-        destinationKind = row["destinationKind"]
-        destinationPath = row["destinationPath"]
-        destinationName = row["destinationName"]
-        partialPath = row["partialPath"]
-        let stateName: String = row["state"]
-        guard let state = JobState(rawValue: stateName) else {
-            throw DownloadError(.invalidRequest, "journal entry \(id) has an unknown state '\(stateName)'")
-        }
-        self.state = state
-        priority = row["priority"]
-        attempts = row["attempts"]
-        bytesCommitted = row["bytesCommitted"]
-        totalBytes = row["totalBytes"]
-        validator = row["validator"]
-        expectedSize = row["expectedSize"]
-        checksum = row["checksum"]
-        headers = row["headers"]
-        lastError = row["lastError"]
-        createdAt = row["createdAt"]
-        updatedAt = row["updatedAt"]
-        finishedAt = row["finishedAt"]
-        owner = row["owner"]
-        session = row["session"]
-        bootID = row["bootID"]
-        command = row["command"]
-        errorCode = row["errorCode"]
-        bytesPerSecond = row["bytesPerSecond"]
-        filePath = row["filePath"]
-        fileSize = row["fileSize"]
-        fileModified = row["fileModified"]
-        fileValidator = row["fileValidator"]
-        credentials = row["credentials"]
-    }
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {

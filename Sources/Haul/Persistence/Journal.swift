@@ -6,7 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
-public import GRDB
+import GRDB
 import NIOConcurrencyHelpers
 
 /// The durable record of every download: an SQLite database (WAL mode) that survives
@@ -21,8 +21,9 @@ import NIOConcurrencyHelpers
 /// let manager = DownloadManager(journal: journal)
 /// ```
 public final class Journal: Sendable {
-    /// The database. Tests may pass any GRDB `DatabaseWriter`.
-    public let writer: any DatabaseWriter
+    /// The database. GRDB stays out of Haul's public API: tests reach it through
+    /// `@testable import Haul`.
+    let writer: any DatabaseWriter
     /// The lock files that tell which processes running this journal's jobs are alive.
     let owners: OwnerLocks
     /// The live owners other than this instance, as the `haul_alive` SQL function sees
@@ -113,11 +114,9 @@ public final class Journal: Sendable {
         _ = chmod(path, mode)
     }
 
-    /// Uses `writer` as the journal and brings its schema up to date.
-    ///
-    /// The writer's connections must have the journal's SQL functions: open it with a
-    /// configuration passed through ``prepare(_:)``.
-    public init(writer: any DatabaseWriter) throws(DownloadError) {
+    /// Uses `writer` as the journal and brings its schema up to date (and adds the
+    /// journal's SQL functions to its writer connection).
+    init(writer: any DatabaseWriter) throws(DownloadError) {
         self.writer = writer
         let path = writer.path
         owners = OwnerLocks(
@@ -139,10 +138,6 @@ public final class Journal: Sendable {
             throw DownloadError(.fileSystem, "cannot update the journal's schema: \(error)")
         }
     }
-
-    /// Adds what the journal needs to a GRDB configuration for a writer you open yourself.
-    /// (Nothing any more: kept so that existing callers compile.)
-    public static func prepare(_ configuration: inout Configuration) {}
 
     // MARK: - Owners
 
@@ -255,20 +250,10 @@ public final class Journal: Sendable {
         }
     }
 
-    /// A job another live process holds, which this one follows from the journal.
-    struct Attachment: Sendable {
-        var id: DownloadID
-        /// The holder's owner token.
-        var holder: Int64
-        var owner: JournalOwner
-        /// The row as it was found.
-        var record: JobRecord
-    }
-
     /// Queues, for process `session`, every unfinished job that no other live process
     /// holds (see ``heldElsewhereSQL``); returns how many, and the jobs other processes
     /// hold. Those that their holder has paused are asked to resume.
-    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [Attachment]) {
+    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
         try write { db in
             let live = refreshLiveOwners(db)
             try db.execute(
@@ -286,7 +271,7 @@ public final class Journal: Sendable {
     /// Adds or takes over many jobs at once for process `session`, in one transaction.
     /// Jobs another live process holds are left to it and returned.
     func insert(_ records: [JobRecord], session: Int64, forcing forced: Set<String> = []) async throws(DownloadError)
-        -> [Attachment]
+        -> [JobAttachment]
     {
         do {
             return try await writer.write { db in
@@ -309,8 +294,8 @@ public final class Journal: Sendable {
 
     /// The attachments for `rows`, which other live processes hold; a paused one is
     /// asked to resume, since somebody wants it again.
-    static func attach(_ rows: [JobRecord], live: [Int64: JournalOwner], in db: Database) throws -> [Attachment] {
-        var attachments: [Attachment] = []
+    static func attach(_ rows: [JobRecord], live: [Int64: JournalOwner], in db: Database) throws -> [JobAttachment] {
+        var attachments: [JobAttachment] = []
         for var row in rows {
             guard let holder = row.holder else { continue }
             if row.state == .paused, row.command == nil {
@@ -318,7 +303,7 @@ public final class Journal: Sendable {
                 try db.execute(sql: "UPDATE job SET command = 'resume' WHERE id = ?", arguments: [row.id])
             }
             attachments.append(
-                Attachment(
+                JobAttachment(
                     id: DownloadID(row.id), holder: holder, owner: live[holder] ?? JournalOwner(pid: 0, host: "?"),
                     record: row))
         }

@@ -12,8 +12,8 @@ final class JournalWriter: Sendable {
     enum Operation: Sendable {
         /// Inserts the job for `owner`, or takes over an existing row with the same ID
         /// unless another live process holds it; `reply` gets the outcome once it is
-        /// written (see ``Claim``).
-        case claim(JobRecord, owner: Int64, force: Bool, reply: @Sendable (Result<Claim, DownloadError>) -> Void)
+        /// written (see ``JobClaim``).
+        case claim(JobRecord, owner: Int64, force: Bool, reply: @Sendable (Result<JobClaim, DownloadError>) -> Void)
         case started(id: String, owner: Int64)
         case state(id: String, JobState, errorCode: String?, error: String?)
         case completed(id: String, bytes: Int64, finalURL: String, file: CompletedFile?)
@@ -24,15 +24,6 @@ final class JournalWriter: Sendable {
         case clearCommand(id: String, command: String)
         /// Gives up ownership of every unfinished job this process owns.
         case release(owner: Int64)
-    }
-
-    /// What claiming a job found.
-    enum Claim: Sendable {
-        /// The row is this process's now; `journaled` is what it knew of the job's partial
-        /// or completed file.
-        case claimed(journaled: TransferOperation.JournaledProgress?)
-        /// Another live process holds the job.
-        case heldElsewhere(Journal.Attachment)
     }
 
     private struct State {
@@ -224,7 +215,7 @@ final class JournalWriter: Sendable {
     /// Claims `record`'s job for `owner`: inserts it, or takes over the row with its ID
     /// unless another live process holds it. Says what the row knew of the job's files.
     static func claim(_ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database)
-        throws -> Claim
+        throws -> JobClaim
     {
         let previous = try JobRecord.fetchOne(db, key: record.id)
         if let previous, previous.isHeld(byOtherThan: owner, live: Set(live.keys)) {

@@ -20,14 +20,14 @@ final class Checkpointer: Sendable {
         var total: Int64?
     }
 
-    let id: String
-    private let writer: JournalWriter
+    let id: DownloadID
+    private let store: any JobStore
     private let meter: ProgressMeter
     private let state: NIOLockedValueBox<State>
 
-    init(id: String, writer: JournalWriter, meter: ProgressMeter) {
+    init(id: DownloadID, store: any JobStore, meter: ProgressMeter) {
         self.id = id
-        self.writer = writer
+        self.store = store
         self.meter = meter
         state = NIOLockedValueBox(State(lastSync: .now))
     }
@@ -50,7 +50,7 @@ final class Checkpointer: Sendable {
 
     /// Records that retry number `retry` is about to start.
     func attempted(_ retry: Int) {
-        writer.submit(.attempt(id: id, retry))
+        store.recordAttempt(id, retry)
     }
 
     /// Records that the first `bytes` bytes of the partial are on stable storage.
@@ -60,9 +60,8 @@ final class Checkpointer: Sendable {
             state.lastSync = .now
             return (state.validator, state.total)
         }
-        writer.submit(
-            .checkpoint(
-                id: id, bytes: bytes, total: total, validator: validator,
-                bytesPerSecond: meter.snapshot().bytesPerSecond, bootID: ProcessIdentity.bootID))
+        store.recordCheckpoint(
+            id, bytes: bytes, total: total, validator: validator, bytesPerSecond: meter.snapshot().bytesPerSecond,
+            bootID: ProcessIdentity.bootID)
     }
 }
