@@ -397,10 +397,8 @@ struct TransferOperation: Sendable {
         plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
         segmentationThreshold: Int64? = nil, partialIsEmpty: Bool = false
     ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
-        let policy = self.policy
-        var url = request.url
-        var headers = policy.headers(for: url)
-        var visited: Set<String> = [url.absoluteString]
+        var redirects = RedirectFollower(
+            url: request.url, policy: policy, maxRedirects: configuration.maxRedirects, subject: .download)
         var restarted = false
         while true {
             let delegate = TransferDelegate(
@@ -408,7 +406,8 @@ struct TransferOperation: Sendable {
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
                 threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold,
                 partialIsEmpty: partialIsEmpty && !restarted)
-            let transportError = await send(url: url, headers: headers, plan: plan, delegate: delegate)
+            let url = redirects.url
+            let transportError = await send(url: url, headers: redirects.headers, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
             if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
@@ -434,26 +433,7 @@ struct TransferOperation: Sendable {
                 plan = .fresh
                 core.meter.reset(completed: 0, total: request.expectedSize)
             case .redirect(let location):
-                // User info in a Location is dropped: credentials come only from the request.
-                guard let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
-                    let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
-                else {
-                    throw DownloadError(
-                        .protocolViolation,
-                        "\(url.absoluteString) redirects to an unusable location '\(Self.redacted(location))'")
-                }
-                guard !visited.contains(next.absoluteString) else {
-                    throw DownloadError(
-                        .redirectLoop, "\(request.url.absoluteString): redirect loop back to \(next.absoluteString)")
-                }
-                guard visited.count <= configuration.maxRedirects else {
-                    throw DownloadError(
-                        .tooManyRedirects,
-                        "\(request.url.absoluteString): more than \(configuration.maxRedirects) redirects")
-                }
-                headers = try policy.follow(from: url, to: next)
-                visited.insert(next.absoluteString)
-                url = next
+                try redirects.follow(status: outcome.status ?? 302, location: location)
             }
         }
     }
@@ -461,12 +441,6 @@ struct TransferOperation: Sendable {
     /// Which headers go to which hop: credentials only to the request's origin.
     private var policy: RedirectPolicy {
         RedirectPolicy(request: request, allowsDowngrade: configuration.allowsInsecureRedirects)
-    }
-
-    /// A Location for a message: without user info, which may hold a password.
-    static func redacted(_ location: String) -> String {
-        guard let url = URL(string: location), url.user != nil || url.password != nil else { return location }
-        return url.removingUserInfo.absoluteString
     }
 
     /// Sends one request with `extraHeaders` (chosen by the redirect policy) and waits for
