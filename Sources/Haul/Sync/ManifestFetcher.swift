@@ -24,20 +24,16 @@ struct ManifestFetcher: Sendable {
     var credentials: [(name: String, value: String)] = []
 
     func fetch(_ url: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
-        var retries = 0
-        while true {
-            do {
-                return try await attempt(url, etag: etag, lastModified: lastModified)
-            } catch {
-                guard error.isRetryable, retries < configuration.retry.maxRetries, !Task.isCancelled else {
-                    throw error
-                }
-                retries += 1
-                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
-                do { try await Task.sleep(for: delay) } catch {
-                    throw DownloadError(.cancelled, "the sync was cancelled", cancellationReason: .userRequested)
-                }
-            }
+        let outcome = await withRetries(configuration.retry) { () throws(DownloadError) in
+            try await attempt(url, etag: etag, lastModified: lastModified)
+        }
+        switch outcome {
+        case .succeeded(let fetched):
+            return fetched
+        case .failed(let error), .waitingForNetwork(let error), .interrupted(let error?):
+            throw error
+        case .interrupted(nil):
+            throw DownloadError(.cancelled, "the sync was cancelled", cancellationReason: .userRequested)
         }
     }
 

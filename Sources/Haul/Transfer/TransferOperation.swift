@@ -58,43 +58,45 @@ struct TransferOperation: Sendable {
     }
 
     func run() async -> TransferOutcome {
-        var retries = 0
         var digest: ContentDigest?
         var journaled = self.journaled
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
-        while true {
-            do {
-                // The journal's view only matters before this process first touches the file.
-                let known = journaled
-                journaled = nil
-                let (result, file) = try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
-                return .completed(result, file: file)
-            } catch {
-                if Task.isCancelled { return .interrupted }
-                if error.isConnectivity, reachability.hasAnswered(endpoint.key) || hadPartial() {
-                    // Is it the host, or the network? A failed probe means wait, without
-                    // spending retries, until the host answers again.
-                    let down = await reachability.isDown(endpoint.key)
-                    if down { return .waitingForNetwork }
-                    let answered = await HostReachability.probe(endpoint, timeout: configuration.connectTimeout)
-                    if Task.isCancelled { return .interrupted }
-                    if !answered { return .waitingForNetwork }
-                }
-                guard error.isRetryable, retries < configuration.retry.maxRetries else {
-                    logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
-                    removeEmptyPartial()
-                    return .failed(error)
-                }
-                retries += 1
-                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
-                logger.debug(
-                    "retrying", metadata: ["id": "\(request.id)", "retry": "\(retries)", "error": "\(error)"])
-                core.emit(.retrying(attempt: retries, reason: error, delay: delay))
-                checkpointer?.attempted(retries)
-                do { try await Task.sleep(for: delay) } catch { return .interrupted }
+        let outcome = await withRetries(
+            configuration.retry, checkingNetwork: checkNetwork,
+            onRetry: { retry, error, delay in
+                logger.debug("retrying", metadata: ["id": "\(request.id)", "retry": "\(retry)", "error": "\(error)"])
+                core.emit(.retrying(attempt: retry, reason: error, delay: delay))
+                checkpointer?.attempted(retry)
             }
+        ) { () throws(DownloadError) in
+            // The journal's view only matters before this process first touches the file.
+            let known = journaled
+            journaled = nil
+            return try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
         }
+        switch outcome {
+        case .succeeded(let (result, file)):
+            return .completed(result, file: file)
+        case .failed(let error):
+            logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
+            removeEmptyPartial()
+            return .failed(error)
+        case .interrupted:
+            return .interrupted
+        case .waitingForNetwork:
+            return .waitingForNetwork
+        }
+    }
+
+    /// After a failure to reach the host: is it the host, or the network?
+    ///
+    /// Only a host that answered before (or left a partial file) can tell: then a host
+    /// known to be down, or one that does not answer a probe, means the network is gone.
+    private func checkNetwork() async -> RetrySchedule.Network {
+        guard reachability.hasAnswered(endpoint.key) || hadPartial() else { return .neverReached }
+        if await reachability.isDown(endpoint.key) { return .down }
+        return await HostReachability.probe(endpoint, timeout: configuration.connectTimeout) ? .hostAnswers : .down
     }
 
     /// Whether a partial file with content exists, left by this or an earlier run: proof
