@@ -24,34 +24,29 @@ struct ManifestFetcher: Sendable {
     var credentials: [(name: String, value: String)] = []
 
     func fetch(_ url: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
-        var retries = 0
-        while true {
-            do {
-                return try await attempt(url, etag: etag, lastModified: lastModified)
-            } catch {
-                guard error.isRetryable, retries < configuration.retry.maxRetries, !Task.isCancelled else {
-                    throw error
-                }
-                retries += 1
-                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
-                do { try await Task.sleep(for: delay) } catch {
-                    throw DownloadError(.cancelled, "the sync was cancelled", cancellationReason: .userRequested)
-                }
-            }
+        let outcome = await withRetries(configuration.retry) { () throws(DownloadError) in
+            try await attempt(url, etag: etag, lastModified: lastModified)
+        }
+        switch outcome {
+        case .succeeded(let fetched):
+            return fetched
+        case .failed(let error), .waitingForNetwork(let error), .interrupted(let error?):
+            throw error
+        case .interrupted(nil):
+            throw DownloadError(.cancelled, "the sync was cancelled", cancellationReason: .userRequested)
         }
     }
 
     private func attempt(_ original: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
         let policy = RedirectPolicy(
             url: original, headers: credentials, allowsDowngrade: configuration.allowsInsecureRedirects)
-        var url = original
-        var headers = policy.headers(for: url)
-        var visited: Set<String> = [url.absoluteString]
-        var redirects = 0
+        var redirects = RedirectFollower(
+            url: original, policy: policy, maxRedirects: configuration.maxRedirects, subject: .manifest)
         while true {
+            let url = redirects.url
             var request = HTTPClientRequest(url: url.absoluteString)
             request.headers.add(name: "User-Agent", value: configuration.userAgent)
-            for header in headers { request.headers.add(name: header.name, value: header.value) }
+            for header in redirects.headers { request.headers.add(name: header.name, value: header.value) }
             request.headers.add(name: "Accept", value: "application/xml, application/json, text/xml;q=0.9, */*;q=0.5")
             if let etag { request.headers.add(name: "If-None-Match", value: etag) }
             if let lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
@@ -92,23 +87,7 @@ struct ManifestFetcher: Sendable {
                 }
                 return .notModified(finalURL: url)
             case 301, 302, 303, 307, 308:
-                guard let location = response.headers.first(name: "Location"),
-                    let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
-                    let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
-                else {
-                    throw DownloadError(
-                        .protocolViolation, "\(url.absoluteString) redirected (\(status)) without a usable Location")
-                }
-                redirects += 1
-                guard redirects <= configuration.maxRedirects else {
-                    throw DownloadError(
-                        .tooManyRedirects, "fetching the manifest \(original.absoluteString) took more than \(configuration.maxRedirects) redirects")
-                }
-                guard visited.insert(next.absoluteString).inserted else {
-                    throw DownloadError(.redirectLoop, "the manifest's redirects loop back to \(next.absoluteString)")
-                }
-                headers = try policy.follow(from: url, to: next)
-                url = next
+                try redirects.follow(status: status, location: response.headers.first(name: "Location"))
             case 200..<300:
                 throw DownloadError(
                     .protocolViolation, "\(url.absoluteString) answered \(status) instead of the manifest")

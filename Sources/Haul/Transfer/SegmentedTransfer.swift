@@ -165,24 +165,51 @@ struct SegmentedTransfer: Sendable {
         documentLength.withLockedValue { $0 = length }
     }
 
+    /// What one attempt of a worker did.
+    private enum Step {
+        /// Fetched a claim: the worker goes on to the next.
+        case fetched
+        /// Nothing is left to claim.
+        case noWork
+        case changed(String)
+    }
+
+    /// Fetches claims one after another until none is left. A failed claim is released
+    /// for any worker to take; this worker's consecutive failures are retried under the
+    /// retry policy, and a fetched claim starts the count afresh.
     private func worker(startingWith first: SegmentTable.Claim) async -> WorkerResult {
-        var failures = 0
         var next: SegmentTable.Claim? = first
-        while !Task.isCancelled, let claim = next ?? table.claim() {
-            next = nil
-            switch await fetch(claim) {
-            case .done:
-                failures = 0
-            case .changed(let reason):
+        var failedStart: Int64 = 0
+        while !Task.isCancelled {
+            let step = await withRetries(
+                configuration.retry,
+                onRetry: { _, error, _ in
+                    logger.debug(
+                        "segment retry", metadata: ["url": "\(url)", "start": "\(failedStart)", "error": "\(error)"])
+                }
+            ) { () throws(DownloadError) -> Step in
+                guard let claim = next ?? table.claim() else { return .noWork }
+                next = nil
+                switch await fetch(claim) {
+                case .done:
+                    return .fetched
+                case .changed(let reason):
+                    return .changed(reason)
+                case .failed(let error):
+                    table.release(claim.index)
+                    failedStart = claim.start
+                    throw error
+                }
+            }
+            switch step {
+            case .succeeded(.fetched):
+                continue
+            case .succeeded(.noWork), .interrupted, .waitingForNetwork:
+                return .done
+            case .succeeded(.changed(let reason)):
                 return .changed(reason)
             case .failed(let error):
-                table.release(claim.index)
-                guard error.isRetryable, failures < configuration.retry.maxRetries else { return .failed(error) }
-                failures += 1
-                let delay = configuration.retry.delay(beforeRetry: failures, retryAfter: error.retryAfter)
-                logger.debug(
-                    "segment retry", metadata: ["url": "\(url)", "start": "\(claim.start)", "error": "\(error)"])
-                do { try await Task.sleep(for: delay) } catch { return .done }
+                return .failed(error)
             }
         }
         return .done

@@ -58,43 +58,45 @@ struct TransferOperation: Sendable {
     }
 
     func run() async -> TransferOutcome {
-        var retries = 0
         var digest: ContentDigest?
         var journaled = self.journaled
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
-        while true {
-            do {
-                // The journal's view only matters before this process first touches the file.
-                let known = journaled
-                journaled = nil
-                let (result, file) = try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
-                return .completed(result, file: file)
-            } catch {
-                if Task.isCancelled { return .interrupted }
-                if error.isConnectivity, reachability.hasAnswered(endpoint.key) || hadPartial() {
-                    // Is it the host, or the network? A failed probe means wait, without
-                    // spending retries, until the host answers again.
-                    let down = await reachability.isDown(endpoint.key)
-                    if down { return .waitingForNetwork }
-                    let answered = await HostReachability.probe(endpoint, timeout: configuration.connectTimeout)
-                    if Task.isCancelled { return .interrupted }
-                    if !answered { return .waitingForNetwork }
-                }
-                guard error.isRetryable, retries < configuration.retry.maxRetries else {
-                    logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
-                    removeEmptyPartial()
-                    return .failed(error)
-                }
-                retries += 1
-                let delay = configuration.retry.delay(beforeRetry: retries, retryAfter: error.retryAfter)
-                logger.debug(
-                    "retrying", metadata: ["id": "\(request.id)", "retry": "\(retries)", "error": "\(error)"])
-                core.emit(.retrying(attempt: retries, reason: error, delay: delay))
-                checkpointer?.attempted(retries)
-                do { try await Task.sleep(for: delay) } catch { return .interrupted }
+        let outcome = await withRetries(
+            configuration.retry, checkingNetwork: checkNetwork,
+            onRetry: { retry, error, delay in
+                logger.debug("retrying", metadata: ["id": "\(request.id)", "retry": "\(retry)", "error": "\(error)"])
+                core.emit(.retrying(attempt: retry, reason: error, delay: delay))
+                checkpointer?.attempted(retry)
             }
+        ) { () throws(DownloadError) in
+            // The journal's view only matters before this process first touches the file.
+            let known = journaled
+            journaled = nil
+            return try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
         }
+        switch outcome {
+        case .succeeded(let (result, file)):
+            return .completed(result, file: file)
+        case .failed(let error):
+            logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
+            removeEmptyPartial()
+            return .failed(error)
+        case .interrupted:
+            return .interrupted
+        case .waitingForNetwork:
+            return .waitingForNetwork
+        }
+    }
+
+    /// After a failure to reach the host: is it the host, or the network?
+    ///
+    /// Only a host that answered before (or left a partial file) can tell: then a host
+    /// known to be down, or one that does not answer a probe, means the network is gone.
+    private func checkNetwork() async -> RetrySchedule.Network {
+        guard reachability.hasAnswered(endpoint.key) || hadPartial() else { return .neverReached }
+        if await reachability.isDown(endpoint.key) { return .down }
+        return await HostReachability.probe(endpoint, timeout: configuration.connectTimeout) ? .hostAnswers : .down
     }
 
     /// Whether a partial file with content exists, left by this or an earlier run: proof
@@ -397,10 +399,8 @@ struct TransferOperation: Sendable {
         plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
         segmentationThreshold: Int64? = nil, partialIsEmpty: Bool = false
     ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
-        let policy = self.policy
-        var url = request.url
-        var headers = policy.headers(for: url)
-        var visited: Set<String> = [url.absoluteString]
+        var redirects = RedirectFollower(
+            url: request.url, policy: policy, maxRedirects: configuration.maxRedirects, subject: .download)
         var restarted = false
         while true {
             let delegate = TransferDelegate(
@@ -408,7 +408,8 @@ struct TransferOperation: Sendable {
                 algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
                 threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold,
                 partialIsEmpty: partialIsEmpty && !restarted)
-            let transportError = await send(url: url, headers: headers, plan: plan, delegate: delegate)
+            let url = redirects.url
+            let transportError = await send(url: url, headers: redirects.headers, plan: plan, delegate: delegate)
             await delegate.drained()
             let outcome = delegate.outcome
             if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
@@ -434,26 +435,7 @@ struct TransferOperation: Sendable {
                 plan = .fresh
                 core.meter.reset(completed: 0, total: request.expectedSize)
             case .redirect(let location):
-                // User info in a Location is dropped: credentials come only from the request.
-                guard let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
-                    let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
-                else {
-                    throw DownloadError(
-                        .protocolViolation,
-                        "\(url.absoluteString) redirects to an unusable location '\(Self.redacted(location))'")
-                }
-                guard !visited.contains(next.absoluteString) else {
-                    throw DownloadError(
-                        .redirectLoop, "\(request.url.absoluteString): redirect loop back to \(next.absoluteString)")
-                }
-                guard visited.count <= configuration.maxRedirects else {
-                    throw DownloadError(
-                        .tooManyRedirects,
-                        "\(request.url.absoluteString): more than \(configuration.maxRedirects) redirects")
-                }
-                headers = try policy.follow(from: url, to: next)
-                visited.insert(next.absoluteString)
-                url = next
+                try redirects.follow(status: outcome.status ?? 302, location: location)
             }
         }
     }
@@ -461,12 +443,6 @@ struct TransferOperation: Sendable {
     /// Which headers go to which hop: credentials only to the request's origin.
     private var policy: RedirectPolicy {
         RedirectPolicy(request: request, allowsDowngrade: configuration.allowsInsecureRedirects)
-    }
-
-    /// A Location for a message: without user info, which may hold a password.
-    static func redacted(_ location: String) -> String {
-        guard let url = URL(string: location), url.user != nil || url.password != nil else { return location }
-        return url.removingUserInfo.absoluteString
     }
 
     /// Sends one request with `extraHeaders` (chosen by the redirect policy) and waits for

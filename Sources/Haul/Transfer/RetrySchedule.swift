@@ -1,0 +1,64 @@
+/// The retry rules, as a plain value: after a failed attempt, whether to try again and
+/// when, to wait for the network, or to give up.
+///
+/// - Errors the ``RetryPolicy`` retries (connection errors, timeouts, 408, 429, 5xx) are
+///   retried up to ``RetryPolicy/maxRetries`` times, after exponential backoff with jitter
+///   or the server's `Retry-After` (capped by ``RetryPolicy/maxDelay``); other errors end
+///   the attempts at once.
+/// - Where the network is watched (downloads), a failure to reach a host that answered
+///   before is checked first: if the network is gone, the attempts wait for it without
+///   spending retries. Elsewhere (segments, manifests) it is an ordinary failure.
+///
+/// A pure value: no I/O and no clock, so the rules are tested without sockets.
+/// ``withRetries(_:checkingNetwork:onRetry:_:)`` carries out its decisions.
+struct RetrySchedule: Sendable {
+    /// What is known of the network when an attempt failed to reach its host.
+    enum Network: Hashable, Sendable {
+        /// Nothing watches the network here: a connection failure is an ordinary failure.
+        case unwatched
+        /// Watched, but not yet checked for this failure.
+        case unchecked
+        /// The host never answered (nor left a partial file): with nothing to compare, a
+        /// connection failure is an ordinary failure.
+        case neverReached
+        /// The host answers a probe: it was the host that failed, not the network.
+        case hostAnswers
+        /// Neither the host nor a probe of it answers: the network is gone.
+        case down
+    }
+
+    /// What to do after a failed attempt.
+    enum Decision: Hashable, Sendable {
+        /// Wait `delay`, then make retry number `attempt` (1-based).
+        case retry(attempt: Int, after: Duration)
+        /// Find out whether the network is there, then decide again with the answer.
+        case checkNetwork
+        /// Stop, without spending a retry, until the network is back.
+        case waitForNetwork
+        /// Stop: the error is final.
+        case giveUp
+    }
+
+    let policy: RetryPolicy
+    /// Retries decided so far.
+    private(set) var retries = 0
+
+    init(policy: RetryPolicy) {
+        self.policy = policy
+    }
+
+    /// Decides what follows an attempt that failed with `error`; a retry counts against
+    /// the policy's ``RetryPolicy/maxRetries``.
+    mutating func decide(after error: DownloadError, network: Network) -> Decision {
+        if error.isConnectivity {
+            switch network {
+            case .unchecked: return .checkNetwork
+            case .down: return .waitForNetwork
+            case .unwatched, .neverReached, .hostAnswers: break
+            }
+        }
+        guard error.isRetryable, retries < policy.maxRetries else { return .giveUp }
+        retries += 1
+        return .retry(attempt: retries, after: policy.delay(beforeRetry: retries, retryAfter: error.retryAfter))
+    }
+}
