@@ -22,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         .target(name: "CHaulShims"),
@@ -34,6 +35,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -78,6 +80,14 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             name: "QueueBenchmark",
             dependencies: ["Haul", "HaulTestSupport"],
             path: "Benchmarks/QueueBenchmark",
+            swiftSettings: swiftSettings
+        ))
+    package.products.append(.executable(name: "haul-memory-benchmark", targets: ["MemoryBenchmark"]))
+    package.targets.append(
+        .executableTarget(
+            name: "MemoryBenchmark",
+            dependencies: ["Haul", "HaulTestSupport"],
+            path: "Benchmarks/MemoryBenchmark",
             swiftSettings: swiftSettings
         ))
     package.products.append(.executable(name: "haul-sync-benchmark", targets: ["SyncPlanBenchmark"]))

@@ -17,10 +17,22 @@
 #      same command again), curl -C -, wget2 -c, aria2c -c. Time of the second run and
 #      the bytes nginx sent for it.
 #
+# With HTTPS=1, workloads 1 and 3 (those of them in ONLY) run again over HTTPS, same corpus
+# and same commands: nginx also listens with TLS on two more ports, one offering HTTP/1.1
+# only and one offering HTTP/2 as well (ALPN), with a certificate signed by a throwaway
+# certificate authority that the script makes with openssl. Every tool is given that
+# authority through its own option (haul --ca-certificate, curl --cacert, wget2
+# --ca-certificate, aria2c --ca-certificate); nothing turns verification off. The HTTP/1.1
+# rows run every tool; the HTTP/2 rows run haul, curl --http2 and wget2 when it was built
+# with HTTP/2 (aria2c has none: its row says so). nginx logs the protocol of every TLS
+# request, and a run served over another protocol than its row's is reported as a problem.
+# Off by default: it roughly doubles the time of workloads 1 and 3.
+#
 # Usage (from anywhere; needs root or sudo the first time, to install packages):
 #   Benchmarks/compare.sh
 #   RUNS=5 SIZE=256M SMALL_COUNT=2000 QUEUE_COUNT=20000 SKIP_DISK=1 ONLY="1,3" Benchmarks/compare.sh
 #   HAUL_BIN=/path/to/haul Benchmarks/compare.sh        # skip the release build
+#   HTTPS=1 ONLY="1,3" Benchmarks/compare.sh            # add workloads 1 and 3 over HTTPS
 #   NOTE="a Swift build ran at the same time" Benchmarks/compare.sh   # added to the report
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
@@ -48,6 +60,7 @@ QUEUE_COUNT=${QUEUE_COUNT:-100000}
 QUEUE_STOP_FILES=${QUEUE_STOP_FILES:-2000}
 QUEUE_MAX_SECONDS=${QUEUE_MAX_SECONDS:-20}
 SKIP_DISK=${SKIP_DISK:-0}
+HTTPS=${HTTPS:-0}
 ONLY=${ONLY:-1,2,3,4,5}
 NOTE=${NOTE:-}
 RESULTS_DIR=${RESULTS_DIR:-$REPO/Benchmarks/results}
@@ -60,6 +73,7 @@ want() { [[ ",${ONLY// /}," == *",$1,"* ]]; }
 SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "SIZE=$SIZE is not a size like 1G or 256M"
 HALF_BYTES=$((SIZE_BYTES / 2))
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
+[[ $HTTPS == 0 || $HTTPS == 1 ]] || die "HTTPS must be 0 or 1"
 
 SUDO=()
 if [[ $EUID -ne 0 ]]; then SUDO=(sudo); fi
@@ -103,9 +117,10 @@ trap 'exit 143' TERM
 # 1. Tools: install from Debian only what is missing.
 
 install_tools() {
-    local -A package_for=([nginx]=nginx [curl]=curl [wget2]=wget2 [aria2c]=aria2 [/usr/bin/time]=time)
-    local missing=() tool
-    for tool in nginx curl wget2 aria2c /usr/bin/time; do
+    local -A package_for=([nginx]=nginx [curl]=curl [wget2]=wget2 [aria2c]=aria2 [/usr/bin/time]=time [openssl]=openssl)
+    local missing=() tool tools=(nginx curl wget2 aria2c /usr/bin/time)
+    if [[ $HTTPS == 1 ]]; then tools+=(openssl); fi
+    for tool in "${tools[@]}"; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("${package_for[$tool]}")
     done
     [[ ${#missing[@]} -eq 0 ]] && return
@@ -203,23 +218,98 @@ chmod -R a+rX "$WWW"
 # ---------------------------------------------------------------------------------------
 # 4. nginx on 127.0.0.1, a free port, its own configuration (Benchmarks/compare/nginx.conf.in).
 
+# For HTTPS=1: a certificate authority and a certificate for 127.0.0.1 and localhost
+# signed by it (P-256 keys), in $WORK/tls. CA_FILE is what every tool is told to trust.
+TLS_DIR=$WORK/tls
+CA_FILE=$TLS_DIR/ca.pem
+make_certificates() {
+    mkdir -p "$TLS_DIR"
+    cat >"$TLS_DIR/openssl.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = Haul benchmark CA
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost,IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+CNF
+    local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    {
+        openssl req -x509 -config "$TLS_DIR/openssl.cnf" -extensions ca "${key[@]}" \
+            -keyout "$TLS_DIR/ca.key" -out "$CA_FILE" -days 2 &&
+            openssl req -new -config "$TLS_DIR/openssl.cnf" -subj /CN=localhost "${key[@]}" \
+                -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" &&
+            openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$CA_FILE" -CAkey "$TLS_DIR/ca.key" -set_serial 2 \
+                -days 2 -extfile "$TLS_DIR/openssl.cnf" -extensions server -out "$TLS_DIR/server.pem"
+    } >"$TLS_DIR/openssl.log" 2>&1 || { cat "$TLS_DIR/openssl.log" >&2; die "openssl could not make the certificates"; }
+}
+
+# The TLS servers (HTTPS=1), included by nginx.conf: TLS_PORT offers HTTP/1.1 only,
+# TLS_PORT + 1 HTTP/2 as well. `listen ... ssl http2`, not nginx 1.25's `http2 on`, so
+# Debian 12's nginx 1.22 takes it. Each logs the protocol of every request to TLS_LOG.
+TLS_LOG=$WORK/nginx/tls.log
+write_tls_conf() { # FILE
+    if [[ $HTTPS != 1 ]]; then : >"$1"; return; fi
+    local h2 listen
+    {
+        echo "log_format protocol '\$server_protocol';"
+        for h2 in 0 1; do
+            listen="127.0.0.1:$((TLS_PORT + h2)) ssl"
+            ((h2)) && listen+=" http2"
+            cat <<CONF
+server {
+    listen $listen;
+    root $WWW;
+    ssl_certificate $TLS_DIR/server.pem;
+    ssl_certificate_key $TLS_DIR/server.key;
+    ssl_session_cache shared:haul_tls:10m;
+    access_log $TLS_LOG protocol;
+}
+CONF
+        done
+    } >"$1"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
 start_nginx() {
     local conf=$WORK/nginx/nginx.conf attempt
     NGINX_PID_FILE=$WORK/nginx/nginx.pid
     for attempt in {1..20}; do
         PORT=$((20000 + RANDOM % 40000))
+        TLS_PORT=$((PORT + 1))
         # Something already answering there? Pick another.
-        if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then continue; fi
+        port_free "$PORT" || continue
+        if [[ $HTTPS == 1 ]]; then port_free "$TLS_PORT" && port_free $((TLS_PORT + 1)) || continue; fi
+        write_tls_conf "$WORK/nginx/tls.conf"
         sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@ROOT@|$WWW|g" -e "s|@PORT@|$PORT|g" \
             "$SCRIPT_DIR/compare/nginx.conf.in" >"$conf"
         if nginx -c "$conf" -p "$WORK/nginx" -e "$WORK/nginx/error.log" 2>>"$WORK/nginx/start.log"; then
             for _ in {1..50}; do [[ -s $NGINX_PID_FILE ]] && break; sleep 0.1; done
-            if curl -sf -o /dev/null "http://127.0.0.1:$PORT/q.bin"; then return 0; fi
+            if curl -sf -o /dev/null "http://127.0.0.1:$PORT/q.bin"; then
+                if [[ $HTTPS != 1 ]]; then return 0; fi
+                if curl -sf --cacert "$CA_FILE" -o /dev/null "https://127.0.0.1:$TLS_PORT/q.bin" &&
+                    curl -sf --http2 --cacert "$CA_FILE" -o /dev/null "https://127.0.0.1:$((TLS_PORT + 1))/q.bin"; then
+                    return 0
+                fi
+            fi
+            # Started but not answering: stop it before trying other ports.
+            if [[ -s $NGINX_PID_FILE ]]; then kill -QUIT "$(<"$NGINX_PID_FILE")" 2>/dev/null || true; sleep 0.5; fi
         fi
     done
     cat "$WORK/nginx/start.log" "$WORK/nginx/error.log" >&2 2>/dev/null || true
     die "nginx did not start"
 }
+if [[ $HTTPS == 1 ]]; then make_certificates; fi
 start_nginx
 BASE=http://127.0.0.1:$PORT
 BIG_URL=$BASE/big.bin
@@ -235,6 +325,15 @@ if want 3; then
     (cd "$WWW/small" && ls) | awk -v b="$BASE/small/" '{ print b $0 }' >"$SMALL_LIST"
     awk '{ print "url = \"" $0 "\"" }' "$SMALL_LIST" >"$SMALL_CURL"
     [[ $(wc -l <"$SMALL_LIST") -eq $SMALL_COUNT ]] || die "expected $SMALL_COUNT small files"
+fi
+# HTTPS=1: the same lists for the two TLS servers (small-h1.txt, small-h2.curl, ...).
+if [[ $HTTPS == 1 ]] && want 3; then
+    for v in h1 h2; do
+        port=$TLS_PORT
+        [[ $v == h2 ]] && port=$((TLS_PORT + 1))
+        sed "s|^$BASE/|https://127.0.0.1:$port/|" "$SMALL_LIST" >"$WORK/small-$v.txt"
+        awk '{ print "url = \"" $0 "\"" }' "$WORK/small-$v.txt" >"$WORK/small-$v.curl"
+    done
 fi
 if want 4; then
     awk -v b="$BASE/q/" -v n="$QUEUE_COUNT" 'BEGIN { for (i = 0; i < n; i++) printf "%sq%07d.bin\n", b, i }' >"$QUEUE_LIST"
@@ -324,6 +423,61 @@ check_big() { # file: right size, and (first run only) the same bytes
 }
 
 # ---------------------------------------------------------------------------------------
+# HTTPS variants of workloads 1 and 3 (HTTPS=1). use_variant http|h1|h2 points their URLs
+# and lists at the plain server or at one of the TLS servers, and sets each tool's extra
+# options: the CA (all of them) and, for curl and wget2, the protocol asked for. On the
+# HTTP/1.1 server nginx offers only http/1.1 by ALPN, so every tool speaks HTTP/1.1
+# there; on the other the tools that can speak HTTP/2 do. Results are recorded under
+# workload "1-h1", "3-h2" and so on.
+
+WGET2_HAS_H2=0
+if [[ $HTTPS == 1 ]] && wget2 --version 2>/dev/null | grep -q -- '+http2'; then WGET2_HAS_H2=1; fi
+PLAIN_BIG_URL=$BIG_URL PLAIN_SMALL_LIST=$SMALL_LIST PLAIN_SMALL_CURL=$SMALL_CURL
+VARIANT=http
+TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=()
+use_variant() {
+    VARIANT=$1
+    TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=()
+    if [[ $1 == http ]]; then
+        BIG_URL=$PLAIN_BIG_URL SMALL_LIST=$PLAIN_SMALL_LIST SMALL_CURL=$PLAIN_SMALL_CURL
+        return
+    fi
+    local port=$TLS_PORT
+    if [[ $1 == h2 ]]; then port=$((TLS_PORT + 1)); fi
+    BIG_URL=https://127.0.0.1:$port/big.bin
+    SMALL_LIST=$WORK/small-$1.txt SMALL_CURL=$WORK/small-$1.curl
+    TLS_HAUL=(--ca-certificate "$CA_FILE")
+    TLS_ARIA2C=(--ca-certificate="$CA_FILE")
+    if [[ $1 == h1 ]]; then
+        TLS_CURL=(--cacert "$CA_FILE" --http1.1)
+        TLS_WGET2=(--ca-certificate="$CA_FILE" --no-http2)
+    else
+        TLS_CURL=(--cacert "$CA_FILE" --http2)
+        TLS_WGET2=(--ca-certificate="$CA_FILE" --http2)
+    fi
+}
+
+# Why TOOL has no row in the current variant, if it has none.
+variant_gap() {
+    if [[ $VARIANT != h2 ]]; then return; fi
+    case $1 in
+    aria2c) echo "n/a (aria2c has no HTTP/2)" ;;
+    wget2) ((WGET2_HAS_H2)) || echo "n/a (this wget2 has no HTTP/2)" ;;
+    esac
+}
+
+# Before a TLS run: empty nginx's protocol log. After it: ok if nginx served every
+# request of the run over the variant's protocol, else what it did.
+reset_protocol_log() { if [[ $VARIANT != http ]]; then : >"$TLS_LOG"; fi; }
+check_protocol() {
+    if [[ $VARIANT == http ]]; then echo ok; return; fi
+    local want=HTTP/1.1
+    if [[ $VARIANT == h2 ]]; then want=HTTP/2.0; fi
+    awk -v want="$want" '{ n++; if ($1 != want) { bad++; got = $1 } }
+        END { if (n == 0) print "nginx logged no TLS request"; else if (bad) printf "%d of %d requests over %s\n", bad, n, got; else print "ok" }' "$TLS_LOG"
+}
+
+# ---------------------------------------------------------------------------------------
 # Workloads 1 and 2: one big file, one connection and then 4 and 8. Measured: wall time,
 # CPU time (user + sys) and peak RSS of the downloading process.
 
@@ -331,14 +485,14 @@ big_cmd() { # TOOL CONNECTIONS -> CMD
     local tool=$1 n=$2
     case $tool in
     haul)
-        if ((n == 1)); then CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${HAUL_ONE[@]}")
+        if ((n == 1)); then CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${HAUL_ONE[@]}" "${TLS_HAUL[@]}")
         # --per-host too: haul caps -x at --per-host (default 6).
         else CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x "$n" --per-host "$n"); fi ;;
-    curl) CMD=(curl -sS --fail -o "$OUT/big.bin" "$BIG_URL") ;;
-    wget2) CMD=(wget2 -q --no-hsts --no-hpkp -P "$OUT" "$BIG_URL") ;;
+    curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" -o "$OUT/big.bin" "$BIG_URL") ;;
+    wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" -P "$OUT" "$BIG_URL") ;;
     aria2c)
         # -k 1M: aria2c splits only pieces of at least --min-split-size (default 20M).
-        if ((n == 1)); then CMD=(aria2c -q -x1 -s1 -d "$OUT" -o big.bin "$BIG_URL")
+        if ((n == 1)); then CMD=(aria2c -q -x1 -s1 "${TLS_ARIA2C[@]}" -d "$OUT" -o big.bin "$BIG_URL")
         else CMD=(aria2c -q -x "$n" -s "$n" -k 1M -d "$OUT" -o big.bin "$BIG_URL"); fi ;;
     curl-ranges)
         # A reference, not a peer: N curls at once, each fetching 1/N of the file into a
@@ -361,8 +515,11 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
         record "$w" "$target" "$label" "$run" "n/a (no -x yet)" 0 0 0 0
         return
     fi
+    status=$(variant_gap "$tool")
+    if [[ -n $status ]]; then record "$w" "$target" "$label" "$run" "$status" 0 0 0 0; return; fi
     prepare "$target"
     big_cmd "$tool" "$n"
+    reset_protocol_log
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
     status=$(status_of "$R_RC")
@@ -373,6 +530,7 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
     elif [[ $status == ok ]]; then
         status=$(check_big "$OUT/big.bin" "$run")
     fi
+    if [[ $status == ok ]]; then status=$(check_protocol); fi
     [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
     record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
 }
@@ -383,18 +541,21 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
 
 small_cmd() {
     case $1 in
-    haul) CMD=("$HAUL" get -i "$SMALL_LIST" -d "$OUT" -q --journal "$STATE/journal.sqlite" -j 16 --per-host 16) ;;
-    curl) CMD=(curl -sS --fail --parallel --parallel-max 16 --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
-    wget2) CMD=(wget2 -q --no-hsts --no-hpkp --max-threads=16 -P "$OUT" -i "$SMALL_LIST") ;;
-    aria2c) CMD=(aria2c -q -j 16 -x1 -d "$OUT" -i "$SMALL_LIST") ;;
+    haul) CMD=("$HAUL" get -i "$SMALL_LIST" -d "$OUT" -q --journal "$STATE/journal.sqlite" -j 16 --per-host 16 "${TLS_HAUL[@]}") ;;
+    curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" --parallel --parallel-max 16 --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
+    wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" --max-threads=16 -P "$OUT" -i "$SMALL_LIST") ;;
+    aria2c) CMD=(aria2c -q -j 16 -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
     esac
 }
 
-workload_small() { # TARGET RUN TOOL
-    local target=$1 run=$2 tool=$3 logfile status count bytes
-    logfile=$LOGS/w3-$target-$tool-$run.log
+workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
+    local target=$1 run=$2 tool=$3 w=${4:-3} logfile status count bytes
+    logfile=$LOGS/w$w-$target-$tool-$run.log
+    status=$(variant_gap "$tool")
+    if [[ -n $status ]]; then record "$w" "$target" "$tool" "$run" "$status" 0 0 0 0; return; fi
     prepare "$target"
     small_cmd "$tool"
+    reset_protocol_log
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
     status=$(status_of "$R_RC")
@@ -405,8 +566,9 @@ workload_small() { # TARGET RUN TOOL
             status="got $count files, $bytes bytes"
         fi
     fi
-    [[ $status == ok ]] || note_failure 3 "$target" "$tool" "$run" "$status" "$logfile"
-    record 3 "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
+    if [[ $status == ok ]]; then status=$(check_protocol); fi
+    [[ $status == ok ]] || note_failure "$w" "$target" "$tool" "$run" "$status" "$logfile"
+    record "$w" "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -583,6 +745,20 @@ for target in "${TARGETS[@]}"; do
             log "$target run $run/$RUNS: workload 5 (resume at ~50%)"
             for tool in haul curl wget2 aria2c; do workload_resume "$target" "$run" "$tool"; done
         fi
+        if [[ $HTTPS == 1 ]]; then
+            for variant in h1 h2; do
+                use_variant "$variant"
+                if want 1; then
+                    log "$target run $run/$RUNS: workload 1 over HTTPS ($variant)"
+                    for tool in haul curl wget2 aria2c; do workload_big "1-$variant" "$target" "$run" "$tool" 1 "$tool"; done
+                fi
+                if want 3; then
+                    log "$target run $run/$RUNS: workload 3 over HTTPS ($variant)"
+                    for tool in haul curl wget2 aria2c; do workload_small "$target" "$run" "$tool" "3-$variant"; done
+                fi
+            done
+            use_variant http
+        fi
     done
 done
 T_TOTAL=$(elapsed "$T_START" "$(now)")
@@ -669,7 +845,10 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "| wget2 | $(wget2 --version 2>/dev/null | head -n1 | sed 's/^GNU Wget2 //; s/ - .*//') |"
     echo "| aria2c | $(aria2c --version | head -n1 | sed 's/^aria2 version //') |"
     echo "| nginx | $(nginx -v 2>&1 | sed 's/^nginx version: nginx\///') |"
-    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK |"
+    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS |"
+    if [[ $HTTPS == 1 ]]; then
+        echo "| https | $(openssl version | cut -d' ' -f1-2), P-256 certificate from a throwaway CA; wget2 HTTP/2: $( ((WGET2_HAS_H2)) && echo yes || echo no); aria2c: no HTTP/2 |"
+    fi
     echo "| targets | tmpfs ($TMPFS_ROOT)$( [[ $SKIP_DISK != 1 ]] && echo ", disk ($disk_fs, $DISK_ROOT)") |"
     echo "| load average (1, 5, 15 min) | $LOAD_START at the start, $LOAD_END at the end |"
     if [[ -n $NOTE ]]; then echo "| note | $NOTE |"; fi
@@ -712,6 +891,20 @@ disk_fs=$(fs_type "$DISK_ROOT")
         if want 3; then
             summary_line 3 "$SMALL_COUNT × 16 KiB, 16 in flight: wall" haul 6 2 s 1 curl wget2 aria2c
             summary_line 3 "… peak RSS" haul 8 1 MiB 1024 curl wget2 aria2c
+        fi
+        if [[ $HTTPS == 1 ]]; then
+            for v in h1 h2; do
+                proto="HTTPS, HTTP/1.1" peers=(curl wget2 aria2c)
+                if [[ $v == h2 ]]; then proto="HTTPS, HTTP/2" peers=(curl wget2); fi
+                if want 1; then
+                    summary_line "1-$v" "one $SIZE file, 1 connection, $proto: wall" haul 6 2 s 1 "${peers[@]}"
+                    summary_line "1-$v" "… CPU" haul 7 2 s 1 "${peers[@]}"
+                fi
+                if want 3; then
+                    summary_line "3-$v" "$SMALL_COUNT × 16 KiB, 16 in flight, $proto: wall" haul 6 2 s 1 "${peers[@]}"
+                    summary_line "3-$v" "… peak RSS" haul 8 1 MiB 1024 "${peers[@]}"
+                fi
+            done
         fi
         if want 4; then
             summary_line 4 "$QUEUE_COUNT queued URLs: time to first byte" haul 10 2 s 1 aria2c
@@ -776,6 +969,54 @@ disk_fs=$(fs_type "$DISK_ROOT")
             done
         fi
 
+        if [[ $HTTPS == 1 ]] && want 1; then
+            echo
+            echo "### Workload 1 over HTTPS: one $SIZE file, 1 connection"
+            echo
+            echo "| protocol | tool | wall s | MiB/s | CPU s per GiB | peak RSS MiB | wall ÷ plain HTTP | problems |"
+            echo "|---|---|---|---|---|---|---|---|"
+            for v in h1 h2; do
+                proto=HTTP/1.1
+                if [[ $v == h2 ]]; then proto=HTTP/2; fi
+                for tool in haul curl wget2 aria2c; do
+                    wall=$(med "1-$v" "$target" "$tool" 6)
+                    cpu=$(med "1-$v" "$target" "$tool" 7)
+                    rss=$(med "1-$v" "$target" "$tool" 8)
+                    plain=$(med 1 "$target" "$tool" 6)
+                    st=$(row_status "1-$v" "$target" "$tool")
+                    mibs="" cpug="" rssm=""
+                    [[ -n $wall ]] && mibs=$(calc "$MIB_BIG / $wall")
+                    [[ -n $cpu ]] && cpug=$(calc "$cpu / $GIB")
+                    [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
+                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$mibs") | $(fmt 2 "$cpug") | $(fmt 1 "$rssm") | $(ratio "$wall" "$plain") | $st |"
+                done
+            done
+        fi
+
+        if [[ $HTTPS == 1 ]] && want 3; then
+            echo
+            echo "### Workload 3 over HTTPS: $SMALL_COUNT files of 16 KiB, 16 in flight"
+            echo
+            echo "| protocol | tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | wall ÷ plain HTTP | problems |"
+            echo "|---|---|---|---|---|---|---|---|---|"
+            for v in h1 h2; do
+                proto=HTTP/1.1
+                if [[ $v == h2 ]]; then proto=HTTP/2; fi
+                for tool in haul curl wget2 aria2c; do
+                    wall=$(med "3-$v" "$target" "$tool" 6)
+                    cpu=$(med "3-$v" "$target" "$tool" 7)
+                    rss=$(med "3-$v" "$target" "$tool" 8)
+                    plain=$(med 3 "$target" "$tool" 6)
+                    st=$(row_status "3-$v" "$target" "$tool")
+                    fps="" cpk="" rssm=""
+                    [[ -n $wall ]] && fps=$(calc "$SMALL_COUNT / $wall")
+                    [[ -n $cpu ]] && cpk=$(calc "$cpu * 1000000 / $SMALL_COUNT")
+                    [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
+                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(ratio "$wall" "$plain") | $st |"
+                done
+            done
+        fi
+
         if want 4; then
             echo
             echo "### Workload 4: $QUEUE_COUNT queued URLs (window: until $QUEUE_STOP_FILES files are complete or ${QUEUE_MAX_SECONDS} s)"
@@ -829,6 +1070,9 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Workload 3: \`haul get -i LIST -j 16 --per-host 16\`, \`curl --parallel --parallel-max 16 --output-dir OUT --remote-name-all -K CONFIG\`, \`wget2 --max-threads=16 -i LIST\`, \`aria2c -i LIST -j 16 -x1\`. Every run checks the file count and total size."
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
+    if [[ $HTTPS == 1 ]]; then
+        echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool: \`haul --ca-certificate CA\`, \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`; Haul uses what the server offers. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
+    fi
     echo "- Workloads 1, 2 and 5 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
         echo

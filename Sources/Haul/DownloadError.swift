@@ -37,6 +37,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case runningElsewhere
             case insecureRedirect
             case credentialsRequired
+            case tls
         }
 
         let base: Base
@@ -90,6 +91,13 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// not store (see ``DownloadRequest/storesCredentials``), and this process was not
         /// given them: the job is left paused. Add the request again with its credentials.
         public static let credentialsRequired = Code(base: .credentialsRequired)
+        /// A secure (`https`) connection could not be set up: the server's certificate is
+        /// not trusted (signed by an authority the manager does not trust, expired, or for
+        /// another host), the TLS handshake failed, or a certificate authority file in
+        /// ``DownloadManager/TLSOptions/additionalTrustRoots`` could not be loaded. The
+        /// message says which. Not retried. Trust a private authority with
+        /// ``DownloadManager/TLSOptions/additionalTrustRoots`` (`haul get --ca-certificate`).
+        public static let tls = Code(base: .tls)
 
         public var description: String { base.rawValue }
 

@@ -59,6 +59,13 @@ struct DownloadOptions: ParsableArguments {
         help: "Follow redirects from https to http. (default: refused; credential headers never follow a redirect to another origin)")
     var allowInsecureRedirects = false
 
+    @Option(
+        name: .customLong("ca-certificate"),
+        help: ArgumentHelp(
+            "Trust the certificate authorities in this PEM file for https, besides the system's. Repeatable.",
+            valueName: "file"))
+    var caCertificates: [String] = []
+
     @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
     var quiet = false
 
@@ -84,6 +91,13 @@ struct DownloadOptions: ParsableArguments {
         var configuration = DownloadManager.Configuration()
         configuration.followsOtherProcesses = !noWait
         configuration.allowsInsecureRedirects = allowInsecureRedirects
+        for file in caCertificates {
+            guard !file.isEmpty else { throw ValidationError("--ca-certificate needs a file path.") }
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ValidationError("--ca-certificate: cannot read \(file).")
+            }
+        }
+        configuration.tls.additionalTrustRoots = caCertificates
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
             configuration.maxConcurrentDownloads = jobs

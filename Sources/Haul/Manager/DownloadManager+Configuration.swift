@@ -56,6 +56,9 @@ extension DownloadManager {
         /// running: follow it from the journal until it ends (`true`, the default), or
         /// fail it at once with ``DownloadError/Code/runningElsewhere`` naming that process.
         public var followsOtherProcesses = true
+        /// Which certificate authorities `https` servers may be signed by, beyond the
+        /// system's. Default: the system's only.
+        public var tls = TLSOptions()
         /// The `User-Agent` header.
         public var userAgent = "Haul/0.1"
         /// How long to wait before first probing a host that could not be reached. Default 1 second.

@@ -38,6 +38,9 @@ public actor DownloadManager {
     public nonisolated let journal: Journal?
 
     let client: HTTPClient
+    /// Why the configuration's trust roots could not be loaded, if they could not: every
+    /// download, enqueue and sync fails with it (see ``checkTLSSetup()``).
+    nonisolated let tlsSetupError: DownloadError?
     let threadPool: NIOThreadPool
     let logger: Logger
     let managerEvents = EventBroadcaster<Event>()
@@ -111,6 +114,12 @@ public actor DownloadManager {
         // once rather than be retried inside the pool until the connect timeout.
         client.connectionPool.retryConnectionEstablishment = false
         client.decompression = .disabled
+        do throws(DownloadError) {
+            client.tlsConfiguration = try Self.tlsConfiguration(configuration.tls)
+            self.tlsSetupError = nil
+        } catch {
+            self.tlsSetupError = error
+        }
         self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
         self.threadPool = Self.fileIOPool
     }
@@ -145,11 +154,13 @@ public actor DownloadManager {
     /// - Returns: A handle to await the result, watch events and control the download.
     /// - Throws: ``DownloadError/Code/invalidRequest`` for a bad URL or destination;
     ///   ``DownloadError/Code/duplicate`` when joining is turned off, or when the active
-    ///   download with this ID saves somewhere else (give the request a distinct ID).
+    ///   download with this ID saves somewhere else (give the request a distinct ID);
+    ///   ``DownloadError/Code/tls`` when a file of ``Configuration/tls`` could not be loaded.
     public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadHandle {
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
+        try checkTLSSetup()
         let (paths, endpoint) = try Self.validate(request)
         if let handle = try join(request, paths: paths) { return handle }
         guard let store, var record = JobRecord(request: request, paths: paths) else {
@@ -206,8 +217,9 @@ public actor DownloadManager {
     /// Without a journal this falls back to ``download(_:)`` for each request.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
-    ///   nothing is queued then.
+    ///   nothing is queued then. ``DownloadError/Code/tls`` as for ``download(_:)``.
     public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
+        try checkTLSSetup()
         guard let store else {
             for request in requests { _ = try await download(request) }
             return
@@ -248,6 +260,7 @@ public actor DownloadManager {
     /// paused. Returns how many jobs it took over or follows. `haul resume` is built on this.
     @discardableResult
     public func resumeUnfinished() async throws(DownloadError) -> Int {
+        try checkTLSSetup()
         guard let store else { return 0 }
         let me = try ownerToken()
         startBackgroundWork()

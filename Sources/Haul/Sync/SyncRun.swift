@@ -167,6 +167,7 @@ struct SyncRun {
     // MARK: - Stages
 
     private func fetchManifest() async throws(DownloadError) -> (Manifest, URL, Bool) {
+        if let error = manager.tlsSetupError { throw error }
         let remembered = try journal?.syncState(directory: root, manifestURL: manifestURL.absoluteString)
         let fetcher = ManifestFetcher(
             client: manager.client, configuration: manager.configuration, credentials: credentials)

@@ -526,6 +526,7 @@ struct TransferOperation: Sendable {
         }
         if let error = error as? DownloadError { return error }
         let host = url.host ?? url.absoluteString
+        if let tls = translateTLSError(error, host: host, url: url) { return tls }
         if let client = error as? HTTPClientError {
             switch client {
             case .connectTimeout:

@@ -22,6 +22,9 @@ import Foundation
 /// bytes sent and the validators sent back; read it with ``accessLog()`` or wait for an
 /// entry with ``logEntry(where:)``.
 ///
+/// Started with a ``TLS`` value, it serves the same locations over `https` only (with
+/// HTTP/2 offered by ALPN if asked), and ``url(_:)`` gives `https` URLs.
+///
 /// nginx is `/usr/sbin/nginx`, else the first `nginx` on `PATH`; the `HAUL_NGINX`
 /// environment variable overrides both. When there is none, ``isAvailable`` is false and
 /// ``start()`` throws ``Failure/notInstalled``.
@@ -40,10 +43,21 @@ final class NginxServer: Sendable {
         }
     }
 
+    /// A certificate and key for serving `https`.
+    struct TLS: Sendable {
+        /// PEM files of the server's certificate (chain) and its private key.
+        var certificate: String
+        var key: String
+        /// Whether to offer HTTP/2 as well as HTTP/1.1.
+        var http2 = false
+    }
+
     /// One line of the access log.
     struct LogEntry: Decodable, Sendable, CustomStringConvertible {
         let method: String
         let path: String
+        /// `$server_protocol`: `HTTP/1.1` or `HTTP/2.0`.
+        let `protocol`: String
         let status: Int
         /// `$body_bytes_sent`: body bytes written to the socket.
         let bodyBytesSent: Int
@@ -59,7 +73,7 @@ final class NginxServer: Sendable {
         let completed: Bool
 
         private enum CodingKeys: String, CodingKey {
-            case method, path, status, bodyBytesSent, range, ifRange, etag, lastModified, contentRange, completion
+            case method, path, `protocol`, status, bodyBytesSent, range, ifRange, etag, lastModified, contentRange, completion
         }
 
         init(from decoder: any Decoder) throws {
@@ -70,6 +84,7 @@ final class NginxServer: Sendable {
             }
             method = try container.decode(String.self, forKey: .method)
             path = try container.decode(String.self, forKey: .path)
+            `protocol` = try container.decode(String.self, forKey: .protocol)
             status = try container.decode(Int.self, forKey: .status)
             bodyBytesSent = try container.decode(Int.self, forKey: .bodyBytesSent)
             range = try optional(.range)
@@ -98,15 +113,18 @@ final class NginxServer: Sendable {
     let directory: URL
     /// The directory nginx serves.
     let root: URL
+    /// Whether it serves `https`.
+    let isTLS: Bool
     private let process: Process
     private let exit: ExitSignal
     private let accessLogPath: String
     private let errorLogPath: String
 
     private init(
-        port: Int, directory: URL, process: Process, exit: ExitSignal
+        port: Int, directory: URL, process: Process, exit: ExitSignal, isTLS: Bool
     ) {
         self.port = port
+        self.isTLS = isTLS
         self.directory = directory
         self.root = directory.appendingPathComponent("root")
         self.process = process
@@ -121,7 +139,7 @@ final class NginxServer: Sendable {
     ///
     /// - Throws: ``Failure/notInstalled`` without nginx; ``Failure/failedToStart(_:)`` with
     ///   nginx's error log when it exits or is not listening within 10 seconds.
-    static func start() async throws -> NginxServer {
+    static func start(tls: TLS? = nil) async throws -> NginxServer {
         guard let executable else { throw Failure.notInstalled }
         var lastFailure = Failure.failedToStart("no attempt")
         // The free port can be taken between probing and nginx's bind: try a few.
@@ -129,7 +147,7 @@ final class NginxServer: Sendable {
             let directory = FileManager.default.temporaryDirectory
                 .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
             do {
-                let server = try await launch(executable: executable, port: try freePort(), directory: directory)
+                let server = try await launch(executable: executable, port: try freePort(), directory: directory, tls: tls)
                 if let server { return server }
                 lastFailure = .failedToStart("the port was taken")
             } catch {
@@ -142,8 +160,8 @@ final class NginxServer: Sendable {
     }
 
     /// Runs `body` with a started server, stopping it afterwards whatever happens.
-    static func with<T>(_ body: (NginxServer) async throws -> T) async throws -> T {
-        let server = try await start()
+    static func with<T>(tls: TLS? = nil, _ body: (NginxServer) async throws -> T) async throws -> T {
+        let server = try await start(tls: tls)
         do {
             let value = try await body(server)
             await server.stop()
@@ -170,13 +188,15 @@ final class NginxServer: Sendable {
     }
 
     /// Returns `nil` when nginx could not bind `port`, so the caller tries another.
-    private static func launch(executable: String, port: Int, directory: URL) async throws -> NginxServer? {
+    private static func launch(
+        executable: String, port: Int, directory: URL, tls: TLS?
+    ) async throws -> NginxServer? {
         let files = FileManager.default
         for sub in ["root", "logs", "temp"] {
             try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
         }
         let configuration = directory.appendingPathComponent("nginx.conf")
-        try configurationText(directory: directory.path, port: port)
+        try configurationText(directory: directory.path, port: port, tls: tls)
             .write(to: configuration, atomically: true, encoding: .utf8)
         let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
         guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
@@ -198,7 +218,7 @@ final class NginxServer: Sendable {
         } catch {
             throw Failure.failedToStart("cannot run \(executable): \(error)")
         }
-        let server = NginxServer(port: port, directory: directory, process: process, exit: exit)
+        let server = NginxServer(port: port, directory: directory, process: process, exit: exit, isTLS: tls != nil)
 
         // Ready once nginx wrote its pid file (after binding) and accepts a connection.
         let pidFile = directory.appendingPathComponent("nginx.pid").path
@@ -220,11 +240,22 @@ final class NginxServer: Sendable {
         }
     }
 
-    private static func configurationText(directory: String, port: Int) -> String {
+    private static func configurationText(directory: String, port: Int, tls: TLS?) -> String {
+        // `listen … ssl http2` rather than nginx 1.25's `http2 on`: Debian 12 has 1.22.
+        let listen: String
+        if let tls {
+            listen = """
+                listen 127.0.0.1:\(port) ssl\(tls.http2 ? " http2" : "");
+                        ssl_certificate "\(tls.certificate)";
+                        ssl_certificate_key "\(tls.key)";
+                """
+        } else {
+            listen = "listen 127.0.0.1:\(port);"
+        }
         // A master process, not `master_process off`: the test process starts nginx with most
         // signals blocked, and only the master (in sigsuspend) and its workers unblock them,
         // so only then does SIGTERM stop it. Workers run as the current user.
-        """
+        return """
         daemon off;
         master_process on;
         worker_processes 1;
@@ -244,7 +275,7 @@ final class NginxServer: Sendable {
             fastcgi_temp_path "\(directory)/temp/fastcgi";
             uwsgi_temp_path "\(directory)/temp/uwsgi";
             scgi_temp_path "\(directory)/temp/scgi";
-            log_format haul escape=json '{"method":"$request_method","path":"$uri","status":$status,'
+            log_format haul escape=json '{"method":"$request_method","path":"$uri","protocol":"$server_protocol","status":$status,'
                 '"bodyBytesSent":$body_bytes_sent,"range":"$http_range","ifRange":"$http_if_range",'
                 '"etag":"$sent_http_etag","lastModified":"$sent_http_last_modified",'
                 '"contentRange":"$sent_http_content_range","completion":"$request_completion"}';
@@ -255,7 +286,7 @@ final class NginxServer: Sendable {
                 default 0;
             }
             server {
-                listen 127.0.0.1:\(port);
+                \(listen)
                 server_name localhost;
                 root "\(directory)/root";
                 location /slow/ {
@@ -275,7 +306,7 @@ final class NginxServer: Sendable {
 
     /// The URL of `path` (starting with `/`) on this server.
     func url(_ path: String) -> URL {
-        URL(string: "http://127.0.0.1:\(port)\(path)")!
+        URL(string: "\(isTLS ? "https" : "http")://127.0.0.1:\(port)\(path)")!
     }
 
     /// Writes `bytes` at `path` (starting with `/`) under ``root``, atomically, with the

@@ -1,0 +1,221 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Haul against nginx over `https`, with a certificate authority made by `openssl` for each
+/// test: an untrusted certificate fails with an error naming the problem, and trusting the
+/// authority (library option or `--ca-certificate`) makes the same download work, over
+/// HTTP/1.1 and HTTP/2.
+@Suite(
+    "TLS against nginx",
+    .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
+    .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
+    .timeLimit(.minutes(1)))
+struct TLSTests {
+    @Test func untrustedCertificateFailsNamingTheProblem() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                // Given a server whose certificate is signed by an authority nobody trusts
+                try nginx.write([UInt8](repeating: 7, count: 1024), at: "/a.bin", modified: Date())
+                let manager = DownloadManager(configuration: Fixture.testConfiguration())
+
+                // When a download is tried without that authority
+                let handle = try await manager.download(
+                    DownloadRequest(url: nginx.url("/a.bin"), destination: .memory(limit: 1 << 20)))
+                let error = await #expect(throws: DownloadError.self) { try await handle.result }
+                await manager.shutdown()
+
+                // Then it fails once (not retried) with a TLS error that says what is wrong and
+                // what to do
+                #expect(error?.code == .tls)
+                #expect(error?.message.contains("certificate verify failed") == true)
+                #expect(error?.message.contains("--ca-certificate") == true)
+                #expect(try nginx.accessLog().isEmpty)
+            }
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func trustedAuthorityDownloadsByteForByte(http2: Bool) async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: http2)) { nginx in
+                // Given a 2 MiB file behind that certificate, and a manager trusting its authority
+                let bytes = FaultServer.randomBytes(count: 2 << 20, seed: 11)
+                try nginx.write(bytes, at: "/files/b.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                let manager = DownloadManager(configuration: configuration)
+                let directory = certificates.directory.appendingPathComponent("out")
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+
+                // When it is downloaded to a file, and again into memory
+                let file = try await manager.download(
+                    DownloadRequest(url: nginx.url("/files/b.bin"), destination: .directory(directory))
+                ).result
+                let memory = try await manager.download(
+                    DownloadRequest(
+                        url: nginx.url("/files/b.bin"), destination: .memory(limit: 4 << 20),
+                        id: DownloadID("memory"))
+                ).result
+                await manager.shutdown()
+
+                // Then both hold the same bytes, sent over the protocol the server offered
+                let written = try #require(file.fileURL.flatMap { FileManager.default.contents(atPath: $0.path) })
+                #expect([UInt8](written) == bytes)
+                #expect(memory.data.map { [UInt8]($0) } == bytes)
+                let entry = try await nginx.logEntry { $0.path == "/files/b.bin" && $0.status == 200 }
+                #expect(entry.protocol == (http2 ? "HTTP/2.0" : "HTTP/1.1"))
+            }
+        }
+    }
+
+    @Test func commandLineTrustsTheAuthorityGivenWithCACertificate() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                // Given a file behind the test authority's certificate
+                let bytes = FaultServer.randomBytes(count: 100_000, seed: 12)
+                try nginx.write(bytes, at: "/c.bin", modified: Date())
+                let directory = certificates.directory.appendingPathComponent("out")
+                let journal = certificates.directory.appendingPathComponent("journal.sqlite").path
+                let common = [
+                    "get", nginx.url("/c.bin").absoluteString, "-d", directory.path, "--journal", journal,
+                    "--retries", "0",
+                ]
+
+                // When `haul get` runs without, then with, --ca-certificate
+                let refused = try await Haul.run(common)
+                let trusted = try await Haul.run(common + ["--ca-certificate", certificates.authority])
+
+                // Then the first fails naming the certificate problem, the second succeeds
+                #expect(refused.status != 0)
+                #expect(refused.stdout.contains("certificate verify failed") || refused.stderr.contains("certificate verify failed"))
+                #expect(trusted.status == 0, "\(trusted.stderr)")
+                let written = FileManager.default.contents(atPath: directory.appendingPathComponent("c.bin").path)
+                #expect(written.map { [UInt8]($0) } == bytes)
+            }
+        }
+    }
+}
+
+/// Trust roots that cannot be loaded: a clear error on first use, never a crash.
+@Suite("TLS options")
+struct TLSOptionsTests {
+    @Test func missingAuthorityFileFailsTheFirstDownload() async throws {
+        // Given a manager told to trust a file that does not exist
+        var configuration = Fixture.testConfiguration()
+        let path = "/nonexistent-\(UUID().uuidString)/ca.pem"
+        configuration.tls.additionalTrustRoots = [path]
+        let manager = DownloadManager(configuration: configuration)
+
+        // When a download is added
+        let error = await #expect(throws: DownloadError.self) {
+            _ = try await manager.download(
+                DownloadRequest(url: URL(string: "https://127.0.0.1:1/x")!, destination: .memory(limit: 10)))
+        }
+        await manager.shutdown()
+
+        // Then it is refused with a TLS error naming the file and why
+        #expect(error?.code == .tls)
+        #expect(error?.message.contains(path) == true)
+        #expect(error?.message.contains("No such file") == true)
+    }
+
+    @Test func fileWithoutCertificatesFailsTheFirstDownload() async throws {
+        // Given a manager told to trust a file that holds no certificate
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-not-a-ca-\(UUID().uuidString).pem")
+        try Data("not a certificate\n".utf8).write(to: path)
+        defer { try? FileManager.default.removeItem(at: path) }
+        var configuration = Fixture.testConfiguration()
+        configuration.tls.additionalTrustRoots = [path.path]
+        let manager = DownloadManager(configuration: configuration)
+
+        // When downloads are queued
+        let error = await #expect(throws: DownloadError.self) {
+            try await manager.enqueue([
+                DownloadRequest(url: URL(string: "https://127.0.0.1:1/x")!, destination: .memory(limit: 10))
+            ])
+        }
+        await manager.shutdown()
+
+        // Then they are refused with a TLS error naming the file
+        #expect(error?.code == .tls)
+        #expect(error?.message.contains(path.path) == true)
+    }
+}
+
+/// A certificate authority and a server certificate for `localhost` and 127.0.0.1 signed by
+/// it, made with `openssl` in a temporary directory.
+struct TestCertificates {
+    /// `openssl`, if it is on `PATH` (or in /usr/bin).
+    static let openssl: String? = {
+        let path = (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/openssl" }
+        return (path + ["/usr/bin/openssl"]).first { access($0, X_OK) == 0 }
+    }()
+
+    let directory: URL
+    /// The authority's certificate (PEM): what a client must trust.
+    var authority: String { directory.appendingPathComponent("ca.pem").path }
+
+    func serverTLS(http2: Bool) -> NginxServer.TLS {
+        NginxServer.TLS(
+            certificate: directory.appendingPathComponent("server.pem").path,
+            key: directory.appendingPathComponent("server.key").path, http2: http2)
+    }
+
+    /// Runs `body` with fresh certificates, removing them afterwards.
+    static func with(_ body: (TestCertificates) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await make(in: directory)
+        try await body(TestCertificates(directory: directory))
+    }
+
+    private static func make(in directory: URL) async throws {
+        let openssl = try #require(openssl)
+        let config = directory.appendingPathComponent("openssl.cnf")
+        try """
+        [req]
+        distinguished_name = dn
+        prompt = no
+        [dn]
+        CN = Haul Test CA
+        [ca]
+        basicConstraints = critical,CA:TRUE
+        keyUsage = critical,keyCertSign,cRLSign
+        subjectKeyIdentifier = hash
+        [server]
+        basicConstraints = CA:FALSE
+        keyUsage = critical,digitalSignature
+        extendedKeyUsage = serverAuth
+        subjectAltName = DNS:localhost,IP:127.0.0.1
+        subjectKeyIdentifier = hash
+        authorityKeyIdentifier = keyid
+
+        """.write(to: config, atomically: true, encoding: .utf8)
+        let path = { (name: String) in directory.appendingPathComponent(name).path }
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        let steps: [[String]] = [
+            ["req", "-x509", "-config", config.path, "-extensions", "ca"] + key
+                + ["-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2"],
+            ["req", "-new", "-config", config.path, "-subj", "/CN=localhost"] + key
+                + ["-keyout", path("server.key"), "-out", path("server.csr")],
+            [
+                "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-set_serial", "2", "-days", "2", "-extfile", config.path, "-extensions", "server",
+                "-out", path("server.pem"),
+            ],
+        ]
+        for arguments in steps {
+            let run = try await HaulProcess(arguments, executable: URL(fileURLWithPath: openssl)).wait()
+            try #require(run.status == 0, "openssl \(arguments.joined(separator: " ")): \(run.stderr)")
+        }
+    }
+}
