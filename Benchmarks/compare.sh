@@ -262,6 +262,7 @@ write_tls_conf() { # FILE
     local h2 listen
     {
         echo "log_format protocol '\$server_protocol';"
+        echo "ssl_session_cache shared:haul_tls:10m;"
         for h2 in 0 1; do
             listen="127.0.0.1:$((TLS_PORT + h2)) ssl"
             ((h2)) && listen+=" http2"
@@ -271,7 +272,6 @@ server {
     root $WWW;
     ssl_certificate $TLS_DIR/server.pem;
     ssl_certificate_key $TLS_DIR/server.key;
-    ssl_session_cache shared:haul_tls:10m;
     access_log $TLS_LOG protocol;
 }
 CONF
