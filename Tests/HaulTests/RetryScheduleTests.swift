@@ -219,13 +219,16 @@ struct AttemptLoopTests {
     @Test func cancellationInterrupts() async {
         // Given attempts that always fail, with long waits between them
         let slow = RetryPolicy(maxRetries: 3, baseDelay: .seconds(60), maxDelay: .seconds(60))
+        let (waiting, wait) = AsyncStream.makeStream(of: Void.self)
         let task = Task { () -> String in
-            let outcome = await withRetries(slow) { () throws(DownloadError) -> Int in throw Self.busy }
+            let outcome = await withRetries(slow, onRetry: { _, _, _ in wait.yield() }) {
+                () throws(DownloadError) -> Int in throw Self.busy
+            }
             if case .interrupted(nil) = outcome { return "interrupted while waiting" }
             return "\(outcome)"
         }
-        // When the task is cancelled during a wait
-        try? await Task.sleep(for: .milliseconds(50))
+        // When the task is cancelled once it is about to wait
+        for await _ in waiting { break }
         task.cancel()
         // Then the loop stops at once
         #expect(await task.value == "interrupted while waiting")
