@@ -174,19 +174,10 @@ struct LibraryTrapsTests {
             let bytes = f.serve("ab", count: 600_000)
             let handle = try await f.manager.download(f.request("/files/ab?stall_after=200000&stall_times=1"))
             let events = handle.events
-            await firstEvent(events) { event -> Bool? in
-                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
-                return nil
-            }
+            await firstProgress(events)
 
             // When the only task awaiting it goes away (a SwiftUI `.task` whose view left)
-            let waiter = Task { await failure(of: handle) }
-            waiter.cancel()
-            #expect(await waiter.value?.cancellationReason == .noLongerWanted)
-            let reason = await firstEvent(events) { event -> DownloadError.CancellationReason? in
-                if case .cancelled(let reason) = event { return reason }
-                return nil
-            }
+            let reason = await Self.abandon(handle, events: events)
             #expect(reason == .noLongerWanted)
 
             // Then the partial stays, and asking again resumes from it
@@ -204,10 +195,7 @@ struct LibraryTrapsTests {
             f.serve("aj", count: 600_000)
             let handle = try await f.manager.download(f.request("/files/aj?stall_after=200000&stall_times=1"))
             let events = handle.events
-            await firstEvent(events) { event -> Bool? in
-                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
-                return nil
-            }
+            await firstProgress(events)
             let waiter = Task { await failure(of: handle) }
             waiter.cancel()
             _ = await waiter.value
@@ -227,19 +215,10 @@ struct LibraryTrapsTests {
             request.whenAbandoned = .deletePartial
             let handle = try await f.manager.download(request)
             let events = handle.events
-            await firstEvent(events) { event -> Bool? in
-                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
-                return nil
-            }
+            await firstProgress(events)
 
             // When its view goes away
-            let waiter = Task { await failure(of: handle) }
-            waiter.cancel()
-            #expect(await waiter.value?.cancellationReason == .noLongerWanted)
-            let reason = await firstEvent(events) { event -> DownloadError.CancellationReason? in
-                if case .cancelled(let reason) = event { return reason }
-                return nil
-            }
+            let reason = await Self.abandon(handle, events: events)
 
             // Then the partial is gone
             #expect(reason == .noLongerWanted)
@@ -255,10 +234,7 @@ struct LibraryTrapsTests {
             let first = try await f.manager.download(deleting)
             let second = try await f.manager.download(f.request("/files/both?stall_after=200000&stall_times=1"))
             let events = first.events
-            await firstEvent(events) { event -> Bool? in
-                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
-                return nil
-            }
+            await firstProgress(events)
 
             let waiters = [Task { await failure(of: first) }, Task { await failure(of: second) }]
             for waiter in waiters { waiter.cancel() }
@@ -337,6 +313,20 @@ struct LibraryTrapsTests {
         case .completed: "completed"
         case .failed: "failed"
         case .cancelled: "cancelled"
+        }
+    }
+
+    /// Cancels the only task awaiting `handle` (what a SwiftUI `.task` does when its view
+    /// goes away); returns the reason the download then ended with.
+    static func abandon(_ handle: DownloadHandle, events: AsyncStream<DownloadEvent>) async
+        -> DownloadError.CancellationReason?
+    {
+        let waiter = Task { await failure(of: handle) }
+        waiter.cancel()
+        #expect(await waiter.value?.cancellationReason == .noLongerWanted)
+        return await firstEvent(events) { event -> DownloadError.CancellationReason? in
+            if case .cancelled(let reason) = event { return reason }
+            return nil
         }
     }
 }

@@ -104,6 +104,14 @@ func firstEvent<T>(_ events: AsyncStream<DownloadEvent>, _ match: (DownloadEvent
     return nil
 }
 
+/// Waits for the first progress event with bytes on disk.
+func firstProgress(_ events: AsyncStream<DownloadEvent>) async {
+    await firstEvent(events) { event -> Bool? in
+        if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+        return nil
+    }
+}
+
 /// The error a download ended with, or `nil` if it completed.
 func failure(of handle: DownloadHandle) async -> DownloadError? {
     do {
