@@ -12,7 +12,7 @@ struct CLITests {
                 "get", f.server.url("/files/cli.bin").absoluteString, "-d", f.directory.path, "--journal", journal,
             ])
             #expect(run.status == 0)
-            #expect(f.contents("cli.bin") == bytes)
+            #expect(sha256(f.contents("cli.bin")) == sha256(bytes))
             #expect(run.stdout.contains("started \(f.server.url("/files/cli.bin").absoluteString)"))
             #expect(run.stdout.contains("completed"))
             #expect(run.stdout.contains("1 completed, 0 failed"))
@@ -100,8 +100,8 @@ struct CLITests {
             let run = try await Haul.run(["get", "-i", input.path, "-d", out.path, "--quiet", "--journal", journal])
             #expect(run.status == 0)
             #expect(run.stdout.isEmpty)
-            #expect(FileManager.default.contents(atPath: out.appendingPathComponent("first.dat").path) == Data(a))
-            #expect(FileManager.default.contents(atPath: out.appendingPathComponent("b").path) == Data(b))
+            #expect(sha256(FileManager.default.contents(atPath: out.appendingPathComponent("first.dat").path)) == sha256(Data(a)))
+            #expect(sha256(FileManager.default.contents(atPath: out.appendingPathComponent("b").path)) == sha256(Data(b)))
 
             try (list + "\n  colour=blue\n").write(to: input, atomically: true, encoding: .utf8)
             let bad = try await Haul.run(["get", "-i", input.path, "-d", out.path, "--journal", journal])
@@ -141,7 +141,7 @@ struct CLITests {
 
             let second = try await Haul.run(arguments)
             #expect(second.status == 0)
-            #expect(f.contents("big") == bytes)
+            #expect(sha256(f.contents("big")) == sha256(bytes))
             #expect(f.server.requests(path: "/files/big").last?.header("Range") == "bytes=\(kept)-")
             #expect(f.listing() == ["big"])
         }
@@ -220,7 +220,7 @@ struct CLITests {
             #expect(resumed.status == 0)
             #expect(resumed.stdout.contains("completed \(url)"))
             #expect(resumed.stdout.contains("1 completed, 0 failed"))
-            #expect(f.contents("slow") == bytes)
+            #expect(sha256(f.contents("slow")) == sha256(bytes))
             #expect(f.listing() == ["slow"])
             let range = f.server.requests(path: "/files/slow").last?.header("Range")
             #expect(range?.hasPrefix("bytes=") == true && range != "bytes=0-")
@@ -286,7 +286,7 @@ struct CLITests {
 
             let resumed = try await Haul.run(["resume", "--journal", journal, "--json"])
             #expect(resumed.status == 0)
-            #expect(f.contents("r.bin") == bytes)
+            #expect(sha256(f.contents("r.bin")) == sha256(bytes))
 
             let none = try await Haul.run(["retry", "--all-failed", "--journal", journal])
             #expect(none.stdout == "no failed jobs\n")
@@ -307,7 +307,7 @@ struct CLITests {
             #expect(clean.status == 0)
             #expect(clean.stdout == "removed 1 finished job and 1 orphaned partial file\n")
             #expect(f.listing() == ["k.bin"])
-            #expect(f.contents("k.bin") == bytes)
+            #expect(sha256(f.contents("k.bin")) == sha256(bytes))
             #expect(try await Haul.jobs(journal, all: true).isEmpty)
 
             let again = try await Haul.run(["clean", "--journal", journal])
@@ -335,7 +335,7 @@ struct CLITests {
             #expect(run.stdout.contains("\(count) completed, 0 failed"))
             let names = try FileManager.default.contentsOfDirectory(atPath: out.path)
             #expect(names.count == count)
-            #expect(FileManager.default.contents(atPath: out.appendingPathComponent("m-1999").path) == Data(bytes))
+            #expect(sha256(FileManager.default.contents(atPath: out.appendingPathComponent("m-1999").path)) == sha256(Data(bytes)))
             let jobs = try await Haul.jobs(journal, all: true)
             #expect(jobs.count == count)
             #expect(jobs.allSatisfy { $0["state"] as? String == "completed" })
@@ -355,7 +355,7 @@ struct CLITests {
             #expect(run.stderr.hasPrefix("haul: failed: \(two): another URL in the list would be saved to the same file (d)"))
             #expect(run.stderr.split(separator: "\n").count == 1)
             #expect(run.stdout.contains("\"code\":\"duplicate\""))
-            #expect(f.contents("d") == bytes)
+            #expect(sha256(f.contents("d")) == sha256(bytes))
             let jobs = try await Haul.jobs(journal, all: true)
             #expect(jobs.map { $0["id"] as? String } == [one])
         }

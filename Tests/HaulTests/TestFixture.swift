@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Haul
 import HaulTestSupport
@@ -93,6 +94,13 @@ struct Fixture {
     func listing() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
     }
+}
+
+/// The SHA-256 of `bytes` in hex, `nil` for `nil`. Tests compare file contents by digest:
+/// a failed `#expect` describes both sides, and describing two arrays of megabytes takes
+/// longer than a suite's time limit.
+func sha256<Bytes: DataProtocol>(_ bytes: Bytes?) -> String? {
+    bytes.map { SHA256.hash(data: $0).map { String(format: "%02x", $0) }.joined() }
 }
 
 /// Waits for the first event that `match` accepts; `nil` if the stream ends first.

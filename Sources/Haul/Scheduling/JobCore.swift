@@ -1,3 +1,6 @@
+import NIOCore
+import NIOPosix
+
 /// The part of a download shared by the manager, its handles and its transfer:
 /// events, result and progress. All of it is safe to touch from any thread.
 final class JobCore: Sendable {
@@ -27,13 +30,26 @@ final class JobCore: Sendable {
         managerEvents.yield(DownloadManager.Event(id: id, event: event))
     }
 
-    /// Counts bytes that reached the sink at `now`, emitting a progress event when one is due.
+    /// Counts bytes that reached the sink at `now`, emitting a progress event when one is due
+    /// (now, or, for bytes that came too soon after the last one, a trailing event later).
     func received(_ count: Int, at now: ContinuousClock.Instant) {
-        if let progress = meter.add(count, at: now) { emit(.progress(progress)) }
+        switch meter.add(count, at: now) {
+        case .none:
+            break
+        case .now(let progress):
+            emit(.progress(progress))
+        case .later(let delay):
+            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] in
+                guard let self, let progress = self.meter.flush(at: .now) else { return }
+                self.emit(.progress(progress))
+            }
+        }
     }
 
     /// Ends the download: a terminal event, then the result for every waiter.
     func finish(_ outcome: Result<DownloadResult, DownloadError>) {
+        meter.stop()
         switch outcome {
         case .success(let result):
             emit(.progress(meter.snapshot()))

@@ -4,7 +4,22 @@ import NIOConcurrencyHelpers
 ///
 /// Called once per body chunk from the event loop or the I/O pool: one uncontended lock
 /// and one clock read, no allocation and no actor hop.
+///
+/// Events are at least ``eventInterval`` apart. Bytes that arrive too soon after an event
+/// are not lost to the stream: the first such chunk asks for a trailing event
+/// (``Report/later(_:)``), which the caller delivers with ``flush(at:)`` once the interval
+/// is over, so a download that stalls right after a burst still reports every byte it has.
 final class ProgressMeter: Sendable {
+    /// What counting a chunk calls for.
+    enum Report: Equatable, Sendable {
+        /// Nothing now: an event is already due later, or the bytes were already reported.
+        case none
+        /// Emit this progress now.
+        case now(DownloadProgress)
+        /// Call ``flush(at:)`` after this long: the bytes came too soon after the last event.
+        case later(Duration)
+    }
+
     /// Smallest gap between two progress events of one download.
     static let eventInterval: Duration = .milliseconds(100)
 
@@ -19,6 +34,10 @@ final class ProgressMeter: Sendable {
         /// Whether this attempt has reported progress yet; the first chunk always does,
         /// so a display shows movement at once.
         var reported = false
+        /// Whether a trailing event has been asked for and not yet flushed.
+        var trailing = false
+        /// Set when the download has ended: no more trailing events.
+        var stopped = false
     }
 
     private let state: NIOLockedValueBox<State>
@@ -38,6 +57,7 @@ final class ProgressMeter: Sendable {
             state.sampleStart = now
             state.lastByte = now
             state.reported = false
+            state.trailing = false
         }
     }
 
@@ -46,28 +66,57 @@ final class ProgressMeter: Sendable {
         state.withLockedValue { $0.total = total }
     }
 
-    /// Adds `count` bytes that arrived at `now`; returns a snapshot when a progress event
-    /// is due. The caller reads the clock once per chunk and shares it with the checkpointer.
-    func add(_ count: Int, at now: ContinuousClock.Instant) -> DownloadProgress? {
+    /// Adds `count` bytes that arrived at `now`, and says whether a progress event is due.
+    /// The caller reads the clock once per chunk and shares it with the checkpointer.
+    func add(_ count: Int, at now: ContinuousClock.Instant) -> Report {
         state.withLockedValue { state in
             state.completed += Int64(count)
             state.transferred += Int64(count)
             state.sampleBytes += Int64(count)
             state.lastByte = now
-            let elapsed = now - state.sampleStart
             guard state.reported else {
                 state.reported = true
-                return DownloadProgress(
-                    completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate)
+                return .now(
+                    DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate))
             }
-            guard elapsed >= Self.eventInterval else { return nil }
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let elapsed = now - state.sampleStart
+            guard elapsed >= Self.eventInterval else {
+                if state.trailing || state.stopped { return .none }
+                state.trailing = true
+                return .later(Self.eventInterval - elapsed)
+            }
+            return .now(Self.report(&state, at: now))
+        }
+    }
+
+    /// The trailing event asked for by ``Report/later(_:)``: the progress, if bytes came
+    /// since the last event and the download has not ended.
+    func flush(at now: ContinuousClock.Instant) -> DownloadProgress? {
+        state.withLockedValue { state in
+            guard state.trailing else { return nil }
+            state.trailing = false
+            guard !state.stopped, state.sampleBytes > 0 else { return nil }
+            return Self.report(&state, at: now)
+        }
+    }
+
+    /// The download has ended: trailing events are dropped (its last progress goes out
+    /// with its end).
+    func stop() {
+        state.withLockedValue { $0.stopped = true }
+    }
+
+    /// Updates the rate from the bytes since the last event and starts a new sample.
+    private static func report(_ state: inout State, at now: ContinuousClock.Instant) -> DownloadProgress {
+        let elapsed = now - state.sampleStart
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        if seconds > 0 {
             let instant = Double(state.sampleBytes) / seconds
             state.rate = state.rate == 0 ? instant : state.rate * 0.7 + instant * 0.3
-            state.sampleBytes = 0
-            state.sampleStart = now
-            return DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate)
         }
+        state.sampleBytes = 0
+        state.sampleStart = now
+        return DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate)
     }
 
     /// The current progress. The rate reads zero once no byte has come for two seconds.
