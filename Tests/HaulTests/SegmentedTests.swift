@@ -86,11 +86,13 @@ struct SegmentedTests {
     }
 
     @Test func aPausedSegmentedDownloadResumesEachSegmentWhereItStood() async throws {
-        try await Fixture.with(Self.segmented(4)) { f in
+        let configure = Self.segmented(4)
+        try await Fixture.with({ configure(&$0); $0.idleTimeout = .seconds(600) }) { f in
             let bytes = f.serve("slow", count: Self.size)
-            // 2 MiB/s a connection: each 6 MiB segment takes 3 s, so the pause (after 4 MiB
-            // in all) lands with every segment unfinished, even on a loaded machine.
-            let handle = try await f.manager.download(f.request("/files/slow?rate=\(2 << 20)"))
+            // The size probe and the four segments stall after 2 MiB each, so the pause
+            // (after 4 MiB in all) lands with every segment unfinished; the requests after
+            // it are answered in full.
+            let handle = try await f.manager.download(f.request("/files/slow?stall_after=\(2 << 20)&stall_times=5"))
             await firstEvent(handle.events) { event -> Bool? in
                 if case .progress(let progress) = event, progress.completedBytes > 4 << 20 { return true }
                 return nil
@@ -105,7 +107,7 @@ struct SegmentedTests {
             // The sidecar lists what is missing, segment by segment.
             let metadata = try #require(PartialMetadata.load(from: f.file("slow.haul-meta").path))
             let missing = try #require(metadata.ranges(currentBoot: ProcessIdentity.bootID))
-            #expect(missing.count >= 2)
+            #expect(missing.count == 4)
             let held = Int64(Self.size) - missing.reduce(0) { $0 + $1.1 - $1.0 }
             #expect(held > 4 << 20)
             let before = f.server.requests(path: "/files/slow").count
