@@ -68,10 +68,15 @@ int chaul_sync_filesystem(int fd) {
 #endif
 }
 
-int chaul_keep_freed_memory(long bytes) {
+int chaul_keep_freed_memory(long bytes, long mmap_threshold) {
 #if defined(__GLIBC__)
+    /* Setting M_TRIM_THRESHOLD also freezes glibc's sliding mmap threshold at its
+       default of 128 KiB, so it is set explicitly as well: below it, blocks come from
+       the heap and are reused instead of being mapped and unmapped each time. */
+    if (mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold) != 1) return 0;
     return mallopt(M_TRIM_THRESHOLD, (int)bytes);
 #else
+    (void)mmap_threshold;
     (void)bytes;
     return 0;
 #endif

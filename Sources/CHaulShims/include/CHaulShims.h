@@ -22,7 +22,8 @@ int chaul_exchange(const char *first, const char *second);
 int chaul_sync_filesystem(int fd);
 
 /// Tells glibc's malloc to keep up to `bytes` of freed memory instead of returning it
-/// to the kernel (M_TRIM_THRESHOLD). Returns 1 on success, 0 where unsupported.
-int chaul_keep_freed_memory(long bytes);
+/// to the kernel (M_TRIM_THRESHOLD), and to serve blocks below `mmap_threshold` from the
+/// heap (M_MMAP_THRESHOLD). Returns 1 on success, 0 where unsupported.
+int chaul_keep_freed_memory(long bytes, long mmap_threshold);
 
 #endif
