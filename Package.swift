@@ -98,4 +98,17 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             path: "Benchmarks/SyncPlanBenchmark",
             swiftSettings: swiftSettings
         ))
+    package.products.append(.executable(name: "haul-client-baseline", targets: ["ClientBaseline"]))
+    package.targets.append(
+        .executableTarget(
+            name: "ClientBaseline",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/ClientBaseline",
+            swiftSettings: swiftSettings
+        ))
 }

@@ -34,6 +34,13 @@
 #   HAUL_BIN=/path/to/haul Benchmarks/compare.sh        # skip the release build
 #   HTTPS=1 ONLY="1,3" Benchmarks/compare.sh            # add workloads 1 and 3 over HTTPS
 #   NOTE="a Swift build ran at the same time" Benchmarks/compare.sh   # added to the report
+#   AHC_BIN=.build-bench/release/haul-client-baseline Benchmarks/compare.sh
+#       # adds an "ahc-loop" reference row to workload 3 (and its HTTPS runs): a plain
+#       # AsyncHTTPClient loop, the client Haul is built on, writing each body to a file of
+#       # its own and nothing else (Benchmarks/ClientBaseline; build it with
+#       # HAUL_BENCHMARKS=1 swift build -c release --scratch-path .build-bench
+#       # --product haul-client-baseline). A floor for Haul's cost per file, not a peer: it
+#       # is never the "best peer" of the summary.
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
 # RESULTS_DIR (Benchmarks/results) is where the report goes; KEEP_WORK=1 keeps the temporary
@@ -157,6 +164,14 @@ else
 fi
 [[ -x $HAUL ]] || die "no haul binary at $HAUL"
 "$HAUL" get --help >/dev/null 2>&1 || die "$HAUL get --help failed"
+AHC=
+SMALL_TOOLS=(haul curl wget2 aria2c)
+if [[ -n ${AHC_BIN:-} ]]; then
+    AHC=$AHC_BIN
+    if [[ $AHC != /* ]]; then AHC=$CALLER_DIR/$AHC; fi
+    [[ -x $AHC ]] || die "no haul-client-baseline binary at $AHC"
+    SMALL_TOOLS+=(ahc-loop)
+fi
 
 # Segmented downloads: `-x N` / `--connections N` once `haul get` has them.
 HAUL_HAS_X=0
@@ -434,10 +449,10 @@ WGET2_HAS_H2=0
 if [[ $HTTPS == 1 ]] && wget2 --version 2>/dev/null | grep -q -- '+http2'; then WGET2_HAS_H2=1; fi
 PLAIN_BIG_URL=$BIG_URL PLAIN_SMALL_LIST=$SMALL_LIST PLAIN_SMALL_CURL=$SMALL_CURL
 VARIANT=http
-TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=()
+TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=() TLS_CA=
 use_variant() {
     VARIANT=$1
-    TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=()
+    TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=() TLS_CA=
     if [[ $1 == http ]]; then
         BIG_URL=$PLAIN_BIG_URL SMALL_LIST=$PLAIN_SMALL_LIST SMALL_CURL=$PLAIN_SMALL_CURL
         return
@@ -448,6 +463,7 @@ use_variant() {
     SMALL_LIST=$WORK/small-$1.txt SMALL_CURL=$WORK/small-$1.curl
     TLS_HAUL=(--ca-certificate "$CA_FILE")
     TLS_ARIA2C=(--ca-certificate="$CA_FILE")
+    TLS_CA=$CA_FILE
     if [[ $1 == h1 ]]; then
         TLS_CURL=(--cacert "$CA_FILE" --http1.1)
         TLS_WGET2=(--ca-certificate="$CA_FILE" --no-http2)
@@ -545,6 +561,7 @@ small_cmd() {
     curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" --parallel --parallel-max 16 --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
     wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" --max-threads=16 -P "$OUT" -i "$SMALL_LIST") ;;
     aria2c) CMD=(aria2c -q -j 16 -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
+    ahc-loop) CMD=(env "CA_FILE=${TLS_CA:-}" "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
     esac
 }
 
@@ -735,7 +752,7 @@ for target in "${TARGETS[@]}"; do
         fi
         if want 3; then
             log "$target run $run/$RUNS: workload 3 ($SMALL_COUNT x 16 KiB, 16 in flight)"
-            for tool in haul curl wget2 aria2c; do workload_small "$target" "$run" "$tool"; done
+            for tool in "${SMALL_TOOLS[@]}"; do workload_small "$target" "$run" "$tool"; done
         fi
         if want 4; then
             log "$target run $run/$RUNS: workload 4 ($QUEUE_COUNT queued URLs)"
@@ -754,7 +771,7 @@ for target in "${TARGETS[@]}"; do
                 fi
                 if want 3; then
                     log "$target run $run/$RUNS: workload 3 over HTTPS ($variant)"
-                    for tool in haul curl wget2 aria2c; do workload_small "$target" "$run" "$tool" "3-$variant"; done
+                    for tool in "${SMALL_TOOLS[@]}"; do workload_small "$target" "$run" "$tool" "3-$variant"; done
                 fi
             done
             use_variant http
@@ -955,7 +972,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
             echo
             echo "| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | sync s | problems |"
             echo "|---|---|---|---|---|---|---|---|"
-            for tool in haul curl wget2 aria2c; do
+            for tool in "${SMALL_TOOLS[@]}"; do
                 wall=$(med 3 "$target" "$tool" 6)
                 cpu=$(med 3 "$target" "$tool" 7)
                 rss=$(med 3 "$target" "$tool" 8)
@@ -978,7 +995,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
             for v in h1 h2; do
                 proto=HTTP/1.1
                 if [[ $v == h2 ]]; then proto=HTTP/2; fi
-                for tool in haul curl wget2 aria2c; do
+                for tool in "${SMALL_TOOLS[@]}"; do
                     wall=$(med "1-$v" "$target" "$tool" 6)
                     cpu=$(med "1-$v" "$target" "$tool" 7)
                     rss=$(med "1-$v" "$target" "$tool" 8)
@@ -1002,7 +1019,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
             for v in h1 h2; do
                 proto=HTTP/1.1
                 if [[ $v == h2 ]]; then proto=HTTP/2; fi
-                for tool in haul curl wget2 aria2c; do
+                for tool in "${SMALL_TOOLS[@]}"; do
                     wall=$(med "3-$v" "$target" "$tool" 6)
                     cpu=$(med "3-$v" "$target" "$tool" 7)
                     rss=$(med "3-$v" "$target" "$tool" 8)

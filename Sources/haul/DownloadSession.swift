@@ -37,7 +37,8 @@ struct DownloadSession: Sendable {
         let renderer = ProgressRenderer(mode: mode) { id in (try? journal.job(id))?.name }
         let intake = Intake(manager: manager, renderer: renderer)
 
-        let events = manager.events
+        // Quiet, only the tally listens, and it needs states and outcomes only.
+        let events = manager.events(includingProgress: mode != .quiet)
         let consumer = Task {
             var tally = Tally()
             for await event in events {

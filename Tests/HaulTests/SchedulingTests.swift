@@ -26,6 +26,33 @@ struct SchedulingTests {
         }
     }
 
+    /// A manager stream without progress still says every change of state and the outcome,
+    /// in order; the full stream has the progress too.
+    @Test func managerEventsWithoutProgress() async throws {
+        try await Fixture.with { f in
+            f.serve("ev", count: 300_000)
+            func collect(_ stream: AsyncStream<DownloadManager.Event>) -> Task<[DownloadEvent], Never> {
+                Task {
+                    var seen: [DownloadEvent] = []
+                    for await event in stream {
+                        seen.append(event.event)
+                        if case .completed = event.event { break }
+                    }
+                    return seen
+                }
+            }
+            let quiet = collect(f.manager.events(includingProgress: false))
+            let full = collect(f.manager.events)
+            _ = try await f.manager.download(f.request("/files/ev")).result
+            let quietEvents = await quiet.value
+            let fullEvents = await full.value
+            let names = quietEvents.map { "\($0)".prefix { $0 != "(" } }
+            #expect(names == ["queued", "started", "completed"])
+            #expect(fullEvents.contains { if case .progress = $0 { true } else { false } })
+            #expect(fullEvents.filter { if case .progress = $0 { false } else { true } }.count == quietEvents.count)
+        }
+    }
+
     /// Many small files reuse a few kept-alive connections: never more than the per-host cap.
     @Test func smallFilesReuseKeptAliveConnections() async throws {
         try await Fixture.with({

@@ -365,6 +365,18 @@ public actor DownloadManager {
     /// when the manager shuts down or is released.
     public nonisolated var events: AsyncStream<Event> { managerEvents.makeStream() }
 
+    /// Every download's events from now on, like ``events``, but without
+    /// ``DownloadEvent/progress(_:)`` when `includingProgress` is false: for a consumer that
+    /// follows states and outcomes only (and reads ``progress`` when it wants the numbers),
+    /// progress events then cost nothing to deliver.
+    public nonisolated func events(includingProgress: Bool) -> AsyncStream<Event> {
+        guard !includingProgress else { return managerEvents.makeStream() }
+        return managerEvents.makeStream { event in
+            if case .progress = event.event { return false }
+            return true
+        }
+    }
+
     /// The whole manager's progress: bytes, rate, ETA and counts.
     public var progress: AggregateProgress {
         var total = finished

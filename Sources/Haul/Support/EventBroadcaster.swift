@@ -11,8 +11,20 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     /// Updates the remembered events with a new one.
     typealias Remember = @Sendable (_ remembered: inout [Element], _ event: Element) -> Void
 
+    /// Decides which elements a stream receives; terminal elements always go through.
+    typealias Filter = @Sendable (Element) -> Bool
+
+    private struct Subscriber {
+        var continuation: AsyncStream<Element>.Continuation
+        var filter: Filter?
+
+        func offer(_ element: Element) {
+            if filter?(element) ?? true { continuation.yield(element) }
+        }
+    }
+
     private struct State {
-        var continuations: [UInt64: AsyncStream<Element>.Continuation] = [:]
+        var continuations: [UInt64: Subscriber] = [:]
         var nextID: UInt64 = 0
         var remembered: [Element] = []
         var terminal: Element?
@@ -28,19 +40,20 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     }
 
     /// A new stream that receives the remembered events, then every event yielded from
-    /// now on.
-    func makeStream() -> AsyncStream<Element> {
+    /// now on; with `filter`, only those it accepts (and the terminal event).
+    func makeStream(filter: Filter? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
+        let subscriber = Subscriber(continuation: continuation, filter: filter)
         let id: UInt64? = state.withLockedValue { state in
             if state.finished {
                 if let terminal = state.terminal { continuation.yield(terminal) }
                 continuation.finish()
                 return nil
             }
-            for element in state.remembered { continuation.yield(element) }
+            for element in state.remembered { subscriber.offer(element) }
             let id = state.nextID
             state.nextID += 1
-            state.continuations[id] = continuation
+            state.continuations[id] = subscriber
             return id
         }
         if let id {
@@ -56,30 +69,31 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     /// Yields happen under the lock so that events from different threads keep one
     /// order; `finish()` happens outside it, because it runs `onTermination`.
     func yield(_ element: Element, terminal: Bool = false) {
-        let finishing = state.withLockedValue { state -> [AsyncStream<Element>.Continuation] in
+        let finishing = state.withLockedValue { state -> [Subscriber] in
             guard !state.finished else { return [] }
-            for continuation in state.continuations.values { continuation.yield(element) }
             guard terminal else {
+                for subscriber in state.continuations.values { subscriber.offer(element) }
                 remember?(&state.remembered, element)
                 return []
             }
+            for subscriber in state.continuations.values { subscriber.continuation.yield(element) }
             state.terminal = element
             state.finished = true
             state.remembered = []
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }
-        for continuation in finishing { continuation.finish() }
+        for subscriber in finishing { subscriber.continuation.finish() }
     }
 
     /// Finishes every stream without a terminal element.
     func finish() {
-        let continuations = state.withLockedValue { state in
+        let subscribers = state.withLockedValue { state in
             state.finished = true
             state.remembered = []
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }
-        for continuation in continuations { continuation.finish() }
+        for subscriber in subscribers { subscriber.continuation.finish() }
     }
 }
