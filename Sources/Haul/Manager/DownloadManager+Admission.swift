@@ -51,7 +51,7 @@ extension DownloadManager {
                     managerEvents.yield(Event(id: request.id, event: .failed(error)))
                     continue
                 }
-                if let paths { checkedDirectories.insert(paths.directory.path) }
+                if let paths { checkedDirectories.insert(paths.directoryPath) }
                 let job = add(request, paths: paths, endpoint: endpoint)
                 job.journaled = .init(
                     committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())

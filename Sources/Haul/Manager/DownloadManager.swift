@@ -230,7 +230,7 @@ public actor DownloadManager {
         var checkedDirectories: Set<String> = []
         for request in requests {
             let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
-            if let paths { checkedDirectories.insert(paths.directory.path) }
+            if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
                 _ = try await download(request)
                 continue

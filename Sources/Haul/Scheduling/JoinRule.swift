@@ -56,7 +56,7 @@ enum JoinRule {
     }
 
     private static func describe(_ paths: PartialPaths) -> String {
-        guard let name = paths.fixedName else { return "\(paths.directory.path) (named by the server)" }
-        return paths.directory.appendingPathComponent(name, isDirectory: false).path
+        guard let name = paths.fixedName else { return "\(paths.directoryPath) (named by the server)" }
+        return PartialPaths.join(paths.directoryPath, name)
     }
 }

@@ -6,6 +6,8 @@ import Foundation
 struct PartialPaths: Hashable, Sendable {
     /// The directory the file lands in.
     let directory: URL
+    /// Its path, computed once (`URL.path` decodes the URL each time).
+    let directoryPath: String
     /// The destination's name when the caller fixed it; `nil` when the response decides.
     let fixedName: String?
     /// The partial file.
@@ -45,15 +47,16 @@ struct PartialPaths: Hashable, Sendable {
                 baseName = FileNaming.urlName(url).flatMap(FileNaming.sanitize) ?? FileNaming.fallbackName
             }
         }
+        let directoryPath = directory.path
+        self.directoryPath = directoryPath
         var isDirectory: ObjCBool = false
-        guard checkedDirectories.contains(directory.path)
-            || (FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory)
+        guard checkedDirectories.contains(directoryPath)
+            || (FileManager.default.fileExists(atPath: directoryPath, isDirectory: &isDirectory)
                 && isDirectory.boolValue)
         else {
-            throw .invalid("directory \(directory.path) does not exist: create it first")
+            throw .invalid("directory \(directoryPath) does not exist: create it first")
         }
-        // `isDirectory: false`: without it Foundation stats the path to decide.
-        let base = directory.appendingPathComponent(baseName, isDirectory: false).path
+        let base = Self.join(directoryPath, baseName)
         partial = base + Self.partialSuffix
         metadata = base + Self.metadataSuffix
     }
@@ -66,6 +69,12 @@ struct PartialPaths: Hashable, Sendable {
             ?? contentDisposition.flatMap(FileNaming.dispositionName).flatMap(FileNaming.sanitize)
             ?? FileNaming.urlName(finalURL).flatMap(FileNaming.sanitize)
             ?? FileNaming.fallbackName
-        return directory.appendingPathComponent(name, isDirectory: false)
+        return URL(fileURLWithPath: Self.join(directoryPath, name), isDirectory: false)
+    }
+
+    /// `directory/name`: what `appendingPathComponent(name).path` gives for a name without
+    /// a slash (names here are sanitised), without building a URL.
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 }
