@@ -23,8 +23,8 @@
 # certificate authority that the script makes with openssl. Every tool is given that
 # authority through its own option (haul --ca-certificate, curl --cacert, wget2
 # --ca-certificate, aria2c --ca-certificate); nothing turns verification off. The HTTP/1.1
-# rows run every tool; the HTTP/2 rows run haul, curl --http2 and wget2 when it was built
-# with HTTP/2 (aria2c has none: its row says so). nginx logs the protocol of every TLS
+# rows run every tool; the HTTP/2 rows run haul --http2 (Haul's default is HTTP/1.1),
+# curl --http2 and wget2 when it was built with HTTP/2 (aria2c has none: its row says so). nginx logs the protocol of every TLS
 # request, and a run served over another protocol than its row's is reported as a problem.
 # Off by default: it roughly doubles the time of workloads 1 and 3.
 #
@@ -470,6 +470,8 @@ use_variant() {
     else
         TLS_CURL=(--cacert "$CA_FILE" --http2)
         TLS_WGET2=(--ca-certificate="$CA_FILE" --http2)
+        # Haul speaks HTTP/1.1 unless told otherwise (it is faster on AsyncHTTPClient).
+        TLS_HAUL+=(--http2)
     fi
 }
 
@@ -1088,7 +1090,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     if [[ $HTTPS == 1 ]]; then
-        echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool: \`haul --ca-certificate CA\`, \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`; Haul uses what the server offers. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
+        echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool: \`haul --ca-certificate CA\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
     fi
     echo "- Workloads 1, 2 and 5 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then

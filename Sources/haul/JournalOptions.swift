@@ -66,6 +66,11 @@ struct DownloadOptions: ParsableArguments {
             valueName: "file"))
     var caCertificates: [String] = []
 
+    @Flag(
+        name: .customLong("http2"),
+        help: "Offer HTTP/2 to https servers, besides HTTP/1.1. (default: HTTP/1.1 only, which is faster here)")
+    var http2 = false
+
     @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
     var quiet = false
 
@@ -98,6 +103,7 @@ struct DownloadOptions: ParsableArguments {
             }
         }
         configuration.tls.additionalTrustRoots = caCertificates
+        configuration.tls.allowsHTTP2 = http2
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
             configuration.maxConcurrentDownloads = jobs

@@ -42,15 +42,18 @@ struct TLSTests {
         }
     }
 
-    @Test(arguments: [false, true])
-    func trustedAuthorityDownloadsByteForByte(http2: Bool) async throws {
+    /// HTTP/2 is spoken only when the server offers it and the manager allows it.
+    @Test(arguments: [false, true], [false, true])
+    func trustedAuthorityDownloadsByteForByte(serverOffersHTTP2: Bool, allowsHTTP2: Bool) async throws {
+        let http2 = serverOffersHTTP2 && allowsHTTP2
         try await TestCertificates.with { certificates in
-            try await NginxServer.with(tls: certificates.serverTLS(http2: http2)) { nginx in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: serverOffersHTTP2)) { nginx in
                 // Given a 2 MiB file behind that certificate, and a manager trusting its authority
                 let bytes = FaultServer.randomBytes(count: 2 << 20, seed: 11)
                 try nginx.write(bytes, at: "/files/b.bin", modified: Date())
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
+                configuration.tls.allowsHTTP2 = allowsHTTP2
                 let manager = DownloadManager(configuration: configuration)
                 let directory = certificates.directory.appendingPathComponent("out")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -68,8 +71,8 @@ struct TLSTests {
 
                 // Then both hold the same bytes, sent over the protocol the server offered
                 let written = try #require(file.fileURL.flatMap { FileManager.default.contents(atPath: $0.path) })
-                #expect([UInt8](written) == bytes)
-                #expect(memory.data.map { [UInt8]($0) } == bytes)
+                #expect(sha256(written) == sha256(bytes))
+                #expect(sha256(memory.data) == sha256(bytes))
                 let entry = try await nginx.logEntry { $0.path == "/files/b.bin" && $0.status == 200 }
                 #expect(entry.protocol == (http2 ? "HTTP/2.0" : "HTTP/1.1"))
             }
@@ -98,7 +101,31 @@ struct TLSTests {
                 #expect(refused.stdout.contains("certificate verify failed") || refused.stderr.contains("certificate verify failed"))
                 #expect(trusted.status == 0, "\(trusted.stderr)")
                 let written = FileManager.default.contents(atPath: directory.appendingPathComponent("c.bin").path)
-                #expect(written.map { [UInt8]($0) } == bytes)
+                #expect(sha256(written) == sha256(bytes))
+            }
+        }
+    }
+
+    /// `haul get` speaks HTTP/1.1 to a server that offers HTTP/2 too, unless given --http2.
+    @Test func commandLineSpeaksHTTP2OnlyWhenAsked() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: true)) { nginx in
+                let bytes = FaultServer.randomBytes(count: 50_000, seed: 13)
+                try nginx.write(bytes, at: "/one.bin", modified: Date())
+                try nginx.write(bytes, at: "/two.bin", modified: Date())
+                let directory = certificates.directory.appendingPathComponent("out")
+                let journal = certificates.directory.appendingPathComponent("journal.sqlite").path
+                let common = ["-d", directory.path, "--journal", journal, "--ca-certificate", certificates.authority]
+
+                let plain = try await Haul.run(["get", nginx.url("/one.bin").absoluteString] + common)
+                let asked = try await Haul.run(["get", nginx.url("/two.bin").absoluteString, "--http2"] + common)
+
+                #expect(plain.status == 0, "\(plain.stderr)")
+                #expect(asked.status == 0, "\(asked.stderr)")
+                let one = try await nginx.logEntry { $0.path == "/one.bin" && $0.status == 200 }
+                let two = try await nginx.logEntry { $0.path == "/two.bin" && $0.status == 200 }
+                #expect(one.protocol == "HTTP/1.1")
+                #expect(two.protocol == "HTTP/2.0")
             }
         }
     }

@@ -114,6 +114,7 @@ public actor DownloadManager {
         // once rather than be retried inside the pool until the connect timeout.
         client.connectionPool.retryConnectionEstablishment = false
         client.decompression = .disabled
+        client.httpVersion = configuration.tls.allowsHTTP2 ? .automatic : .http1Only
         do throws(DownloadError) {
             client.tlsConfiguration = try Self.tlsConfiguration(configuration.tls)
             self.tlsSetupError = nil
