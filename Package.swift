@@ -50,6 +50,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The service (`haul serve`): its rules as plain values first; the HTTP layer
+        // (Hummingbird) comes with the API.
+        .target(
+            name: "HaulServer",
+            dependencies: ["Haul"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HaulTestSupport",
             dependencies: [
@@ -62,7 +69,7 @@ let package = Package(
         .testTarget(
             name: "HaulTests",
             dependencies: [
-                "Haul", "HaulTestSupport",
+                "Haul", "HaulServer", "HaulTestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -268,7 +268,7 @@ struct Get: AsyncParsableCommand {
             guard !name.isEmpty, name.unicodeScalars.allSatisfy({ token.contains($0) }) else {
                 throw ValidationError("\(option): a header name must be a token such as 'X-Api-Key' (without spaces).")
             }
-            guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+            guard !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) else {  // ("\r\n" is one Character)
                 throw ValidationError("\(option) '\(name): …': the value must be on one line.")
             }
             return (name, value)

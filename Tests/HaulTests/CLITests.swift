@@ -360,6 +360,21 @@ struct CLITests {
             #expect(jobs.map { $0["id"] as? String } == [one])
         }
     }
+
+    /// A header value must stay on one line, whatever ends it: "\r\n" is one Character in
+    /// Swift, equal to neither "\r" nor "\n", and once slipped through a check written so.
+    @Test(arguments: ["a\r\nInjected: 1", "a\nInjected: 1", "a\rInjected: 1"])
+    func headerValuesWithLineBreaksAreRefused(value: String) async throws {
+        try await CLIFixture.with { f, journal in
+            let run = try await Haul.run([
+                "get", f.server.url("/files/x").absoluteString, "-d", f.directory.path, "--journal", journal,
+                "--header", "X-Test: \(value)",
+            ])
+            #expect(run.status != 0)
+            #expect(run.stderr.contains("must be on one line"), "\(run.stderr)")
+            #expect(f.server.requests(path: "/files/x").isEmpty)
+        }
+    }
 }
 
 /// A fault-server fixture and a journal path of its own, removed afterwards, so that

@@ -1,0 +1,177 @@
+import Foundation
+package import Haul
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One download as a client asks for it (`POST /api/v1/downloads`), before validation.
+package struct DownloadInput: Sendable, Decodable, Equatable {
+    package var url: String
+    /// The directory to save into: absolute, or relative to the service's default
+    /// directory. Must lie inside one of the download roots.
+    package var directory: String?
+    /// The file name; the server's or the URL's name when absent.
+    package var name: String?
+    /// `veryLow`, `low`, `normal` (the default), `high` or `veryHigh`.
+    package var priority: String?
+    /// `ALGORITHM=HEX`, as `haul get --checksum`.
+    package var checksum: String?
+    package var expectedSize: Int64?
+    /// Extra request headers.
+    package var headers: [String: String]?
+
+    package init(
+        url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
+        expectedSize: Int64? = nil, headers: [String: String]? = nil
+    ) {
+        self.url = url
+        self.directory = directory
+        self.name = name
+        self.priority = priority
+        self.checksum = checksum
+        self.expectedSize = expectedSize
+        self.headers = headers
+    }
+}
+
+/// A bad field of a request body: which one (`downloads[2].url`) and why. The API answers
+/// it with 400 and adds nothing.
+package struct FieldError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var field: String
+    package var message: String
+    package var description: String { "\(field): \(message)" }
+}
+
+/// Turns a batch of inputs into download requests, all or nothing: the first bad field
+/// fails the whole batch, so a batch with one bad URL adds none of them.
+///
+/// The rules: http and https URLs only; a directory that exists and lies inside one of the
+/// download roots once symbolic links are resolved (so `"directory": "/etc"`, `../..` and
+/// a link out of a root are refused); a name that is one safe path component; a known
+/// priority; a checksum Haul can verify; a size that is not negative; header names and
+/// values without line breaks.
+package struct DownloadBatch: Sendable {
+    /// Directories downloads may go into (and below), resolved.
+    package let roots: [String]
+    /// Where inputs without a directory go, and what relative directories start from.
+    package let defaultDirectory: String
+
+    /// - Throws: ``FieldError`` (field `roots`) when a root or the default directory does
+    ///   not exist, or the default directory lies outside the roots.
+    package init(roots: [String], defaultDirectory: String) throws(FieldError) {
+        var resolved: [String] = []
+        for root in roots {
+            guard let path = Self.realPath(root) else {
+                throw FieldError(field: "roots", message: "download root \(root) does not exist")
+            }
+            resolved.append(path)
+        }
+        guard let directory = Self.realPath(defaultDirectory) else {
+            throw FieldError(field: "roots", message: "the default directory \(defaultDirectory) does not exist")
+        }
+        self.roots = resolved
+        self.defaultDirectory = directory
+        guard Self.isInside(directory, resolved) else {
+            throw FieldError(field: "roots", message: "the default directory \(directory) is outside the download roots")
+        }
+    }
+
+    /// The requests for `inputs`, in order; `field` names the array in errors.
+    package func requests(for inputs: [DownloadInput], field: String = "downloads") throws(FieldError)
+        -> [DownloadRequest]
+    {
+        guard !inputs.isEmpty else { throw FieldError(field: field, message: "no downloads given") }
+        var requests: [DownloadRequest] = []
+        requests.reserveCapacity(inputs.count)
+        for (index, input) in inputs.enumerated() {
+            requests.append(try request(for: input, field: "\(field)[\(index)]"))
+        }
+        return requests
+    }
+
+    private func request(for input: DownloadInput, field: String) throws(FieldError) -> DownloadRequest {
+        guard let url = URL(string: input.url), let scheme = url.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
+        else {
+            throw FieldError(field: "\(field).url", message: "'\(input.url)' is not an http or https URL")
+        }
+        let directory = try self.directory(input.directory, field: "\(field).directory")
+        var name: String?
+        if let given = input.name {
+            guard let safe = FileNaming.sanitize(given), safe == given else {
+                throw FieldError(field: "\(field).name", message: "'\(given)' is not a plain file name")
+            }
+            name = safe
+        }
+        var priority = DownloadPriority.normal
+        if let given = input.priority {
+            guard let parsed = Self.priorities[given] else {
+                throw FieldError(
+                    field: "\(field).priority",
+                    message: "'\(given)' is not one of \(Self.priorities.keys.sorted().joined(separator: ", "))")
+            }
+            priority = parsed
+        }
+        var checksum: Checksum?
+        if let given = input.checksum {
+            do throws(DownloadError) {
+                checksum = try Checksum(parsing: given)
+            } catch {
+                throw FieldError(field: "\(field).checksum", message: error.message)
+            }
+        }
+        if let size = input.expectedSize, size < 0 {
+            throw FieldError(field: "\(field).expectedSize", message: "must not be negative")
+        }
+        var headers: [(name: String, value: String)] = []
+        for (headerName, value) in (input.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+            // Bytes, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".
+            let breaksLine: (String) -> Bool = { text in
+                text.utf8.contains { (byte: UInt8) -> Bool in byte == 13 || byte == 10 || byte == 0 }
+            }
+            guard !headerName.isEmpty, !breaksLine(headerName), !headerName.contains(":"), !breaksLine(value) else {
+                throw FieldError(field: "\(field).headers", message: "header '\(headerName)' is not a valid header")
+            }
+            headers.append((headerName, value))
+        }
+        return DownloadRequest(
+            url: url, destination: .directory(URL(fileURLWithPath: directory, isDirectory: true), name: name),
+            priority: priority, expectedSize: input.expectedSize, checksum: checksum, headers: headers)
+    }
+
+    /// The resolved directory for `given`, inside a root.
+    private func directory(_ given: String?, field: String) throws(FieldError) -> String {
+        guard let given else { return defaultDirectory }
+        let joined = given.hasPrefix("/") ? given : defaultDirectory + "/" + given
+        guard let resolved = Self.realPath(joined) else {
+            throw FieldError(field: field, message: "directory \(given) does not exist")
+        }
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw FieldError(field: field, message: "\(given) is not a directory")
+        }
+        guard Self.isInside(resolved, roots) else {
+            throw FieldError(field: field, message: "\(given) is outside the download roots")
+        }
+        return resolved
+    }
+
+    static let priorities: [String: DownloadPriority] = [
+        "veryLow": .veryLow, "low": .low, "normal": .normal, "high": .high, "veryHigh": .veryHigh,
+    ]
+
+    /// Whether `path` is one of `roots` or below one.
+    static func isInside(_ path: String, _ roots: [String]) -> Bool {
+        roots.contains { root in path == root || path.hasPrefix(root == "/" ? "/" : root + "/") }
+    }
+
+    /// The canonical path of an existing file, with every symbolic link resolved.
+    static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

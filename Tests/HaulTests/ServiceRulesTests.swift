@@ -1,0 +1,244 @@
+import Foundation
+import Haul
+import Testing
+
+@testable import HaulServer
+
+/// The service's rules as plain values: event replay, progress coalescing, access, and
+/// the validation of a batch of downloads. No sockets.
+@Suite("Service rules")
+struct ServiceRulesTests {
+    // MARK: - Event log
+
+    @Test func aReconnectingClientGetsExactlyWhatItMissed() {
+        // Given a log of 3 that has seen events 10...14
+        var log = EventLog<String>(capacity: 3, firstID: 10)
+        for event in ["a", "b", "c", "d", "e"] { log.append(event) }
+        #expect(log.latestID == 14)
+
+        // Then a client that saw 12 gets 13 and 14; one that saw 14 gets nothing
+        guard case .events(let missed) = log.replay(after: 12) else {
+            Issue.record("expected a replay")
+            return
+        }
+        #expect(missed.map(\.id) == [13, 14])
+        #expect(missed.map(\.event) == ["d", "e"])
+        guard case .events(let none) = log.replay(after: 14) else {
+            Issue.record("expected an empty replay")
+            return
+        }
+        #expect(none.isEmpty)
+        // The oldest kept is 12: a client that saw 11 can still be served from 12
+        guard case .events(let fromOldest) = log.replay(after: 11) else {
+            Issue.record("expected a replay from the oldest")
+            return
+        }
+        #expect(fromOldest.map(\.id) == [12, 13, 14])
+    }
+
+    @Test func aGapTooOldOrANumberNeverIssuedMeansResync() {
+        var log = EventLog<Int>(capacity: 2, firstID: 100)
+        for event in 0..<5 { log.append(event) }  // 100...104; 103 and 104 kept
+        guard case .resync(let latest) = log.replay(after: 101) else {
+            Issue.record("a gap older than the log must resync")
+            return
+        }
+        #expect(latest == 104)
+        // A client of another run of the service, whose numbers this log never issued
+        guard case .resync = log.replay(after: 5_000) else {
+            Issue.record("a number from the future must resync")
+            return
+        }
+    }
+
+    // MARK: - Progress throttle
+
+    @Test func progressIsCoalescedToTwiceASecondAndStatesFlushIt() {
+        var throttle = ProgressThrottle<String, Int>(interval: .milliseconds(500))
+        let start = ContinuousClock.now
+
+        // The first snapshot goes out at once; the next ones are held, with one flush due
+        guard case .send(1) = throttle.offer(1, for: "a", at: start) else {
+            Issue.record("the first snapshot goes out")
+            return
+        }
+        guard case .flush(let after) = throttle.offer(2, for: "a", at: start + .milliseconds(100)) else {
+            Issue.record("a snapshot too soon is held with a flush")
+            return
+        }
+        #expect(after == .milliseconds(400))
+        guard case .none = throttle.offer(3, for: "a", at: start + .milliseconds(200)) else {
+            Issue.record("a second held snapshot needs no second flush")
+            return
+        }
+        // Another download is not held back by this one
+        guard case .send(9) = throttle.offer(9, for: "b", at: start + .milliseconds(200)) else {
+            Issue.record("downloads are throttled separately")
+            return
+        }
+        // The flush sends the latest held snapshot, once
+        #expect(throttle.flush("a", at: start + .milliseconds(500)) == 3)
+        #expect(throttle.flush("a", at: start + .milliseconds(600)) == nil)
+        // While a flush is due, even a late snapshot waits for it rather than overtaking
+        _ = throttle.offer(4, for: "a", at: start + .milliseconds(700))
+        guard case .none = throttle.offer(5, for: "a", at: start + .milliseconds(1_100)) else {
+            Issue.record("a flush is already due")
+            return
+        }
+        // A change of state drops what is held: its event carries the progress
+        throttle.stateChanged("a")
+        #expect(throttle.flush("a", at: start + .milliseconds(1_200)) == nil)
+        guard case .send(6) = throttle.offer(6, for: "a", at: start + .milliseconds(1_210)) else {
+            Issue.record("after a change of state the next snapshot goes out at once")
+            return
+        }
+    }
+
+    // MARK: - Access
+
+    static let token = "s3cret-token-0123456789abcdef"
+    static let rules = AccessRules(
+        token: token, allowedHosts: AccessRules.hosts(listeningOn: "127.0.0.1", port: 6800))
+
+    @Test func bearerTokenIsRequiredAndComparedExactly() {
+        let rules = Self.rules
+        #expect(
+            rules.check(
+                method: "POST", host: "127.0.0.1:6800", origin: nil, authorization: "Bearer \(Self.token)",
+                sessionValid: false) == .allow)
+        #expect(
+            rules.check(
+                method: "GET", host: "localhost:6800", origin: nil, authorization: "Bearer \(Self.token)x",
+                sessionValid: false) == .reject(status: 401, code: "unauthorized", message: "wrong token"))
+        guard
+            case .reject(401, "unauthorized", _) = rules.check(
+                method: "GET", host: "127.0.0.1:6800", origin: nil, authorization: nil, sessionValid: false)
+        else {
+            Issue.record("no credential must be 401")
+            return
+        }
+        #expect(AccessRules.constantTimeEquals("abc", "abc"))
+        #expect(!AccessRules.constantTimeEquals("abc", "abd"))
+        #expect(!AccessRules.constantTimeEquals("abc", "abcd"))
+        #expect(!AccessRules.constantTimeEquals("", "a"))
+    }
+
+    @Test func aRebindingHostIsRefusedEvenWithTheToken() {
+        guard
+            case .reject(403, "forbiddenHost", _) = Self.rules.check(
+                method: "GET", host: "evil.example:6800", origin: nil, authorization: "Bearer \(Self.token)",
+                sessionValid: false)
+        else {
+            Issue.record("a foreign Host must be refused")
+            return
+        }
+        guard
+            case .reject(403, "forbiddenHost", _) = Self.rules.check(
+                method: "GET", host: nil, origin: nil, authorization: "Bearer \(Self.token)", sessionValid: false)
+        else {
+            Issue.record("a missing Host must be refused")
+            return
+        }
+        #expect(
+            Self.rules.check(
+                method: "GET", host: "[::1]:6800", origin: nil, authorization: "Bearer \(Self.token)",
+                sessionValid: false) == .allow)
+    }
+
+    @Test func cookieRequestsThatChangeStateNeedTheServicesOrigin() {
+        let rules = Self.rules
+        // Reads with the cookie need no Origin
+        #expect(rules.check(method: "GET", host: "127.0.0.1:6800", origin: nil, authorization: nil, sessionValid: true) == .allow)
+        // Changes need the service's own Origin
+        #expect(
+            rules.check(
+                method: "PATCH", host: "127.0.0.1:6800", origin: "http://127.0.0.1:6800", authorization: nil,
+                sessionValid: true) == .allow)
+        for origin in [nil, "http://evil.example", "http://127.0.0.1:6801", "null"] {
+            guard
+                case .reject(403, "forbiddenOrigin", _) = rules.check(
+                    method: "POST", host: "127.0.0.1:6800", origin: origin, authorization: nil, sessionValid: true)
+            else {
+                Issue.record("origin \(origin ?? "none") must be refused")
+                continue
+            }
+        }
+    }
+
+    @Test func onlyLoopbackMayListenWithoutAnOperatorsToken() {
+        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"] {
+            #expect(AccessRules.mayListen(on: host, operatorToken: false), "\(host)")
+        }
+        for host in ["0.0.0.0", "192.168.1.5", "::", "example.com", "1127.0.0.1"] {
+            #expect(!AccessRules.mayListen(on: host, operatorToken: false), "\(host)")
+            #expect(AccessRules.mayListen(on: host, operatorToken: true), "\(host)")
+        }
+    }
+
+    // MARK: - Download batches
+
+    /// A root with a subdirectory, a directory outside it, and a link from inside to outside.
+    static func withRoots(_ body: (_ root: String, _ outside: String, _ batch: DownloadBatch) throws -> Void) throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("haul-rules-\(UUID().uuidString)")
+        let root = base.appendingPathComponent("root").path
+        let outside = base.appendingPathComponent("outside").path
+        try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: root + "/escape", withDestinationPath: outside)
+        defer { try? FileManager.default.removeItem(at: base) }
+        let batch = try DownloadBatch(roots: [root], defaultDirectory: root)
+        try body(DownloadBatch.realPath(root)!, DownloadBatch.realPath(outside)!, batch)
+    }
+
+    @Test func aValidBatchBecomesRequests() throws {
+        try Self.withRoots { root, _, batch in
+            let requests = try batch.requests(for: [
+                DownloadInput(url: "https://example.com/a.iso"),
+                DownloadInput(
+                    url: "http://example.com/b", directory: "sub", name: "b.bin", priority: "high",
+                    checksum: "sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                    expectedSize: 4, headers: ["X-Token": "t"]),
+            ])
+            #expect(requests.count == 2)
+            #expect(requests[0].destination == .directory(URL(fileURLWithPath: root, isDirectory: true), name: nil))
+            #expect(
+                requests[1].destination == .directory(URL(fileURLWithPath: root + "/sub", isDirectory: true), name: "b.bin"))
+            #expect(requests[1].priority == .high)
+            #expect(requests[1].checksum?.algorithm == .sha256)
+            #expect(requests[1].expectedSize == 4)
+            #expect(requests[1].headers.map(\.name) == ["X-Token"])
+        }
+    }
+
+    @Test(arguments: [
+        (DownloadInput(url: "ftp://example.com/a"), "downloads[1].url"),
+        (DownloadInput(url: "not a url"), "downloads[1].url"),
+        (DownloadInput(url: "http://example.com/a", directory: "/etc"), "downloads[1].directory"),
+        (DownloadInput(url: "http://example.com/a", directory: "../outside"), "downloads[1].directory"),
+        (DownloadInput(url: "http://example.com/a", directory: "escape"), "downloads[1].directory"),
+        (DownloadInput(url: "http://example.com/a", directory: "missing"), "downloads[1].directory"),
+        (DownloadInput(url: "http://example.com/a", name: "../x"), "downloads[1].name"),
+        (DownloadInput(url: "http://example.com/a", priority: "urgent"), "downloads[1].priority"),
+        (DownloadInput(url: "http://example.com/a", checksum: "md5=abc"), "downloads[1].checksum"),
+        (DownloadInput(url: "http://example.com/a", expectedSize: -1), "downloads[1].expectedSize"),
+        (DownloadInput(url: "http://example.com/a", headers: ["X": "a\r\nInjected: 1"]), "downloads[1].headers"),
+    ])
+    func oneBadFieldRejectsTheWholeBatchNamingIt(bad: DownloadInput, field: String) throws {
+        try Self.withRoots { _, _, batch in
+            let error = #expect(throws: FieldError.self) {
+                try batch.requests(for: [DownloadInput(url: "http://example.com/good"), bad])
+            }
+            #expect(error?.field == field)
+        }
+    }
+
+    @Test func rootsMustExistAndHoldTheDefaultDirectory() throws {
+        try Self.withRoots { root, outside, _ in
+            #expect(throws: FieldError.self) { try DownloadBatch(roots: [root + "/nope"], defaultDirectory: root) }
+            #expect(throws: FieldError.self) { try DownloadBatch(roots: [root], defaultDirectory: outside) }
+            #expect(throws: FieldError.self) {
+                try DownloadBatch(roots: [root], defaultDirectory: root).requests(for: [])
+            }
+        }
+    }
+}
