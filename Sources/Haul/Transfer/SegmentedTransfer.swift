@@ -102,8 +102,9 @@ struct SegmentedTransfer: Sendable {
             }
             return outcome
         }
-        // Whatever happened, what is in the file is made durable and recorded.
-        try? checkpoint()
+        // Whatever happened, what is in the file is made durable and recorded (on the I/O
+        // pool, which runs it even for a cancelled task).
+        try? await threadPool.perform { () throws(DownloadError) in try checkpoint() }
         if Task.isCancelled {
             throw DownloadError(.cancelled, "\(url.absoluteString): interrupted", cancellationReason: .userRequested)
         }

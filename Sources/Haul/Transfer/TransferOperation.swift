@@ -80,7 +80,7 @@ struct TransferOperation: Sendable {
             return .completed(result, file: file)
         case .failed(let error):
             logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
-            removeEmptyPartial()
+            if let paths { try? await io { () throws(DownloadError) in Self.removeEmptyPartial(paths) } }
             return .failed(error)
         case .interrupted:
             return .interrupted
@@ -94,23 +94,24 @@ struct TransferOperation: Sendable {
     /// Only a host that answered before (or left a partial file) can tell: then a host
     /// known to be down, or one that does not answer a probe, means the network is gone.
     private func checkNetwork() async -> RetrySchedule.Network {
-        guard reachability.hasAnswered(endpoint.key) || hadPartial() else { return .neverReached }
+        let paths = self.paths
+        let hadPartial = (try? await io { () throws(DownloadError) in Self.hasContent(paths) }) ?? false
+        guard reachability.hasAnswered(endpoint.key) || hadPartial else { return .neverReached }
         if await reachability.isDown(endpoint.key) { return .down }
         return await HostReachability.probe(endpoint, timeout: configuration.connectTimeout) ? .hostAnswers : .down
     }
 
     /// Whether a partial file with content exists, left by this or an earlier run: proof
-    /// that the host was reachable once.
-    private func hadPartial() -> Bool {
+    /// that the host was reachable once. Blocking: for the I/O pool.
+    private static func hasContent(_ paths: PartialPaths?) -> Bool {
         guard let paths else { return false }
         var info = stat()
         return stat(paths.partial, &info) == 0 && info.st_size > 0
     }
 
     /// A failed download keeps a partial that holds bytes, for a later resume, but leaves
-    /// no empty file behind.
-    private func removeEmptyPartial() {
-        guard let paths else { return }
+    /// no empty file behind. Blocking: for the I/O pool.
+    private static func removeEmptyPartial(_ paths: PartialPaths) {
         var info = stat()
         if stat(paths.partial, &info) == 0, info.st_size == 0 { PartialFile.remove(paths) }
     }
@@ -129,9 +130,10 @@ struct TransferOperation: Sendable {
             return result
         } catch {
             // Whatever reached the file is made durable and recorded, so a pause or a
-            // retry loses nothing.
-            if let checkpointer, file.isOpen, PartialMetadata.load(from: paths.metadata)?.remaining == nil {
+            // retry loses nothing (a segmented partial's sidecar says what it holds).
+            if let checkpointer, file.isOpen {
                 try? await io { () throws(DownloadError) in
+                    guard PartialMetadata.load(from: paths.metadata)?.remaining == nil else { return }
                     try file.sync()
                     checkpointer.synced(upTo: try file.length())
                 }
@@ -176,9 +178,12 @@ struct TransferOperation: Sendable {
         revalidating: CompletedFile?
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         var existing = existing
+        let url = request.url.absoluteString
         var stored =
             existing > 0
-            ? PartialMetadata.load(from: paths.metadata).flatMap { $0.url == request.url.absoluteString ? $0 : nil }
+            ? try await io { () throws(DownloadError) in
+                PartialMetadata.load(from: paths.metadata).flatMap { $0.url == url ? $0 : nil }
+            }
             : nil
         var segmentation = connections > 1 ? configuration.segmentationThreshold : nil
 
@@ -200,8 +205,10 @@ struct TransferOperation: Sendable {
             case .changed(let reason):
                 logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
                 segmentation = nil
-                try await io { () throws(DownloadError) in try file.truncate(to: 0) }
-                _ = unlink(paths.metadata)
+                try await io { () throws(DownloadError) in
+                    try file.truncate(to: 0)
+                    _ = unlink(paths.metadata)
+                }
                 existing = 0
                 stored = nil
             }
@@ -247,8 +254,10 @@ struct TransferOperation: Sendable {
             case .changed(let reason):
                 // Changed under our feet: once more, over one connection.
                 logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
-                try await io { () throws(DownloadError) in try file.truncate(to: 0) }
-                _ = unlink(paths.metadata)
+                try await io { () throws(DownloadError) in
+                    try file.truncate(to: 0)
+                    _ = unlink(paths.metadata)
+                }
                 plan = .fresh
                 core.meter.reset(completed: 0, total: request.expectedSize)
                 (outcome, finalURL) = try await exchange(plan: &plan, sink: .file(file, paths), carriedDigest: nil)
@@ -329,7 +338,7 @@ struct TransferOperation: Sendable {
                 try verify(checksum: checksum, actual: hex)
             }
         } catch {
-            PartialFile.remove(paths)
+            try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
             throw error
         }
 
