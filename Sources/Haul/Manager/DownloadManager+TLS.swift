@@ -33,9 +33,9 @@ extension DownloadManager {
 
         /// Whether to offer HTTP/2 as well as HTTP/1.1 (by ALPN), and use what the server
         /// chooses (`haul get --http2`). Off by default: with the HTTP client Haul runs on,
-        /// HTTP/2 was slower in every case measured, 2.4× for one large file and 1.4× for
-        /// many small ones (see the README's benchmarks), and one connection per download
-        /// spreads over the cores where multiplexed streams share one.
+        /// HTTP/2 was slower in every case measured, 2.2-2.4× for one large file and
+        /// 1.25-1.45× for many small ones (see the README's benchmarks), and one connection
+        /// per download spreads over the cores where multiplexed streams share one.
         public var allowsHTTP2: Bool
 
         /// Creates options; the default trusts the system's authorities only and speaks
