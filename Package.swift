@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .target(name: "CHaulShims"),
@@ -50,11 +52,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The service (`haul serve`): its rules as plain values first; the HTTP layer
-        // (Hummingbird) comes with the API.
+        // The service (`haul serve`): its rules as plain values (`Rules/`) and the HTTP API
+        // on Hummingbird (`API/`).
         .target(
             name: "HaulServer",
-            dependencies: ["Haul"],
+            dependencies: [
+                "Haul",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -70,6 +78,8 @@ let package = Package(
             name: "HaulTests",
             dependencies: [
                 "Haul", "HaulServer", "HaulTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -408,6 +408,13 @@ public actor DownloadManager {
     /// IDs of the downloads that are queued, running, waiting or paused in this manager.
     public var activeIDs: [DownloadID] { jobs.keys.sorted() }
 
+    /// Returns once every change this manager has made is in its journal (they are written
+    /// in batches): what a reader of the journal, such as the service's API, needs before it
+    /// reads.
+    package func flushJournal() async {
+        await store?.flush()
+    }
+
     /// Returns once nothing is queued, running or waiting for the network, here or in the
     /// journal for this manager. Paused downloads do not count.
     public func waitUntilIdle() async {

@@ -1,0 +1,93 @@
+import Foundation
+package import Hummingbird
+
+/// An API failure, sent as `{ "error": { "code": …, "message": … } }` with its status.
+///
+/// Codes are stable words a script can test (`invalidField`, `notFound`, `unauthorized`,
+/// `forbiddenHost`, `forbiddenOrigin`, `tooLarge`, `internal`); messages are for people,
+/// and a bad field's message starts with the field's path (`downloads[1].url: …`).
+@available(macOS 14, iOS 17, tvOS 17, *)
+package struct APIError: HTTPResponseError, Equatable {
+    package var status: HTTPResponse.Status
+    package var code: String
+    package var message: String
+
+    package init(_ status: HTTPResponse.Status, code: String, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    /// A bad field of the request: 400, naming it.
+    package static func invalid(_ field: String, _ message: String) -> APIError {
+        APIError(.badRequest, code: "invalidField", message: "\(field): \(message)")
+    }
+
+    package static func notFound(_ what: String) -> APIError {
+        APIError(.notFound, code: "notFound", message: "no \(what)")
+    }
+
+    private struct Body: Encodable {
+        struct Detail: Encodable {
+            var code: String
+            var message: String
+        }
+        var error: Detail
+    }
+
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
+        let encoded = try ServiceJSON.encoder.encode(Body(error: .init(code: code, message: message)))
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: encoded)))
+    }
+}
+
+/// The JSON coders of the API: ISO 8601 dates, sorted keys (stable output for scripts).
+enum ServiceJSON {
+    static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }
+
+    static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}
+
+/// Turns whatever a handler throws into the API's error body: ``APIError`` as it is,
+/// Hummingbird's own errors (404 for an unknown route, 413 for a body over the limit) with
+/// a code, anything else as a 500 that does not leak its details.
+@available(macOS 14, iOS 17, tvOS 17, *)
+package struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    package init() {}
+
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+        async throws -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return try error.response(from: request, context: context)
+        } catch let error as HTTPError {
+            let code =
+                switch error.status {
+                case .notFound: "notFound"
+                case .contentTooLarge: "tooLarge"
+                case .methodNotAllowed: "methodNotAllowed"
+                case .badRequest: "invalidField"
+                default: "error"
+                }
+            return try APIError(error.status, code: code, message: error.body ?? error.status.reasonPhrase)
+                .response(from: request, context: context)
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(error)"])
+            return try APIError(.internalServerError, code: "internal", message: "internal error")
+                .response(from: request, context: context)
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Haul
+import HaulServer
+import HaulTestSupport
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The API in process (HummingbirdTesting's router mode) over a real manager and journal,
+/// downloading from the fault server.
+@Suite("Service API")
+struct ServiceAPITests {
+    static let token = "test-token-0123456789abcdef"
+    static let host = "127.0.0.1:6800"
+
+    /// A journal-backed manager, a download root, the router, and the fault server.
+    static func with(
+        _ body: @Sendable (_ client: any TestClientProtocol, _ f: Fixture, _ root: String) async throws -> Void
+    ) async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let api = DownloadsAPI(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            // HummingbirdTesting's router mode gives every request the authority "localhost";
+            // the tests' own Host field must be allowed as well (see tokenAndHostAreChecked).
+            let rules = AccessRules(
+                token: token, allowedHosts: AccessRules.hosts(listeningOn: "127.0.0.1", port: 6800).union(["localhost"]))
+            let app = Application(router: ServiceRouter.make(downloads: api, rules: rules))
+            try await app.test(.router) { client in try await body(client, f, root) }
+        }
+    }
+
+    static var headers: HTTPFields {
+        [.authorization: "Bearer \(token)", HTTPField.Name("Host")!: host, .contentType: "application/json"]
+    }
+
+    static func json(_ response: TestResponse) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any])
+    }
+
+    static func errorCode(_ response: TestResponse) throws -> String? {
+        (try json(response)["error"] as? [String: Any])?["code"] as? String
+    }
+
+    @Test func addedDownloadsAreListedAndComplete() async throws {
+        try await Self.with { client, f, _ in
+            // Given two files on the fault server
+            let a = f.serve("a", count: 30_000)
+            f.serve("b", count: 40_000, seed: 2)
+            let body = """
+                {"downloads": [{"url": "\(f.server.url("/files/a"))"}, {"url": "\(f.server.url("/files/b"))", "name": "bee"}]}
+                """
+
+            // When they are added
+            let added = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
+            #expect(added.status == .created)
+            let ids = try #require(try Self.json(added)["ids"] as? [String])
+            #expect(ids == [f.server.url("/files/a").absoluteString, f.server.url("/files/b").absoluteString])
+            await f.manager.waitUntilIdle()
+
+            // Then both are listed, completed, and one is fetched by ID
+            let list = try await client.execute(uri: "/api/v1/downloads?state=completed", method: .get, headers: Self.headers)
+            #expect(list.status == .ok)
+            let page = try Self.json(list)
+            #expect(page["total"] as? Int == 2)
+            let downloads = try #require(page["downloads"] as? [[String: Any]])
+            #expect(downloads.map { $0["state"] as? String } == ["completed", "completed"])
+            let one = try await client.execute(
+                uri: "/api/v1/downloads/\(ids[0].addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)",
+                method: .get, headers: Self.headers)
+            #expect(one.status == .ok)
+            #expect(try Self.json(one)["bytes"] as? Int == 30_000)
+            #expect(sha256(f.contents("a")) == sha256(a))
+            #expect(f.contents("bee")?.count == 40_000)
+
+            // And the stats count them
+            let stats = try Self.json(try await client.execute(uri: "/api/v1/stats", method: .get, headers: Self.headers))
+            #expect(stats["completed"] as? Int == 2)
+        }
+    }
+
+    @Test func aBatchWithOneBadFieldAddsNothingAndNamesIt() async throws {
+        try await Self.with { client, f, _ in
+            let body = """
+                {"downloads": [{"url": "\(f.server.url("/files/a"))"}, {"url": "http://x/y", "directory": "/etc"}]}
+                """
+            let response = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
+            #expect(response.status == .badRequest)
+            #expect(try Self.errorCode(response) == "invalidField")
+            let message = try #require((try Self.json(response)["error"] as? [String: Any])?["message"] as? String)
+            #expect(message.hasPrefix("downloads[1].directory:"))
+            let list = try Self.json(try await client.execute(uri: "/api/v1/downloads", method: .get, headers: Self.headers))
+            #expect(list["total"] as? Int == 0)
+            #expect(f.server.requests(path: "/files/a").isEmpty)
+        }
+    }
+
+    @Test func malformedBodiesMissingFieldsAndOversizedBodies() async throws {
+        try await Self.with { client, _, _ in
+            let malformed = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: "{\"downloads\": ["))
+            #expect(malformed.status == .badRequest)
+            let missing = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers,
+                body: ByteBuffer(string: #"{"downloads": [{"name": "x"}]}"#))
+            #expect(missing.status == .badRequest)
+            let message = try #require((try Self.json(missing)["error"] as? [String: Any])?["message"] as? String)
+            #expect(message == "downloads[0].url: is required")
+            let huge = "{\"downloads\": [" + String(repeating: " ", count: DownloadsAPI.maximumBody) + "]}"
+            let tooLarge = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: huge))
+            #expect(tooLarge.status == .contentTooLarge)
+            #expect(try Self.errorCode(tooLarge) == "tooLarge")
+            let badQuery = try await client.execute(uri: "/api/v1/downloads?limit=0", method: .get, headers: Self.headers)
+            #expect(badQuery.status == .badRequest)
+            let badState = try await client.execute(uri: "/api/v1/downloads?state=done", method: .get, headers: Self.headers)
+            #expect(badState.status == .badRequest)
+        }
+    }
+
+    @Test func unknownIDIs404() async throws {
+        try await Self.with { client, _, _ in
+            let response = try await client.execute(uri: "/api/v1/downloads/nope", method: .get, headers: Self.headers)
+            #expect(response.status == .notFound)
+            #expect(try Self.errorCode(response) == "notFound")
+        }
+    }
+
+    @Test func tokenAndHostAreChecked() async throws {
+        try await Self.with { client, _, _ in
+            var noToken = Self.headers
+            noToken[.authorization] = nil
+            let anonymous = try await client.execute(uri: "/api/v1/stats", method: .get, headers: noToken)
+            #expect(anonymous.status == .unauthorized)
+            #expect(try Self.errorCode(anonymous) == "unauthorized")
+
+            var wrongToken = Self.headers
+            wrongToken[.authorization] = "Bearer \(Self.token)x"
+            #expect(try await client.execute(uri: "/api/v1/stats", method: .get, headers: wrongToken).status == .unauthorized)
+
+            var rebound = Self.headers
+            rebound[HTTPField.Name("Host")!] = "attacker.example:6800"
+            let foreign = try await client.execute(uri: "/api/v1/stats", method: .get, headers: rebound)
+            #expect(foreign.status == .forbidden)
+            #expect(try Self.errorCode(foreign) == "forbiddenHost")
+        }
+    }
+}
