@@ -39,8 +39,8 @@ final class JobCore: Sendable {
         case .now(let progress):
             emit(.progress(progress))
         case .later(let delay):
-            let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] in
+            let later = TimeAmount.nanoseconds(DownloadManager.nanoseconds(delay))
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: later) { [weak self] in
                 guard let self, let progress = self.meter.flush(at: .now) else { return }
                 self.emit(.progress(progress))
             }

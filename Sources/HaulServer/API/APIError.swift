@@ -36,10 +36,7 @@ package struct APIError: HTTPResponseError, Equatable {
     }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        let encoded = try ServiceJSON.encoder.encode(Body(error: .init(code: code, message: message)))
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: encoded)))
+        try ServiceJSON.response(Body(error: .init(code: code, message: message)), status: status)
     }
 }
 
@@ -50,6 +47,14 @@ enum ServiceJSON {
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys]
         return encoder
+    }
+
+    /// `value` as a JSON response.
+    @available(macOS 14, iOS 17, tvOS 17, *)
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
 
     static var decoder: JSONDecoder {

@@ -74,7 +74,7 @@ package struct DownloadsAPI: Sendable {
         } catch {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }
-        return try Self.json(Added(ids: requests.map(\.id.rawValue)), status: .created)
+        return try ServiceJSON.response(Added(ids: requests.map(\.id.rawValue)), status: .created)
     }
 
     struct Page: Encodable {
@@ -104,7 +104,7 @@ package struct DownloadsAPI: Sendable {
         let (journal, filter) = (self.journal, states)
         let jobs = try await Self.io { () throws(DownloadError) in try journal.jobs(in: filter) }
         let page = offset < jobs.count ? Array(jobs[offset..<min(jobs.count, offset + limit)]) : []
-        return try Self.json(Page(total: jobs.count, offset: offset, downloads: page))
+        return try ServiceJSON.response(Page(total: jobs.count, offset: offset, downloads: page))
     }
 
     func one(_ request: Request, context: some RequestContext) async throws -> Response {
@@ -116,7 +116,7 @@ package struct DownloadsAPI: Sendable {
         guard let job = try await Self.io({ () throws(DownloadError) in try journal.job(id) }) else {
             throw APIError.notFound("download \(id.rawValue)")
         }
-        return try Self.json(job)
+        return try ServiceJSON.response(job)
     }
 
     struct Stats: Encodable {
@@ -133,7 +133,7 @@ package struct DownloadsAPI: Sendable {
 
     func stats(_ request: Request, context: some RequestContext) async throws -> Response {
         let progress = await manager.progress
-        return try Self.json(
+        return try ServiceJSON.response(
             Stats(
                 bytesPerSecond: progress.bytesPerSecond, completedBytes: progress.completedBytes,
                 totalBytes: progress.totalBytes, queued: progress.queued, running: progress.running,
@@ -142,13 +142,6 @@ package struct DownloadsAPI: Sendable {
     }
 
     // MARK: - Helpers
-
-    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try ServiceJSON.encoder.encode(value)
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
-    }
 
     static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text else { return value }
