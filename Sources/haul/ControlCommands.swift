@@ -23,6 +23,10 @@ struct Pause: AsyncParsableCommand {
 
     mutating func run() async throws {
         try JobControl.validate(ids: ids, all: all, allFlag: "--all")
+        if let client = try ServiceMode.client(journalOptions) {
+            try await ServiceMode.control(client, "pause", done: "paused", ids: ids, all: all ? [.queued, .running, .waiting] : nil)
+            return
+        }
         let journal = try journalOptions.open()
         let control = JobControl(
             journal: journal, verb: "pause", done: "paused", nothing: "nothing to pause",
@@ -52,6 +56,11 @@ struct Cancel: AsyncParsableCommand {
 
     mutating func run() async throws {
         try JobControl.validate(ids: ids, all: all, allFlag: "--all")
+        if let client = try ServiceMode.client(journalOptions) {
+            try await ServiceMode.control(
+                client, "cancel", done: "cancelled", ids: ids, all: all ? [.queued, .running, .paused, .waiting] : nil)
+            return
+        }
         let journal = try journalOptions.open()
         let control = JobControl(
             journal: journal, verb: "cancel", done: "cancelled", nothing: "nothing to cancel",
@@ -81,6 +90,10 @@ struct Retry: AsyncParsableCommand {
 
     mutating func run() async throws {
         try JobControl.validate(ids: ids, all: allFailed, allFlag: "--all-failed")
+        if let client = try ServiceMode.client(journalOptions) {
+            try await ServiceMode.control(client, "retry", done: "queued", ids: ids, all: allFailed ? [.failed] : nil)
+            return
+        }
         let journal = try journalOptions.open()
         let control = JobControl(
             journal: journal, verb: "resume", done: "queued", nothing: "no failed jobs",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
+import HaulServer
 
 /// `haul get`: downloads URLs into a directory, resuming partial downloads.
 struct Get: AsyncParsableCommand {
@@ -82,6 +83,10 @@ struct Get: AsyncParsableCommand {
         help: "Store credential headers (and URL user info) in the journal (readable by you only), so that 'haul resume' can continue without them being given again.")
     var storeCredentials = false
 
+    @Flag(
+        help: "With 'haul serve' running for the journal: queue the downloads with it and exit, without waiting for them.")
+    var detach = false
+
     @OptionGroup var options: DownloadOptions
 
     @OptionGroup var journalOptions: JournalOptions
@@ -97,6 +102,33 @@ struct Get: AsyncParsableCommand {
         let input = inputFile.map(InputSource.init)
         let scan = try scanEntries(input, checksum: fixedChecksum)
         let directory = try outputDirectory()
+        if let client = try ServiceMode.client(journalOptions) {
+            // A service owns the journal: it downloads, this process follows.
+            var inputs: [DownloadInput] = []
+            func add(_ entry: InputEntry) {
+                var entry = entry
+                applyOverrides(to: &entry, checksum: fixedChecksum)
+                inputs.append(
+                    DownloadInput(
+                        url: entry.url.absoluteString, directory: directory.path, name: entry.name,
+                        checksum: entry.checksum?.description,
+                        headers: (headers + secretHeaders).isEmpty
+                            ? nil : Dictionary((headers + secretHeaders).map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })))
+            }
+            for text in urls { if let url = try? InputFile.httpURL(text) { add(InputEntry(url: url)) } }
+            if let input {
+                do throws(InputError) {
+                    let reader = try input.secondPass()
+                    while let entry = try reader.next() { add(entry) }
+                } catch {
+                    throw ValidationError(error.description)
+                }
+            }
+            let code = try await ServiceMode.get(client, inputs, detach: detach, quiet: options.quiet)
+            if code != 0 { throw ExitCode(code) }
+            return
+        }
+        if detach { throw ValidationError("--detach needs a running 'haul serve' for the journal.") }
         let journal = try journalOptions.open()
 
         let session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)

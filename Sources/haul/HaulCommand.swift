@@ -15,7 +15,10 @@ struct Haul: AsyncParsableCommand {
             list and control downloads while they run.
             """,
         version: "0.1.0",
-        subcommands: [Get.self, Resume.self, List.self, Pause.self, Cancel.self, Retry.self, Clean.self, ManifestCommand.self, SyncCommand.self])
+        subcommands: [
+            Get.self, Resume.self, List.self, Pause.self, Cancel.self, Retry.self, Clean.self, ManifestCommand.self,
+            SyncCommand.self, Serve.self,
+        ])
 
     /// Exit status for invalid arguments.
     static let usageExitCode: Int32 = 2

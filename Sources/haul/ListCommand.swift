@@ -43,14 +43,18 @@ struct List: AsyncParsableCommand {
     @OptionGroup var journalOptions: JournalOptions
 
     mutating func run() async throws {
-        let journal = try journalOptions.open()
         let states: Set<JobState>? = all ? nil : [.queued, .running, .paused, .waiting, .failed]
         let jobs: [JobSnapshot]
-        do {
-            jobs = try journal.jobs(in: states)
-        } catch {
-            Console.err("haul: \(error.message)\n")
-            throw ExitCode.failure
+        if let client = try ServiceMode.client(journalOptions) {
+            jobs = try await ServiceMode.with(client) { client in try await client.list(states: states).map(\.snapshot) }
+        } else {
+            let journal = try journalOptions.open()
+            do {
+                jobs = try journal.jobs(in: states)
+            } catch {
+                Console.err("haul: \(error.message)\n")
+                throw ExitCode.failure
+            }
         }
         if json {
             Console.out(Self.json(jobs))

@@ -40,7 +40,7 @@ struct JobLifecycleTests {
         Stop(from: .queued, intent: .cancel(.userRequested), to: .finished, actions: [.dequeue, .finishCancelled(.userRequested)]),
         Stop(from: .queued, intent: .cancel(.noLongerWanted), to: .finished, actions: [.dequeue, .finishCancelled(.noLongerWanted)]),
         Stop(from: .paused, intent: .pause, to: .paused, actions: []),
-        Stop(from: .paused, intent: .cancel(.userRequested), to: .finished, actions: [.dequeue, .finishCancelled(.userRequested)]),
+        Stop(from: .paused, intent: .cancel(.userRequested), to: .finished, actions: [.dequeue, .finishCancelled(.userRequested, wasPaused: true)]),
         Stop(from: .waiting, intent: .pause, to: .paused, actions: [.dequeue, .markPaused]),
         Stop(from: .waiting, intent: .cancel(.shutdown), to: .finished, actions: [.dequeue, .finishCancelled(.shutdown)]),
         Stop(from: .running, intent: .pause, to: .running, actions: [.cancelTransfer]),

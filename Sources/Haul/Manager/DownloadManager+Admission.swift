@@ -20,6 +20,9 @@ extension DownloadManager {
         admitting = true
         defer {
             admitting = false
+            let waiters = admissionWaiters
+            admissionWaiters = []
+            for waiter in waiters { waiter.resume() }
             checkIdle()
         }
         await store.flush()

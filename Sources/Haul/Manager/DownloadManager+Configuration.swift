@@ -73,6 +73,11 @@ extension DownloadManager {
         public var admissionWindow = 256
 
         /// The default configuration.
+        /// Connections the HTTP client keeps per host: ``maxConnectionsPerHost`` when `nil`.
+        /// A service whose per-host cap can be raised while it runs sets this to the
+        /// highest cap it accepts.
+        package var connectionPoolLimit: Int?
+
         public init() {}
     }
 }

@@ -13,7 +13,7 @@ extension DownloadManager {
 
     func schedule() {
         guard !isShutDown else { return }
-        while runningCount < configuration.maxConcurrentDownloads {
+        while runningCount < slotLimit {
             guard let id = queue.dequeue(where: { hasHostCapacity(for: $0) }), let job = jobs[id] else { break }
             perform(job.lifecycle.start(), for: job)
         }
@@ -21,7 +21,7 @@ extension DownloadManager {
             Task { await self.admit() }
         }
         checkIdle()
-        guard configuration.overflowPolicy == .replaceOldest, runningCount >= configuration.maxConcurrentDownloads
+        guard configuration.overflowPolicy == .replaceOldest, runningCount >= slotLimit
         else { return }
         // Make room for every queued download that has no slot being freed for it yet.
         let stopping = jobs.values.filter { $0.isRunning && $0.lifecycle.stopIntent != nil }.count
@@ -37,7 +37,7 @@ extension DownloadManager {
 
     func hasHostCapacity(for id: DownloadID) -> Bool {
         guard let job = jobs[id] else { return true }
-        return hostCounts[job.endpoint.key, default: 0] < configuration.maxConnectionsPerHost
+        return hostCounts[job.endpoint.key, default: 0] < perHostLimit
     }
 
     /// Carries out what the job's lifecycle asked for; `outcome` is the transfer's, when
@@ -69,8 +69,8 @@ extension DownloadManager {
                     }
                     Task { await self.reachability.markDown(job.endpoint) }
                 }
-            case .finishCancelled(let reason):
-                finishCancelled(job, reason: reason)
+            case .finishCancelled(let reason, let wasPaused):
+                finishCancelled(job, reason: reason, wasPaused: wasPaused)
             case .finishWithOutcome:
                 switch outcome {
                 case .completed(let result, let file): finish(job, .success(result), file: file)
@@ -158,14 +158,17 @@ extension DownloadManager {
 
     // MARK: - Finishing
 
-    func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason) {
+    func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason, wasPaused: Bool = false) {
         // Eviction, shutdown and (unless the request says otherwise) abandonment keep the
         // partial so the download can resume later.
         let keepsPartial =
             reason == .evicted || reason == .shutdown
             || (reason == .noLongerWanted && job.request.whenAbandoned == .keepPartial)
         if !keepsPartial, let paths = job.paths { PartialFile.remove(paths) }
-        if reason == .shutdown || (reason == .noLongerWanted && keepsPartial) {
+        if reason == .shutdown, !wasPaused {
+            // Paused by the stop, not by a person: a service resumes it when it starts again.
+            record(job, .paused, errorCode: Journal.shutdownCode, error: "stopped with its process")
+        } else if reason == .shutdown || (reason == .noLongerWanted && keepsPartial) {
             record(job, .paused)
         } else {
             record(job, .cancelled, errorCode: reason == .evicted ? "evicted" : "cancelled", error: reason.rawValue)

@@ -62,6 +62,12 @@ public actor DownloadManager {
     var isShutDown = false
     var background: [Task<Void, Never>] = []
     var admitting = false
+    /// Callers waiting for the admission under way to end (see ``admissionFinished()``).
+    var admissionWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Downloads that run at once, in all and per host: the configuration's, until the
+    /// service changes them (``setLimits(slots:perHost:)``).
+    var slotLimit: Int
+    var perHostLimit: Int
     /// Whether the journal may hold queued jobs of this manager not yet in memory.
     var journalMayHaveWork = false
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -95,6 +101,8 @@ public actor DownloadManager {
         connectivityMonitor: (any ConnectivityMonitor)?, logger: Logger
     ) {
         self.configuration = configuration
+        self.slotLimit = configuration.maxConcurrentDownloads
+        self.perHostLimit = configuration.maxConnectionsPerHost
         self.journal = journal
         self.store = store
         self.connectivity = connectivityMonitor
@@ -109,7 +117,8 @@ public actor DownloadManager {
             read: .nanoseconds(Self.nanoseconds(configuration.idleTimeout)))
         client.connectionPool = HTTPClient.Configuration.ConnectionPool(
             idleTimeout: .seconds(60),
-            concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, configuration.maxConnectionsPerHost))
+            concurrentHTTP1ConnectionsPerHostSoftLimit: max(
+                1, configuration.connectionPoolLimit ?? configuration.maxConnectionsPerHost))
         // Haul retries with its own policy; a refused connection should fail the attempt at
         // once rather than be retried inside the pool until the connect timeout.
         client.connectionPool.retryConnectionEstablishment = false
@@ -261,12 +270,19 @@ public actor DownloadManager {
     /// paused. Returns how many jobs it took over or follows. `haul resume` is built on this.
     @discardableResult
     public func resumeUnfinished() async throws(DownloadError) -> Int {
+        try await resumeUnfinished(keepingPaused: false)
+    }
+
+    /// ``resumeUnfinished()``, leaving the jobs a person paused paused when `keepingPaused`:
+    /// what a long-running service does at start.
+    @discardableResult
+    package func resumeUnfinished(keepingPaused: Bool) async throws(DownloadError) -> Int {
         try checkTLSSetup()
         guard let store else { return 0 }
         let me = try ownerToken()
         startBackgroundWork()
         await store.flush()
-        let (count, attachments) = try await store.adoptUnfinished(session: me)
+        let (count, attachments) = try await store.adoptUnfinished(session: me, keepingPaused: keepingPaused)
         var followed = 0
         for attachment in attachments where jobs[attachment.id] == nil {
             guard var request = try? attachment.record.request() else { continue }

@@ -33,6 +33,28 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
     /// A short name for the download: the file name.
     public var name: String { (destination as NSString).lastPathComponent }
 
+    /// A snapshot from its parts (a service's client builds them from the API's answers).
+    package init(
+        id: DownloadID, url: String, state: JobState, priority: Int, bytes: Int64, totalBytes: Int64?,
+        bytesPerSecond: Double, destination: String, attempts: Int, errorCode: String?, error: String?,
+        createdAt: Date, updatedAt: Date, finishedAt: Date?
+    ) {
+        self.id = id
+        self.url = url
+        self.state = state
+        self.priority = priority
+        self.bytes = bytes
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.destination = destination
+        self.attempts = attempts
+        self.errorCode = errorCode
+        self.error = error
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.finishedAt = finishedAt
+    }
+
     init(_ record: JobRecord) {
         id = DownloadID(record.id)
         url = record.url

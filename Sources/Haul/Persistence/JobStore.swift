@@ -47,7 +47,8 @@ protocol JobStore: AnyObject, Sendable {
     /// Queues, for process `session`, every unfinished job no other live process holds;
     /// returns how many, and the jobs other processes hold (asking their holders to
     /// resume those they have paused).
-    func adoptUnfinished(session: Int64) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment])
+    func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
+        -> (count: Int, attachments: [JobAttachment])
 
     /// Takes up to `limit` queued jobs of `session` that no process runs yet, by priority
     /// (highest first) then age, and marks them owned by it.

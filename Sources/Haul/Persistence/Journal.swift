@@ -164,6 +164,11 @@ public final class Journal: Sendable {
                 AND job.session IS NOT ? AND haul_alive(job.session))))
         """
 
+    /// The `errorCode` of a job paused because its process stopped (a signal, a shutdown),
+    /// not by a person: a service that starts again resumes these, and leaves those a
+    /// person paused as they are.
+    package static let shutdownCode = "stopped"
+
     // MARK: - Reading
 
     /// Every job, oldest first; optionally only those in `states`.
@@ -253,13 +258,20 @@ public final class Journal: Sendable {
     /// Queues, for process `session`, every unfinished job that no other live process
     /// holds (see ``heldElsewhereSQL``); returns how many, and the jobs other processes
     /// hold. Those that their holder has paused are asked to resume.
-    func adoptUnfinished(session: Int64) throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
+    ///
+    /// With `keepingPaused`, jobs a person paused stay paused (and are not counted); those
+    /// paused because their process stopped (``shutdownCode``) are queued like the rest.
+    func adoptUnfinished(session: Int64, keepingPaused: Bool = false) throws(DownloadError)
+        -> (count: Int, attachments: [JobAttachment])
+    {
         try write { db in
             let live = refreshLiveOwners(db)
+            let paused = keepingPaused ? "(state = 'paused' AND errorCode IS '\(Self.shutdownCode)')" : "state = 'paused'"
             try db.execute(
                 sql: """
-                    UPDATE job SET state = 'queued', owner = NULL, session = ?, command = NULL, updatedAt = ?
-                    WHERE state IN ('queued', 'running', 'paused', 'waiting') AND NOT \(Self.heldElsewhereSQL)
+                    UPDATE job SET state = 'queued', owner = NULL, session = ?, command = NULL, updatedAt = ?,
+                        errorCode = NULL, lastError = NULL
+                    WHERE (state IN ('queued', 'running', 'waiting') OR \(paused)) AND NOT \(Self.heldElsewhereSQL)
                     """, arguments: [session, Date(), session, session])
             let count = db.changesCount
             let held = try JobRecord.fetchAll(

@@ -33,8 +33,10 @@ final class JournalStore: JobStore {
         try await journal.insert(jobs, session: session, forcing: forcing)
     }
 
-    func adoptUnfinished(session: Int64) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
-        try journal.adoptUnfinished(session: session)
+    func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
+        -> (count: Int, attachments: [JobAttachment])
+    {
+        try journal.adoptUnfinished(session: session, keepingPaused: keepingPaused)
     }
 
     func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {

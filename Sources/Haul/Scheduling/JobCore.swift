@@ -1,3 +1,4 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
@@ -8,6 +9,8 @@ final class JobCore: Sendable {
     let events = EventBroadcaster<DownloadEvent>(remembering: JobCore.currentState)
     let result = ResultBox<DownloadResult>()
     let meter = ProgressMeter()
+    /// Connections the running transfer uses (a segmented one sets it; 0 means one).
+    private let connectionCount = NIOLockedValueBox(0)
     private let managerEvents: EventBroadcaster<DownloadManager.Event>
 
     init(id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>) {
@@ -22,6 +25,12 @@ final class JobCore: Sendable {
         let isProgress = event.isProgress
         remembered.removeAll { $0.isProgress == isProgress }
         remembered.append(event)
+    }
+
+    /// Connections the running transfer uses; 0 when it has not said (a single one).
+    var connections: Int {
+        get { connectionCount.withLockedValue { $0 } }
+        set { connectionCount.withLockedValue { $0 = newValue } }
     }
 
     /// Sends an event to the download's streams and the manager's stream.

@@ -68,8 +68,8 @@ struct JobLifecycle: Hashable, Sendable {
         /// moves its other queued downloads to waiting.
         case wait(hostDown: Bool)
         /// End it as cancelled for `reason` (partial kept or deleted by the reason and the
-        /// request's abandon choice).
-        case finishCancelled(DownloadError.CancellationReason)
+        /// request's abandon choice); `wasPaused` says a person had paused it.
+        case finishCancelled(DownloadError.CancellationReason, wasPaused: Bool = false)
         /// End it with the transfer's result (success or failure).
         case finishWithOutcome
         /// Leave `command` in the journal for the process that runs it.
@@ -114,8 +114,9 @@ struct JobLifecycle: Hashable, Sendable {
             case .requeue:
                 return []
             case .cancel(let reason):
+                let wasPaused = phase == .paused
                 phase = .finished
-                return [.dequeue, .finishCancelled(reason)]
+                return [.dequeue, .finishCancelled(reason, wasPaused: wasPaused)]
             }
         case .elsewhere:
             switch intent {

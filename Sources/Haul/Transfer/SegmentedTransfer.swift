@@ -88,6 +88,8 @@ struct SegmentedTransfer: Sendable {
         // The first segments are claimed here, not by the workers once they run, so the
         // split does not depend on when each task gets a thread.
         let firstClaims = (0..<connections).compactMap { _ in table.claim() }
+        core.connections = firstClaims.count
+        defer { core.connections = 0 }
         let result = await withTaskGroup(of: WorkerResult.self) { group -> WorkerResult in
             for claim in firstClaims { group.addTask { await worker(startingWith: claim) } }
             var outcome = WorkerResult.done

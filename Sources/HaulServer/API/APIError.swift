@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import Hummingbird
 
 /// An API failure, sent as `{ "error": { "code": …, "message": … } }` with its status.
@@ -11,16 +11,19 @@ package struct APIError: HTTPResponseError, Equatable {
     package var status: HTTPResponse.Status
     package var code: String
     package var message: String
+    /// The bad field's path, for `invalidField`.
+    package var field: String?
 
-    package init(_ status: HTTPResponse.Status, code: String, message: String) {
+    package init(_ status: HTTPResponse.Status, code: String, message: String, field: String? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.field = field
     }
 
     /// A bad field of the request: 400, naming it.
     package static func invalid(_ field: String, _ message: String) -> APIError {
-        APIError(.badRequest, code: "invalidField", message: "\(field): \(message)")
+        APIError(.badRequest, code: "invalidField", message: "\(field): \(message)", field: field)
     }
 
     package static func notFound(_ what: String) -> APIError {
@@ -31,21 +34,22 @@ package struct APIError: HTTPResponseError, Equatable {
         struct Detail: Encodable {
             var code: String
             var message: String
+            var field: String?
         }
         var error: Detail
     }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        try ServiceJSON.response(Body(error: .init(code: code, message: message)), status: status)
+        try ServiceJSON.response(Body(error: .init(code: code, message: message, field: field)), status: status)
     }
 }
 
 /// The JSON coders of the API: ISO 8601 dates, sorted keys (stable output for scripts).
-enum ServiceJSON {
-    static var encoder: JSONEncoder {
+package enum ServiceJSON {
+    package static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }
 
@@ -57,7 +61,7 @@ enum ServiceJSON {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
     }
 
-    static var decoder: JSONDecoder {
+    package static var decoder: JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return decoder

@@ -1,5 +1,5 @@
 import Foundation
-package import Haul
+import Haul
 package import Hummingbird
 import NIOCore
 import NIOPosix
@@ -8,10 +8,14 @@ import NIOPosix
 ///
 /// - `POST /downloads` with `{"downloads": [DownloadInput…]}`: validated all or nothing
 ///   (``DownloadBatch``), then queued in the journal; 201 with `{"ids": […]}`.
-/// - `GET /downloads?state=queued,running&offset=0&limit=100`: journal order (oldest
-///   first); `{"total": N, "offset": O, "downloads": [JobSnapshot…]}`.
-/// - `GET /downloads/{id}`: one ``JobSnapshot``, or 404.
-/// - `GET /stats`: the manager's ``AggregateProgress``.
+/// - `GET /downloads?state=queued,running&q=TEXT&sort=created&order=asc&offset=0&limit=100`:
+///   `{"total": N, "offset": O, "downloads": [DownloadView…]}`, one page read from the
+///   journal with LIMIT and OFFSET.
+/// - `GET /downloads/{id}`, `PATCH /downloads/{id}` (`priority`, `state`: `paused` or
+///   `queued`), `POST /downloads/{id}/retry`, `DELETE /downloads/{id}?files=keep|delete`.
+/// - `POST /downloads/bulk`: `{"action": "pause|resume|retry|cancel|remove", "ids": […]}` or
+///   `"states": […]` instead of IDs, `"files"` for `remove`; `{"affected": N}`.
+/// - `GET /stats`: speed, bytes and counts per state.
 ///
 /// The journal is read on the I/O pool, never on an event loop or the concurrency pool.
 @available(macOS 14, iOS 17, tvOS 17, *)
@@ -21,25 +25,28 @@ package struct DownloadsAPI: Sendable {
     /// The most downloads one page lists.
     package static let maximumPage = 1_000
 
-    let manager: DownloadManager
-    let journal: Journal
-    let batch: DownloadBatch
+    let core: ServiceCore
 
-    package init(manager: DownloadManager, journal: Journal, batch: DownloadBatch) {
-        self.manager = manager
-        self.journal = journal
-        self.batch = batch
+    package init(core: ServiceCore) {
+        self.core = core
     }
+
+    var manager: DownloadManager { core.manager }
+    var journal: Journal { core.journal }
 
     /// Adds the routes to `group` (the `/api/v1` group).
     package func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) {
         group.post("downloads") { request, context in try await self.add(request, context: context) }
         group.get("downloads") { request, context in try await self.list(request, context: context) }
+        group.post("downloads/bulk") { request, context in try await self.bulk(request, context: context) }
         group.get("downloads/{id}") { request, context in try await self.one(request, context: context) }
+        group.patch("downloads/{id}") { request, context in try await self.change(request, context: context) }
+        group.post("downloads/{id}/retry") { request, context in try await self.retry(request, context: context) }
+        group.delete("downloads/{id}") { request, context in try await self.remove(request, context: context) }
         group.get("stats") { request, context in try await self.stats(request, context: context) }
     }
 
-    // MARK: - Handlers
+    // MARK: - Adding and listing
 
     struct AddBody: Decodable {
         var downloads: [DownloadInput]
@@ -50,22 +57,10 @@ package struct DownloadsAPI: Sendable {
     }
 
     func add(_ request: Request, context: some RequestContext) async throws -> Response {
-        var request = request
-        let body: ByteBuffer
-        do {
-            body = try await request.collectBody(upTo: Self.maximumBody)
-        } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, code: "tooLarge", message: "the body is over \(Self.maximumBody) bytes")
-        }
-        let input: AddBody
-        do {
-            input = try ServiceJSON.decoder.decode(AddBody.self, from: Data(buffer: body))
-        } catch let error as DecodingError {
-            throw APIError.invalid(Self.path(of: error), Self.reason(of: error))
-        }
+        let input = try await Self.decode(AddBody.self, from: request)
         let requests: [DownloadRequest]
         do {
-            requests = try batch.requests(for: input.downloads)
+            requests = try core.batch.requests(for: input.downloads)
         } catch {
             throw APIError.invalid(error.field, error.message)
         }
@@ -74,74 +69,213 @@ package struct DownloadsAPI: Sendable {
         } catch {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }
-        return try ServiceJSON.response(Added(ids: requests.map(\.id.rawValue)), status: .created)
+        let ids = requests.map(\.id)
+        await core.hub.publish(try await core.views(ids))
+        return try ServiceJSON.response(Added(ids: ids.map(\.rawValue)), status: .created)
     }
 
     struct Page: Encodable {
         var total: Int
         var offset: Int
-        var downloads: [JobSnapshot]
+        var downloads: [DownloadView]
     }
 
     func list(_ request: Request, context: some RequestContext) async throws -> Response {
-        let query = request.uri.queryParameters
-        var states: Set<JobState>?
-        if let text = query["state"].map(String.init), !text.isEmpty {
-            var wanted: Set<JobState> = []
-            for name in text.split(separator: ",") {
-                guard let state = JobState(rawValue: String(name)) else {
-                    throw APIError.invalid(
-                        "state", "'\(name)' is not one of \(JobState.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                wanted.insert(state)
-            }
-            states = wanted
+        let parameters = request.uri.queryParameters
+        var query = JobQuery()
+        if let text = parameters["state"].map(String.init), !text.isEmpty {
+            query.states = try Self.states(text, field: "state")
         }
-        let offset = try Self.integer(query["offset"].map(String.init), name: "offset", default: 0, range: 0...Int.max)
-        let limit = try Self.integer(
-            query["limit"].map(String.init), name: "limit", default: 100, range: 1...Self.maximumPage)
+        query.text = parameters["q"].map(String.init)
+        if let text = parameters["sort"].map(String.init) {
+            guard let sort = JobQuery.Sort(rawValue: text) else {
+                throw APIError.invalid(
+                    "sort", "'\(text)' is not one of \(JobQuery.Sort.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            query.sort = sort
+        }
+        if let order = parameters["order"].map(String.init) {
+            guard order == "asc" || order == "desc" else { throw APIError.invalid("order", "'\(order)' is not asc or desc") }
+            query.descending = order == "desc"
+        }
+        query.offset = try Self.integer(parameters["offset"].map(String.init), name: "offset", default: 0, range: 0...Int.max)
+        query.limit = try Self.integer(
+            parameters["limit"].map(String.init), name: "limit", default: 100, range: 1...Self.maximumPage)
         await manager.flushJournal()
-        let (journal, filter) = (self.journal, states)
-        let jobs = try await Self.io { () throws(DownloadError) in try journal.jobs(in: filter) }
-        let page = offset < jobs.count ? Array(jobs[offset..<min(jobs.count, offset + limit)]) : []
-        return try ServiceJSON.response(Page(total: jobs.count, offset: offset, downloads: page))
+        let (journal, wanted) = (self.journal, query)
+        let (total, jobs) = try await Self.io { () throws(DownloadError) in try journal.page(wanted) }
+        let live = await manager.liveStatus(of: jobs.map(\.id))
+        return try ServiceJSON.response(
+            Page(total: total, offset: query.offset, downloads: jobs.map { DownloadView($0, live: live[$0.id]) }))
     }
 
     func one(_ request: Request, context: some RequestContext) async throws -> Response {
-        // IDs are usually URLs: a client sends them percent-encoded.
-        let raw = try context.parameters.require("id")
-        let id = DownloadID(raw.removingPercentEncoding ?? raw)
-        await manager.flushJournal()
-        let journal = self.journal
-        guard let job = try await Self.io({ () throws(DownloadError) in try journal.job(id) }) else {
-            throw APIError.notFound("download \(id.rawValue)")
-        }
-        return try ServiceJSON.response(job)
+        try ServiceJSON.response(try await view(Self.id(context)))
     }
 
-    struct Stats: Encodable {
-        var bytesPerSecond: Double
-        var completedBytes: Int64
-        var totalBytes: Int64?
-        var queued: Int
-        var running: Int
-        var paused: Int
-        var waiting: Int
-        var completed: Int
-        var failed: Int
+    // MARK: - Changing
+
+    struct ChangeBody: Decodable {
+        var priority: String?
+        var state: String?
+    }
+
+    func change(_ request: Request, context: some RequestContext) async throws -> Response {
+        let id = try Self.id(context)
+        let body = try await Self.decode(ChangeBody.self, from: request)
+        var actions: [ServiceAction] = []
+        if let word = body.priority {
+            guard let priority = DownloadBatch.priorities[word] else {
+                throw APIError.invalid(
+                    "priority", "'\(word)' is not one of \(DownloadBatch.priorities.keys.sorted().joined(separator: ", "))")
+            }
+            actions.append(.priority(priority))
+        }
+        if let state = body.state {
+            switch state {
+            case "paused": actions.append(.pause)
+            case "queued", "running": actions.append(.resume)
+            default: throw APIError.invalid("state", "'\(state)' is not paused or queued")
+            }
+        }
+        _ = try await view(id)
+        for action in actions { _ = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: [id]) } }
+        let view = try await view(id)
+        await core.hub.publish([view])
+        return try ServiceJSON.response(view)
+    }
+
+    func retry(_ request: Request, context: some RequestContext) async throws -> Response {
+        let id = try Self.id(context)
+        let before = try await view(id)
+        let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: [id]) }
+        guard !changed.isEmpty else {
+            throw APIError(.conflict, code: "conflict", message: "download \(id.rawValue) is \(before.state.rawValue): nothing to retry")
+        }
+        let view = try await view(id)
+        await core.hub.publish([view])
+        return try ServiceJSON.response(view)
+    }
+
+    func remove(_ request: Request, context: some RequestContext) async throws -> Response {
+        let id = try Self.id(context)
+        let deleting = try Self.files(request.uri.queryParameters["files"].map(String.init), field: "files")
+        _ = try await view(id)
+        let removed = try await Self.mapped { () async throws(DownloadError) in try await manager.remove([id], deletingFiles: deleting) }
+        guard !removed.isEmpty else {
+            throw APIError(.conflict, code: "conflict", message: "download \(id.rawValue) is run by another process")
+        }
+        await core.hub.publishRemoved(removed)
+        return Response(status: .noContent)
+    }
+
+    struct BulkBody: Decodable {
+        var action: String
+        var ids: [String]?
+        var states: [String]?
+        var files: String?
+    }
+
+    struct Affected: Encodable {
+        var affected: Int
+    }
+
+    func bulk(_ request: Request, context: some RequestContext) async throws -> Response {
+        let body = try await Self.decode(BulkBody.self, from: request)
+        let ids: [DownloadID]
+        switch (body.ids, body.states) {
+        case (let given?, nil):
+            ids = given.map { DownloadID($0) }
+        case (nil, let names?):
+            let states = try Self.states(names.joined(separator: ","), field: "states")
+            let journal = self.journal
+            await manager.flushJournal()
+            ids = try await Self.io { () throws(DownloadError) in try journal.ids(in: states) }
+        default:
+            throw APIError.invalid("ids", "give either ids or states")
+        }
+        let changed: [DownloadID]
+        switch body.action {
+        case "pause": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.pause, to: ids) }
+        case "resume": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.resume, to: ids) }
+        case "retry": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: ids) }
+        case "cancel": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.cancel, to: ids) }
+        case "remove":
+            let deleting = try Self.files(body.files, field: "files")
+            changed = try await Self.mapped { () async throws(DownloadError) in try await manager.remove(ids, deletingFiles: deleting) }
+            await core.hub.publishRemoved(changed)
+            return try ServiceJSON.response(Affected(affected: changed.count))
+        default:
+            throw APIError.invalid("action", "'\(body.action)' is not one of pause, resume, retry, cancel, remove")
+        }
+        await core.hub.publish(try await core.views(changed))
+        return try ServiceJSON.response(Affected(affected: changed.count))
     }
 
     func stats(_ request: Request, context: some RequestContext) async throws -> Response {
-        let progress = await manager.progress
-        return try ServiceJSON.response(
-            Stats(
-                bytesPerSecond: progress.bytesPerSecond, completedBytes: progress.completedBytes,
-                totalBytes: progress.totalBytes, queued: progress.queued, running: progress.running,
-                paused: progress.paused, waiting: progress.waiting, completed: progress.completed,
-                failed: progress.failed))
+        try ServiceJSON.response(try await EventHub.stats(manager: manager, journal: journal))
     }
 
     // MARK: - Helpers
+
+    /// The view of one download, or 404.
+    func view(_ id: DownloadID) async throws -> DownloadView {
+        guard let view = try await core.views([id]).first else { throw APIError.notFound("download \(id.rawValue)") }
+        return view
+    }
+
+    /// The `{id}` of the path. IDs are usually URLs: a client sends them percent-encoded.
+    static func id(_ context: some RequestContext) throws -> DownloadID {
+        let raw = try context.parameters.require("id")
+        return DownloadID(raw.removingPercentEncoding ?? raw)
+    }
+
+    /// A request body of at most ``maximumBody`` bytes, decoded; a bad field is a 400
+    /// naming it.
+    static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        var request = request
+        let body: ByteBuffer
+        do {
+            body = try await request.collectBody(upTo: maximumBody)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, code: "tooLarge", message: "the body is over \(maximumBody) bytes")
+        }
+        do {
+            return try ServiceJSON.decoder.decode(T.self, from: Data(buffer: body))
+        } catch let error as DecodingError {
+            throw APIError.invalid(path(of: error), reason(of: error))
+        }
+    }
+
+    static func states(_ text: String, field: String) throws -> Set<JobState> {
+        var wanted: Set<JobState> = []
+        for name in text.split(separator: ",") {
+            guard let state = JobState(rawValue: String(name)) else {
+                throw APIError.invalid(
+                    field, "'\(name)' is not one of \(JobState.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            wanted.insert(state)
+        }
+        return wanted
+    }
+
+    /// `files=keep` (the default) or `files=delete`.
+    static func files(_ text: String?, field: String) throws -> Bool {
+        switch text {
+        case nil, "keep": false
+        case "delete": true
+        case let other?: throw APIError.invalid(field, "'\(other)' is not keep or delete")
+        }
+    }
+
+    /// Runs a manager call, its ``DownloadError`` as a 500 that says what happened.
+    static func mapped<T>(_ body: () async throws(DownloadError) -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw APIError(.internalServerError, code: error.code.description, message: error.message)
+        }
+    }
 
     static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
         guard let text else { return value }
@@ -154,7 +288,7 @@ package struct DownloadsAPI: Sendable {
     /// Runs a blocking journal call on the I/O pool.
     static func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
         do {
-            return try await NIOThreadPool.singleton.runIfActive { () throws -> T in try body() }
+            return try await ServiceCore.io(body)
         } catch let error as DownloadError {
             throw APIError(.internalServerError, code: error.code.description, message: error.message)
         }

@@ -1,3 +1,5 @@
+import NIOConcurrencyHelpers
+
 /// Who may use the service, decided per request from its method and headers alone.
 ///
 /// The rules, all of them defaults that cannot be turned off:
@@ -94,10 +96,8 @@ package struct AccessRules: Sendable {
     package func check(method: String, host: String?, origin: String?, authorization: String?, sessionValid: Bool)
         -> Verdict
     {
-        guard let host, allowedHosts.contains(host.lowercased()) else {
-            return .reject(
-                status: 403, code: "forbiddenHost",
-                message: "the Host header '\(host ?? "")' does not name this service")
+        if case .reject(let status, let code, let message) = check(host: host) {
+            return .reject(status: status, code: code, message: message)
         }
         if let authorization {
             let prefix = "Bearer "
@@ -123,6 +123,20 @@ package struct AccessRules: Sendable {
         return .allow
     }
 
+    /// Decides a request that needs no credential (the dashboard's files, its sign-in):
+    /// its `Host` must name the service, and an `Origin`, when it has one, too.
+    package func check(host: String?, origin: String? = nil) -> Verdict {
+        guard let host, allowedHosts.contains(host.lowercased()) else {
+            return .reject(
+                status: 403, code: "forbiddenHost",
+                message: "the Host header '\(host ?? "")' does not name this service")
+        }
+        if let origin, Self.authority(ofOrigin: origin).map(allowedHosts.contains) != true {
+            return .reject(status: 403, code: "forbiddenOrigin", message: "the request comes from another site's page")
+        }
+        return .allow
+    }
+
     /// `host:port` of an `Origin` such as `http://127.0.0.1:6800`, lowercased.
     static func authority(ofOrigin origin: String) -> String? {
         let lowered = origin.lowercased()
@@ -132,5 +146,20 @@ package struct AccessRules: Sendable {
             return rest.contains(":") && !rest.hasSuffix("]") ? String(rest) : String(rest) + (scheme == "http://" ? ":80" : ":443")
         }
         return nil
+    }
+}
+
+/// The rules in force, replaceable once the service knows its port (it may listen on port
+/// 0, and the `Host` values name the port).
+package final class AccessRulesBox: Sendable {
+    private let box: NIOLockedValueBox<AccessRules>
+
+    package init(_ rules: AccessRules) {
+        box = NIOLockedValueBox(rules)
+    }
+
+    package var rules: AccessRules {
+        get { box.withLockedValue { $0 } }
+        set { box.withLockedValue { $0 = newValue } }
     }
 }

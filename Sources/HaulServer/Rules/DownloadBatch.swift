@@ -8,7 +8,7 @@ package import Haul
 #endif
 
 /// One download as a client asks for it (`POST /api/v1/downloads`), before validation.
-package struct DownloadInput: Sendable, Decodable, Equatable {
+package struct DownloadInput: Sendable, Codable, Equatable {
     package var url: String
     /// The directory to save into: absolute, or relative to the service's default
     /// directory. Must lie inside one of the download roots.
@@ -143,7 +143,7 @@ package struct DownloadBatch: Sendable {
     }
 
     /// The resolved directory for `given`, inside a root.
-    private func directory(_ given: String?, field: String) throws(FieldError) -> String {
+    package func directory(_ given: String?, field: String) throws(FieldError) -> String {
         guard let given else { return defaultDirectory }
         let joined = given.hasPrefix("/") ? given : defaultDirectory + "/" + given
         guard let resolved = Self.realPath(joined) else {

@@ -1,0 +1,205 @@
+import Foundation
+import GRDB
+
+/// What a page of the job list asks for: the service's `GET /downloads`.
+package struct JobQuery: Sendable, Equatable {
+    /// The orders a list can be sorted in. Ties keep journal order (oldest first).
+    package enum Sort: String, Sendable, CaseIterable {
+        case created, name, size, progress, state, priority, speed
+    }
+
+    /// Only jobs in these states; all when `nil`.
+    package var states: Set<JobState>?
+    /// Only jobs whose URL or destination contains this text (case-insensitively).
+    package var text: String?
+    package var sort: Sort = .created
+    package var descending = false
+    package var offset = 0
+    package var limit = 100
+
+    package init(
+        states: Set<JobState>? = nil, text: String? = nil, sort: Sort = .created, descending: Bool = false,
+        offset: Int = 0, limit: Int = 100
+    ) {
+        self.states = states
+        self.text = text
+        self.sort = sort
+        self.descending = descending
+        self.offset = offset
+        self.limit = limit
+    }
+}
+
+/// The journal's side of the service: pages of the job list, counts per state, and the
+/// controls the service applies to jobs that are not in its manager's memory (queued jobs
+/// not yet admitted, and finished ones). Every statement that changes a row is conditional
+/// on the row being in the state it expects and not held by another live process, so a
+/// change cannot race an admission or another process.
+extension Journal {
+    // MARK: - Reading
+
+    /// One page of jobs and how many match in all. With the default order this is an
+    /// index walk, however far the offset.
+    package func page(_ query: JobQuery) throws(DownloadError) -> (total: Int, jobs: [JobSnapshot]) {
+        var conditions: [String] = []
+        var arguments: [any DatabaseValueConvertible] = []
+        if let states = query.states {
+            guard !states.isEmpty else { return (0, []) }
+            conditions.append("state IN (\(states.map { _ in "?" }.joined(separator: ",")))")
+            arguments += states.map(\.rawValue).sorted()
+        }
+        if let text = query.text?.lowercased(), !text.isEmpty {
+            // LIKE with its wildcards escaped: the text is matched literally.
+            let pattern =
+                "%" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+                .replacingOccurrences(of: "_", with: "\\_") + "%"
+            conditions.append("(lower(url) LIKE ? ESCAPE '\\' OR lower(partialPath) LIKE ? ESCAPE '\\')")
+            arguments += [pattern, pattern]
+        }
+        let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+        let direction = query.descending ? "DESC" : "ASC"
+        let key: String =
+            switch query.sort {
+            case .created: "rowid \(direction)"
+            case .name: "partialPath \(direction), rowid"
+            case .size: "totalBytes IS NULL, totalBytes \(direction), rowid"
+            case .progress:
+                "CASE WHEN state = 'completed' THEN 1.0 WHEN totalBytes > 0 THEN CAST(bytesCommitted AS REAL) / totalBytes ELSE 0 END \(direction), rowid"
+            case .state: "state \(direction), rowid"
+            case .priority: "priority \(direction), rowid"
+            case .speed: "bytesPerSecond \(direction), rowid"
+            }
+        return try read { db in
+            let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job \(filter)", arguments: StatementArguments(arguments)) ?? 0
+            let rows = try JobRecord.fetchAll(
+                db, sql: "SELECT * FROM job \(filter) ORDER BY \(key) LIMIT ? OFFSET ?",
+                arguments: StatementArguments(arguments + [query.limit, query.offset]))
+            return (total, rows.map(JobSnapshot.init))
+        }
+    }
+
+    /// The jobs of `ids` that exist, in the order of `ids`.
+    package func jobs(_ ids: [DownloadID]) throws(DownloadError) -> [JobSnapshot] {
+        let keys = ids.map(\.rawValue)
+        let rows: [JobRecord] = try read { db in
+            var rows: [JobRecord] = []
+            var start = 0
+            while start < keys.count {
+                rows += try JobRecord.fetchAll(db, keys: Array(keys[start..<min(keys.count, start + 500)]))
+                start += 500
+            }
+            return rows
+        }
+        let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return keys.compactMap { byID[$0].map(JobSnapshot.init) }
+    }
+
+    /// How many jobs are in each state (states without jobs are absent).
+    package func stateCounts() throws(DownloadError) -> [JobState: Int] {
+        try read { db in
+            var counts: [JobState: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM job GROUP BY state") {
+                if let state = JobState(rawValue: row["state"]) { counts[state] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    /// The IDs of every job in `states`, oldest first.
+    package func ids(in states: Set<JobState>) throws(DownloadError) -> [DownloadID] {
+        guard !states.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: states.count).joined(separator: ",")
+        let arguments = StatementArguments(states.map(\.rawValue))
+        let rows: [String] = try read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM job WHERE state IN (\(marks)) ORDER BY rowid", arguments: arguments)
+        }
+        return rows.map { DownloadID($0) }
+    }
+
+    // MARK: - Controls of rows outside the manager's memory
+
+    /// Pauses the queued jobs among `ids` that no process has admitted yet; returns those it
+    /// paused.
+    func pauseQueued(_ ids: [DownloadID]) throws(DownloadError) -> [DownloadID] {
+        try update(ids) { db, id in
+            try db.execute(
+                sql: "UPDATE job SET state = 'paused', command = NULL, updatedAt = ? WHERE id = ? AND state = 'queued' AND owner IS NULL",
+                arguments: [Date(), id.rawValue])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Queues again, for process `session`, the jobs among `ids` that are in `states` and
+    /// that no live process holds; returns those it queued. `retrying` also resets their
+    /// attempts and errors.
+    func requeue(_ ids: [DownloadID], from states: Set<JobState>, session: Int64, retrying: Bool)
+        throws(DownloadError) -> [DownloadID]
+    {
+        let list = states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ",")
+        let reset = retrying ? ", attempts = 0, lastError = NULL, errorCode = NULL, finishedAt = NULL" : ", lastError = NULL, errorCode = NULL"
+        return try update(ids, refreshingOwners: true) { db, id in
+            try db.execute(
+                sql: """
+                    UPDATE job SET state = 'queued', owner = NULL, session = ?, command = NULL, updatedAt = ?\(reset)
+                    WHERE id = ? AND state IN (\(list)) AND NOT \(Self.heldElsewhereSQL)
+                    """, arguments: [session, Date(), id.rawValue, session, session])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Sets the priority of the jobs among `ids` that no live process holds; returns those
+    /// it changed.
+    func setPriority(_ priority: DownloadPriority, of ids: [DownloadID], me: Int64) throws(DownloadError)
+        -> [DownloadID]
+    {
+        try update(ids, refreshingOwners: true) { db, id in
+            try db.execute(
+                sql: "UPDATE job SET priority = ?, updatedAt = ? WHERE id = ? AND NOT \(Self.heldElsewhereSQL)",
+                arguments: [priority.rawValue, Date(), id.rawValue, me, me])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Deletes the rows of `ids` that no live process holds (finished ones, and unfinished
+    /// ones nobody runs, whose partial files go too); with `deletingFiles`, completed files
+    /// still at their destination go as well. Returns the IDs it deleted.
+    func remove(_ ids: [DownloadID], deletingFiles: Bool, me: Int64) throws(DownloadError) -> [DownloadID] {
+        var partials: [String] = []
+        var files: [(path: String, size: Int64)] = []
+        let removed = try update(ids, refreshingOwners: true) { db, id in
+            guard let record = try JobRecord.fetchOne(db, key: id.rawValue) else { return false }
+            try db.execute(
+                sql: "DELETE FROM job WHERE id = ? AND NOT \(Self.heldElsewhereSQL)", arguments: [id.rawValue, me, me])
+            guard db.changesCount > 0 else { return false }
+            if record.state.isUnfinished { partials.append(record.partialPath) }
+            if deletingFiles, record.state == .completed {
+                let snapshot = JobSnapshot(record)
+                files.append((record.filePath ?? snapshot.destination, record.fileSize ?? record.bytesCommitted))
+            }
+            return true
+        }
+        for partial in partials { Self.removePartial(at: partial) }
+        for file in files {
+            // Only the file this job made: one whose size still matches.
+            var info = stat()
+            if stat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == file.size {
+                unlink(file.path)
+            }
+        }
+        return removed
+    }
+
+    /// Runs `change` for each ID in one write transaction; returns the IDs whose row it
+    /// changed.
+    private func update(
+        _ ids: [DownloadID], refreshingOwners: Bool = false, _ change: (Database, DownloadID) throws -> Bool
+    ) throws(DownloadError) -> [DownloadID] {
+        guard !ids.isEmpty else { return [] }
+        return try write { db in
+            if refreshingOwners { refreshLiveOwners(db) }
+            var changed: [DownloadID] = []
+            for id in ids where try change(db, id) { changed.append(id) }
+            return changed
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import HTTPTypes
+package import Hummingbird
+import NIOCore
+import ServiceLifecycle
+
+/// `GET /api/v1/events`: the service's live events as Server-Sent Events (see
+/// ``EventHub``). A client that reconnects with `Last-Event-ID` first gets what it missed,
+/// or a `resync` event when that is no longer kept. The stream ends when the service
+/// stops, so a graceful shutdown never waits for it.
+@available(macOS 14, iOS 17, tvOS 17, *)
+package struct EventsAPI: Sendable {
+    let core: ServiceCore
+
+    package init(core: ServiceCore) {
+        self.core = core
+    }
+
+    package func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) {
+        group.get("events") { request, _ in await self.events(request) }
+    }
+
+    func events(_ request: Request) async -> Response {
+        let lastID = request.headers[HTTPField.Name("Last-Event-ID")!].flatMap { UInt64($0) }
+        let hub = core.hub
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/event-stream", .cacheControl: "no-store",
+                HTTPField.Name("X-Accel-Buffering")!: "no",
+            ],
+            body: ResponseBody { writer in
+                let (replay, live, client) = await hub.subscribe(after: lastID)
+                do {
+                    // Reconnect after 2 s; then what was missed, in one write.
+                    var first = ByteBuffer(string: "retry: 2000\n\n")
+                    for frame in replay { first.writeImmutableBuffer(frame.bytes) }
+                    try await writer.write(first)
+                    for await frame in live.cancelOnGracefulShutdown() {
+                        try await writer.write(frame.bytes)
+                    }
+                    await hub.unsubscribe(client)
+                    try await writer.finish(nil)
+                } catch {
+                    await hub.unsubscribe(client)
+                    throw error
+                }
+            })
+    }
+}

@@ -1,0 +1,222 @@
+import AsyncHTTPClient
+package import Foundation
+package import Haul
+import NIOCore
+import NIOHTTP1
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The CLI's side of a running service: when `haul serve` runs for the journal, `haul get`,
+/// `list`, `pause`, `cancel`, `retry` and `resume` go through its API instead of the
+/// journal. It finds the service by the address file beside the journal (only while the
+/// service holds its lock), and authenticates with `$HAUL_TOKEN` or the token file, which
+/// only the journal's owner can read; the token goes in a header, never in a URL.
+package final class ServiceClient: Sendable {
+    /// A failed call, with the API's message.
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        package var status: Int
+        package var code: String
+        package var message: String
+        package var description: String { message }
+    }
+
+    /// The service's address (`127.0.0.1:6800`).
+    package let address: String
+    private let token: String
+    private let client: HTTPClient
+
+    /// The client of the service running for `journalPath`, or `nil` when none runs.
+    ///
+    /// - Throws: ``Failure`` when a service runs but its token cannot be read.
+    package init?(journalPath: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(Failure)
+    {
+        let files = ServiceFiles(journalPath: journalPath)
+        guard let address = files.runningAddress() else { return nil }
+        if let token = environment[ServiceFiles.tokenVariable] {
+            self.token = token
+        } else {
+            var info = stat()
+            guard stat(files.tokenPath, &info) == 0, info.st_mode & 0o077 == 0,
+                let text = try? String(contentsOfFile: files.tokenPath, encoding: .utf8)
+            else {
+                throw Failure(
+                    status: 0, code: "token",
+                    message: "a service runs at \(address), but its token file \(files.tokenPath) cannot be read "
+                        + "(or others can read it): set $\(ServiceFiles.tokenVariable)")
+            }
+            self.token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        self.address = address
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout = .init(connect: .seconds(5))
+        configuration.redirectConfiguration = .disallow
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// Closes the connection pool; call it once, when done.
+    package func close() async {
+        try? await client.shutdown()
+    }
+
+    // MARK: - Calls
+
+    struct Added: Decodable {
+        var ids: [String]
+    }
+
+    /// Queues downloads; returns their IDs.
+    package func add(_ downloads: [DownloadInput]) async throws(Failure) -> [String] {
+        struct Body: Encodable {
+            var downloads: [DownloadInput]
+        }
+        let data = try await call(.POST, "/api/v1/downloads", body: Body(downloads: downloads))
+        return try decode(Added.self, data).ids
+    }
+
+    struct Page: Decodable {
+        var total: Int
+        var downloads: [DownloadView]
+    }
+
+    /// Every download in `states` (all when `nil`), oldest first, a page at a time.
+    package func list(states: Set<JobState>?) async throws(Failure) -> [DownloadView] {
+        var all: [DownloadView] = []
+        let filter = states.map { "&state=" + $0.map(\.rawValue).sorted().joined(separator: ",") } ?? ""
+        while true {
+            let page = try decode(
+                Page.self, try await call(.GET, "/api/v1/downloads?limit=1000&offset=\(all.count)\(filter)"))
+            all += page.downloads
+            if page.downloads.isEmpty || all.count >= page.total { return all }
+        }
+    }
+
+    struct Affected: Decodable {
+        var affected: Int
+    }
+
+    /// `pause`, `resume`, `retry` or `remove` for `ids`, or for every download in `states`.
+    package func bulk(_ action: String, ids: [String]? = nil, states: [JobState]? = nil) async throws(Failure) -> Int {
+        struct Body: Encodable {
+            var action: String
+            var ids: [String]?
+            var states: [String]?
+        }
+        let body = Body(action: action, ids: ids, states: states?.map(\.rawValue))
+        return try decode(Affected.self, try await call(.POST, "/api/v1/downloads/bulk", body: body)).affected
+    }
+
+    /// The service's events, as `(kind, JSON)` pairs, until the service stops.
+    package func events() async throws(Failure) -> AsyncThrowingStream<(kind: String, data: Data), any Error> {
+        var request = HTTPClientRequest(url: "http://\(address)/api/v1/events")
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .hours(24 * 365))
+        } catch {
+            throw Failure(status: 0, code: "network", message: "cannot reach the service at \(address): \(error)")
+        }
+        guard response.status == .ok else {
+            throw Failure(status: Int(response.status.code), code: "http", message: "events: HTTP \(response.status.code)")
+        }
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var parser = EventStreamParser()
+                do {
+                    for try await buffer in response.body {
+                        for event in parser.feed(Array(buffer.readableBytesView)) { continuation.yield(event) }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    // MARK: - HTTP
+
+    private func call(_ method: HTTPMethod, _ path: String) async throws(Failure) -> Data {
+        try await call(method, path, body: nil as Int?)
+    }
+
+    private func call(_ method: HTTPMethod, _ path: String, body: (some Encodable)?) async throws(Failure) -> Data {
+        var request = HTTPClientRequest(url: "http://\(address)\(path)")
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        if let body, let data = try? ServiceJSON.encoder.encode(body) {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: data))
+        }
+        let response: HTTPClientResponse
+        let data: Data
+        do {
+            response = try await client.execute(request, timeout: .seconds(60))
+            data = Data(buffer: try await response.body.collect(upTo: 64 << 20))
+        } catch {
+            throw Failure(status: 0, code: "network", message: "cannot reach the service at \(address): \(error)")
+        }
+        guard (200..<300).contains(response.status.code) else {
+            let detail = try? ServiceJSON.decoder.decode(ErrorBody.self, from: data).error
+            throw Failure(
+                status: Int(response.status.code), code: detail?.code ?? "http",
+                message: detail?.message ?? "HTTP \(response.status.code) from the service")
+        }
+        return data
+    }
+
+    struct ErrorBody: Decodable {
+        struct Detail: Decodable {
+            var code: String
+            var message: String
+        }
+        var error: Detail
+    }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws(Failure) -> T {
+        do {
+            return try ServiceJSON.decoder.decode(T.self, from: data)
+        } catch {
+            throw Failure(status: 0, code: "invalidResponse", message: "the service's answer cannot be read: \(error)")
+        }
+    }
+}
+
+/// Splits a Server-Sent Events byte stream into events: `event:` and `data:` lines, ended
+/// by a blank line.
+package struct EventStreamParser: Sendable {
+    private var line: [UInt8] = []
+    private var kind = "message"
+    private var data: [UInt8] = []
+
+    package init() {}
+
+    package mutating func feed(_ bytes: [UInt8]) -> [(kind: String, data: Data)] {
+        var events: [(kind: String, data: Data)] = []
+        for byte in bytes {
+            guard byte == UInt8(ascii: "\n") else {
+                line.append(byte)
+                continue
+            }
+            if line.last == UInt8(ascii: "\r") { line.removeLast() }
+            if line.isEmpty {
+                if !data.isEmpty { events.append((kind, Data(data))) }
+                kind = "message"
+                data = []
+            } else if line.starts(with: Array("event: ".utf8)) {
+                kind = String(decoding: line.dropFirst(7), as: UTF8.self)
+            } else if line.starts(with: Array("data: ".utf8)) {
+                if !data.isEmpty { data.append(UInt8(ascii: "\n")) }
+                data += line.dropFirst(6)
+            }
+            line = []
+        }
+        return events
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import Haul
+import Hummingbird
+package import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// `haul serve`: one long-running owner of a journal's jobs, with the API and the
+/// dashboard in front of it.
+///
+/// It takes the journal's service lock (one service per journal), finds its token, resumes
+/// the jobs that were running when the last process stopped (those a person paused stay
+/// paused), and serves until SIGTERM or SIGINT. Then it stops accepting requests, ends the
+/// event streams, pauses every download with its partial file checkpointed, and exits.
+@available(macOS 14, iOS 17, tvOS 17, *)
+package enum HaulService {
+    /// How the service runs.
+    package struct Options: Sendable {
+        /// The address to listen on; loopback unless a token is configured.
+        package var host = "127.0.0.1"
+        /// The port; 0 picks a free one (the address file says which).
+        package var port = 6800
+        package var journalPath: String
+        package var slots = 10
+        package var perHost = 6
+        /// Where downloads go when a request names no directory.
+        package var directory: String
+        /// Directories downloads may go into; the default directory alone when empty.
+        package var roots: [String] = []
+        /// More names the `Host` header may use (a host name the service is reached by).
+        package var hostNames: [String] = []
+        package var environment: [String: String] = ProcessInfo.processInfo.environment
+
+        package init(journalPath: String, directory: String) {
+            self.journalPath = journalPath
+            self.directory = directory
+        }
+    }
+
+    /// Why the service cannot start.
+    package struct StartError: Error, CustomStringConvertible, Sendable {
+        package var description: String
+    }
+
+    /// Runs the service until a signal stops it. `ready` is called with the address once
+    /// it listens, and whether the token was generated now (and where it is).
+    package static func run(
+        _ options: Options, logger: Logger = Logger(label: "haul.serve"),
+        ready: @escaping @Sendable (_ address: String, _ tokenNote: String) -> Void = { _, _ in }
+    ) async throws {
+        let files = ServiceFiles(journalPath: options.journalPath)
+        let token: String
+        let tokenNote: String
+        do {
+            let (found, source) = try files.token(environment: options.environment)
+            token = found
+            switch source {
+            case .environment: tokenNote = "the token is $\(ServiceFiles.tokenVariable)"
+            case .file: tokenNote = "the token is in \(files.tokenPath)"
+            case .generated: tokenNote = "a new token was written to \(files.tokenPath)"
+            }
+            guard AccessRules.mayListen(on: options.host, operatorToken: source != .generated) else {
+                throw StartError(
+                    description: "refusing to listen on \(options.host), which is not a loopback address, with a token "
+                        + "nobody was given: set $\(ServiceFiles.tokenVariable) or write \(files.tokenPath) (mode 0600) first")
+            }
+        } catch let failure as ServiceFiles.Failure {
+            throw StartError(description: failure.message)
+        }
+        let lock: ServiceFiles.Lock
+        do {
+            lock = try files.acquire()
+        } catch {
+            throw StartError(description: error.message)
+        }
+        defer { lock.release() }
+
+        let batch: DownloadBatch
+        do {
+            batch = try DownloadBatch(
+                roots: options.roots.isEmpty ? [options.directory] : options.roots, defaultDirectory: options.directory)
+        } catch {
+            throw StartError(description: error.message)
+        }
+        let journal: Journal
+        do {
+            journal = try Journal(path: options.journalPath)
+        } catch {
+            throw StartError(description: error.message)
+        }
+        var configuration = DownloadManager.Configuration()
+        configuration.maxConcurrentDownloads = options.slots
+        configuration.maxConnectionsPerHost = options.perHost
+        configuration.connectionPoolLimit = SettingsAPI.maximumPerHost
+        let manager = DownloadManager(configuration: configuration, journal: journal)
+        let core = ServiceCore(manager: manager, journal: journal, batch: batch)
+        await core.hub.start()
+        do {
+            try await manager.resumeUnfinished(keepingPaused: true)
+        } catch {
+            await manager.shutdown()
+            throw StartError(description: "cannot resume the journal's downloads: \(error.message)")
+        }
+
+        let host = options.host
+        let names = options.hostNames
+        let rules = AccessRulesBox(AccessRules(token: token, allowedHosts: []))
+        let router = ServiceRouter.make(core: core, rules: rules)
+        let app = Application(
+            router: router,
+            configuration: ApplicationConfiguration(address: .hostname(host, port: options.port), serverName: nil),
+            services: [Stopper(core: core)],
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? options.port
+                rules.rules = AccessRules(
+                    token: token, allowedHosts: AccessRules.hosts(listeningOn: host, port: port, names: names))
+                let address = "\(host.contains(":") ? "[\(host)]" : host):\(port)"
+                do throws(ServiceFiles.Failure) {
+                    try files.writeAddress(address)
+                } catch {
+                    logger.error("cannot write the address file", metadata: ["error": "\(error.message)"])
+                }
+                ready(address, tokenNote)
+            },
+            logger: logger)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        try? FileManager.default.removeItem(atPath: files.addressPath)
+    }
+}
+
+/// Stops the downloads when the service shuts down gracefully, after the HTTP server has
+/// stopped accepting requests (it runs last in the application's services).
+@available(macOS 14, iOS 17, tvOS 17, *)
+struct Stopper: Service {
+    let core: ServiceCore
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await core.cancelBackground()
+        await core.hub.finish()
+        // Running downloads stop with their partial files checkpointed, recorded as paused
+        // by the stop: the next start resumes them.
+        await core.manager.shutdown()
+    }
+}

@@ -1,0 +1,86 @@
+package import Foundation
+package import Haul
+
+/// A download as the API shows it: its journal row, with what the manager knows now
+/// (bytes not yet checkpointed, speed, connections) laid over it.
+package struct DownloadView: Sendable, Codable, Equatable {
+    package var id: String
+    package var url: String
+    package var name: String
+    package var destination: String
+    package var state: JobState
+    /// `veryLow`, `low`, `normal`, `high` or `veryHigh`.
+    package var priority: String
+    package var bytes: Int64
+    package var totalBytes: Int64?
+    package var bytesPerSecond: Double
+    package var connections: Int
+    package var attempts: Int
+    package var errorCode: String?
+    package var error: String?
+    package var createdAt: Date
+    package var updatedAt: Date
+    package var finishedAt: Date?
+
+    package init(_ snapshot: JobSnapshot, live: LiveStatus? = nil) {
+        id = snapshot.id.rawValue
+        url = snapshot.url
+        name = snapshot.name
+        destination = snapshot.destination
+        state = snapshot.state
+        priority = Self.word(for: snapshot.priority)
+        bytes = snapshot.bytes
+        totalBytes = snapshot.totalBytes
+        bytesPerSecond = snapshot.bytesPerSecond
+        connections = 0
+        attempts = snapshot.attempts
+        errorCode = snapshot.errorCode
+        error = snapshot.error
+        createdAt = snapshot.createdAt
+        updatedAt = snapshot.updatedAt
+        finishedAt = snapshot.finishedAt
+        if let live { apply(live) }
+    }
+
+    /// Lays the manager's live view over the row.
+    package mutating func apply(_ live: LiveStatus) {
+        state = live.state
+        bytes = max(bytes, live.progress.completedBytes)
+        totalBytes = live.progress.totalBytes ?? totalBytes
+        bytesPerSecond = live.progress.bytesPerSecond
+        connections = live.connections
+        if live.state != .failed { errorCode = errorCode == Journal.shutdownCode ? nil : errorCode }
+    }
+
+    /// The download as a journal snapshot (what `haul list` prints).
+    package var snapshot: JobSnapshot {
+        JobSnapshot(
+            id: DownloadID(id), url: url, state: state,
+            priority: DownloadBatch.priorities[priority]?.rawValue ?? DownloadPriority.normal.rawValue, bytes: bytes,
+            totalBytes: totalBytes, bytesPerSecond: bytesPerSecond, destination: destination, attempts: attempts,
+            errorCode: errorCode, error: error, createdAt: createdAt, updatedAt: updatedAt, finishedAt: finishedAt)
+    }
+
+    /// The word for a priority, as inputs name it.
+    package static func word(for priority: Int) -> String {
+        DownloadBatch.priorities.first { $0.value.rawValue == priority }?.key ?? "normal"
+    }
+}
+
+/// A download's progress, as the event stream sends it between state changes.
+package struct ProgressView: Sendable, Codable, Equatable {
+    package var id: String
+    package var bytes: Int64
+    package var totalBytes: Int64?
+    package var bytesPerSecond: Double
+    package var connections: Int
+}
+
+/// The whole service's numbers: `GET /stats` and the event stream's `stats` tick.
+package struct StatsView: Sendable, Codable, Equatable {
+    package var bytesPerSecond: Double
+    package var completedBytes: Int64
+    package var totalBytes: Int64?
+    /// Jobs per state, every state present.
+    package var counts: [String: Int]
+}

@@ -1,0 +1,277 @@
+import Foundation
+package import Haul
+package import NIOCore
+import NIOPosix
+
+/// The service's live events: turns the manager's events into the API's, numbers them,
+/// keeps the recent ones for clients that reconnect, and hands each to every connected
+/// event-stream client.
+///
+/// - A state change (`queued`, `started`, `paused`, `waiting`, a retry, the end) becomes a
+///   `download` event carrying the download's full ``DownloadView``.
+/// - Progress is coalesced per download by ``ProgressThrottle``: at most one `progress`
+///   event per ``progressInterval``, and the latest one always follows a burst.
+/// - `stats` is sent once a second; `removed` when a download is deleted.
+///
+/// Each event is encoded once, as the bytes of a Server-Sent Events frame, whatever the
+/// number of clients. A client too slow to keep up with ``bufferLimit`` frames is cut
+/// off: its browser reconnects with `Last-Event-ID` and is replayed what it missed, or
+/// told to resync.
+package actor EventHub {
+    /// One encoded event.
+    package struct Frame: Sendable {
+        package let id: UInt64
+        package let kind: String
+        /// The whole frame: `id:`, `event:` and `data:` lines and the blank line.
+        package let bytes: ByteBuffer
+    }
+
+    /// The most progress events per download: 2 a second.
+    package static let progressInterval: Duration = .milliseconds(500)
+    /// Frames a client may fall behind by before it is cut off.
+    package static let bufferLimit = 4_096
+
+    private let manager: DownloadManager
+    private let journal: Journal
+    private var log: EventLog<Frame>
+    private var throttle = ProgressThrottle<DownloadID, DownloadProgress>(interval: EventHub.progressInterval)
+    private var clients: [UInt64: AsyncStream<Frame>.Continuation] = [:]
+    private var nextClient: UInt64 = 0
+    /// The views of downloads the manager runs, by ID, so that a state change does not
+    /// read the journal each time.
+    private var views: [DownloadID: DownloadView] = [:]
+    private var tasks: [Task<Void, Never>] = []
+    private var isFinished = false
+
+    /// - Parameter replayCapacity: Events kept for reconnecting clients.
+    package init(manager: DownloadManager, journal: Journal, replayCapacity: Int = 10_000) {
+        self.manager = manager
+        self.journal = journal
+        // Numbers above any an earlier run can have issued: microseconds since 1970.
+        log = EventLog(capacity: replayCapacity, firstID: UInt64(Date().timeIntervalSince1970 * 1_000_000))
+    }
+
+    /// Starts following the manager, and the stats tick.
+    package func start() {
+        let events = manager.events(includingProgress: true)
+        tasks.append(
+            Task { [weak self] in
+                for await event in events {
+                    guard let self else { return }
+                    await self.handle(event)
+                }
+            })
+        tasks.append(
+            Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    guard let self, !Task.isCancelled else { return }
+                    await self.tick()
+                }
+            })
+    }
+
+    /// Ends every client's stream and stops following the manager.
+    package func finish() {
+        isFinished = true
+        for task in tasks { task.cancel() }
+        tasks = []
+        for client in clients.values { client.finish() }
+        clients = [:]
+    }
+
+    // MARK: - Clients
+
+    /// A new client: what it missed since `lastEventID` (or a `resync` frame when that is
+    /// too old or unknown), then the live frames.
+    package func subscribe(after lastEventID: UInt64?) -> (replay: [Frame], live: AsyncStream<Frame>, client: UInt64) {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: Frame.self, bufferingPolicy: .bufferingOldest(Self.bufferLimit))
+        nextClient += 1
+        if isFinished {
+            continuation.finish()
+        } else {
+            clients[nextClient] = continuation
+        }
+        var replay: [Frame] = []
+        if let lastEventID {
+            switch log.replay(after: lastEventID) {
+            case .events(let entries): replay = entries.map(\.event)
+            case .resync(let latest): replay = [Self.frame(id: latest, kind: "resync", json: "{}")]
+            }
+        }
+        return (replay, stream, nextClient)
+    }
+
+    package func unsubscribe(_ client: UInt64) {
+        clients.removeValue(forKey: client)?.finish()
+    }
+
+    /// How many clients are connected.
+    package var clientCount: Int { clients.count }
+
+    // MARK: - Publishing
+
+    /// Sends `download` events for downloads the API changed or added (their journal rows,
+    /// with what the manager knows now).
+    package func publish(_ downloads: [DownloadView]) {
+        for view in downloads {
+            let id = DownloadID(view.id)
+            if views[id] != nil { views[id] = view }
+            throttle.stateChanged(id)
+            send("download", view)
+        }
+    }
+
+    /// Sends `removed` for downloads the API deleted.
+    package func publishRemoved(_ ids: [DownloadID]) {
+        for id in ids {
+            views[id] = nil
+            throttle.stateChanged(id)
+            send("removed", ["id": id.rawValue])
+        }
+    }
+
+    /// Sends a `sync` event.
+    package func publishSync(_ event: some Encodable & Sendable) {
+        send("sync", event)
+    }
+
+    // MARK: - The manager's events
+
+    private func handle(_ event: DownloadManager.Event) async {
+        let id = event.id
+        switch event.event {
+        case .progress(let progress):
+            switch throttle.offer(progress, for: id, at: .now) {
+            case .send(let progress): await sendProgress(id, progress)
+            case .flush(let delay):
+                Task { [weak self] in
+                    try? await Task.sleep(for: delay)
+                    await self?.flushProgress(id)
+                }
+            case .none: break
+            }
+        case .queued, .networkRestored:
+            await sendState(id, .queued)
+        case .started, .attached:
+            await sendState(id, .running)
+        case .paused:
+            await sendState(id, .paused)
+        case .networkLost:
+            await sendState(id, .waiting)
+        case .retrying(_, let reason, _):
+            await sendState(id, .running, error: reason)
+        case .completed(let result):
+            await sendState(id, .completed, ended: true, bytes: result.byteCount, destination: result.fileURL?.path)
+        case .failed(let error):
+            await sendState(id, .failed, ended: true, error: error)
+        case .cancelled(let reason):
+            // A shutdown pauses (the journal says so); anything else cancels.
+            await sendState(id, reason == .shutdown || reason == .noLongerWanted ? .paused : .cancelled, ended: true)
+        }
+    }
+
+    private func flushProgress(_ id: DownloadID) async {
+        guard let progress = throttle.flush(id, at: .now) else { return }
+        await sendProgress(id, progress)
+    }
+
+    private func sendProgress(_ id: DownloadID, _ progress: DownloadProgress) async {
+        let connections = await manager.liveStatus(of: [id])[id]?.connections ?? 0
+        if var view = views[id] {
+            view.bytes = progress.completedBytes
+            view.totalBytes = progress.totalBytes ?? view.totalBytes
+            view.bytesPerSecond = progress.bytesPerSecond
+            view.connections = connections
+            views[id] = view
+        }
+        send(
+            "progress",
+            ProgressView(
+                id: id.rawValue, bytes: progress.completedBytes, totalBytes: progress.totalBytes,
+                bytesPerSecond: progress.bytesPerSecond, connections: connections))
+    }
+
+    /// Sends the `download` event of a change to `state` (the event's, not whatever the
+    /// manager's state is by the time this runs, so that clients see every step in order).
+    private func sendState(
+        _ id: DownloadID, _ state: JobState, ended: Bool = false, bytes: Int64? = nil, destination: String? = nil,
+        error: DownloadError? = nil
+    ) async {
+        throttle.stateChanged(id)
+        var view: DownloadView
+        if let known = views[id] {
+            view = known
+        } else {
+            let journal = self.journal
+            guard let snapshot = try? await NIOThreadPool.singleton.runIfActive({ try journal.job(id) }) else { return }
+            view = DownloadView(snapshot)
+        }
+        view.updatedAt = Date()
+        if ended {
+            view.bytesPerSecond = 0
+            view.connections = 0
+            if let bytes {
+                view.bytes = bytes
+                view.totalBytes = bytes
+            }
+            if let destination {
+                view.destination = destination
+                view.name = (destination as NSString).lastPathComponent
+            }
+            if state != .paused { view.finishedAt = Date() }
+            views[id] = nil
+        } else {
+            if let live = await manager.liveStatus(of: [id])[id] { view.apply(live) }
+            views[id] = view
+        }
+        view.state = state
+        if state != .running { view.connections = 0 }
+        if let error {
+            view.errorCode = error.code.description
+            view.error = error.message
+        } else if !ended || state == .completed {
+            view.errorCode = nil
+            view.error = nil
+        }
+        send("download", view)
+    }
+
+    private func tick() async {
+        guard let stats = try? await Self.stats(manager: manager, journal: journal) else { return }
+        send("stats", stats)
+    }
+
+    /// The service's numbers now: the manager's speed and bytes, the journal's counts.
+    package static func stats(manager: DownloadManager, journal: Journal) async throws -> StatsView {
+        let progress = await manager.progress
+        let counts = try await NIOThreadPool.singleton.runIfActive { try journal.stateCounts() }
+        var all: [String: Int] = [:]
+        for state in JobState.allCases { all[state.rawValue] = counts[state] ?? 0 }
+        return StatsView(
+            bytesPerSecond: progress.bytesPerSecond, completedBytes: progress.completedBytes,
+            totalBytes: progress.totalBytes, counts: all)
+    }
+
+    // MARK: - Frames
+
+    private func send(_ kind: String, _ value: some Encodable) {
+        guard !isFinished, let data = try? ServiceJSON.encoder.encode(value) else { return }
+        let id = log.nextID
+        let frame = Self.frame(id: id, kind: kind, json: String(decoding: data, as: UTF8.self))
+        log.append(frame)
+        for (client, continuation) in clients {
+            if case .dropped = continuation.yield(frame) {
+                // Too far behind: cut it off; it reconnects and is replayed or resynced.
+                continuation.finish()
+                clients[client] = nil
+            }
+        }
+    }
+
+    static func frame(id: UInt64, kind: String, json: String) -> Frame {
+        // JSON from JSONEncoder has no line breaks, so one `data:` line carries it.
+        Frame(id: id, kind: kind, bytes: ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n"))
+    }
+}

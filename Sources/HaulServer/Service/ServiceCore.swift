@@ -1,0 +1,101 @@
+import Foundation
+package import Haul
+import NIOConcurrencyHelpers
+import NIOPosix
+
+/// What every part of the running service shares: the manager that owns the journal's
+/// jobs, the journal, the live events, the dashboard's sessions and the settings that
+/// can change while it runs.
+package final class ServiceCore: Sendable {
+    package let manager: DownloadManager
+    package let journal: Journal
+    package let hub: EventHub
+    package let sessions: Sessions
+    private let batchBox: NIOLockedValueBox<DownloadBatch>
+    /// Work started by requests that outlives them (syncs), cancelled when the service stops.
+    private let background = NIOLockedValueBox<[Task<Void, Never>]>([])
+
+    package init(manager: DownloadManager, journal: Journal, batch: DownloadBatch) {
+        self.manager = manager
+        self.journal = journal
+        self.hub = EventHub(manager: manager, journal: journal)
+        self.sessions = Sessions()
+        self.batchBox = NIOLockedValueBox(batch)
+    }
+
+    /// The rules downloads are added with (roots and default directory).
+    package var batch: DownloadBatch { batchBox.withLockedValue { $0 } }
+
+    /// Makes `directory` the default directory; it must lie inside a root.
+    package func setDefaultDirectory(_ directory: String) throws(FieldError) {
+        let roots = batch.roots
+        let batch = try DownloadBatch(roots: roots, defaultDirectory: directory)
+        batchBox.withLockedValue { $0 = batch }
+    }
+
+    /// Keeps `task` to cancel it when the service stops.
+    package func track(_ task: Task<Void, Never>) {
+        background.withLockedValue { $0.append(task) }
+    }
+
+    /// Cancels the tracked work and waits for it.
+    package func cancelBackground() async {
+        let tasks = background.withLockedValue { tasks in
+            defer { tasks = [] }
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    /// The views of `ids` (those that exist), from the journal after a flush, with what the
+    /// manager knows now.
+    package func views(_ ids: [DownloadID]) async throws -> [DownloadView] {
+        await manager.flushJournal()
+        let journal = self.journal
+        let snapshots = try await Self.io { () throws(DownloadError) in try journal.jobs(ids) }
+        let live = await manager.liveStatus(of: snapshots.map(\.id))
+        return snapshots.map { DownloadView($0, live: live[$0.id]) }
+    }
+
+    /// Runs a blocking journal call on the I/O pool, never on an event loop or the
+    /// concurrency pool.
+    package static func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive { () throws -> T in try body() }
+    }
+}
+
+/// The dashboard's sessions: random identifiers handed out as an `HttpOnly` cookie in
+/// exchange for the token, held in memory only (a restart signs everybody out).
+package final class Sessions: Sendable {
+    /// The cookie's name.
+    package static let cookie = "haul_session"
+    /// Sessions kept; the oldest is forgotten beyond this.
+    static let limit = 256
+    private let state = NIOLockedValueBox<[String]>([])
+
+    package init() {}
+
+    /// A new session's identifier: 256 random bits.
+    package func create() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let id = (0..<4).map { _ in String(format: "%016llx", generator.next() as UInt64) }.joined()
+        state.withLockedValue { sessions in
+            sessions.append(id)
+            if sessions.count > Self.limit { sessions.removeFirst(sessions.count - Self.limit) }
+        }
+        return id
+    }
+
+    package func isValid(_ id: String?) -> Bool {
+        guard let id else { return false }
+        return state.withLockedValue { sessions in
+            sessions.contains { AccessRules.constantTimeEquals($0, id) }
+        }
+    }
+
+    package func remove(_ id: String?) {
+        guard let id else { return }
+        state.withLockedValue { $0.removeAll { $0 == id } }
+    }
+}

@@ -1,0 +1,97 @@
+import ArgumentParser
+import Foundation
+import Haul
+import HaulServer
+
+/// `haul serve`: the download manager as a service, with an HTTP API and a dashboard.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run a download manager service with an HTTP API and a web dashboard.",
+        discussion: """
+            One service runs per journal. It resumes the journal's unfinished downloads (those \
+            a person paused stay paused), serves the API under /api/v1 and the dashboard at /, \
+            and stops on SIGTERM or SIGINT, pausing every download so the next start resumes it.
+
+            Clients authenticate with a token: $HAUL_TOKEN when set, else the file \
+            JOURNAL-serve.token (created on first start, mode 0600). It is never taken from the \
+            command line. Listening on an address other than loopback needs a token you set.
+
+            While a service runs, 'haul get', 'list', 'pause', 'cancel', 'retry' and 'resume' \
+            with the same journal go through it.
+            """)
+
+    @Option(help: ArgumentHelp("The address and port to listen on; port 0 picks a free one.", valueName: "host:port"))
+    var listen = "127.0.0.1:6800"
+
+    @OptionGroup var journalOptions: JournalOptions
+
+    @Option(
+        name: [.customShort("j"), .customLong("jobs")],
+        help: ArgumentHelp("How many downloads run at once. (default: 10)", valueName: "n"))
+    var jobs = 10
+
+    @Option(
+        name: .customLong("per-host"),
+        help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
+    var perHost = 6
+
+    @Option(
+        name: [.customShort("d"), .customLong("directory")],
+        help: ArgumentHelp("Where downloads go when a request names no directory. (default: the current directory)", valueName: "dir"))
+    var directory = "."
+
+    @Option(
+        name: .customLong("root"),
+        help: ArgumentHelp(
+            "A directory requests may save into (and below). Repeatable. (default: the -d directory only)",
+            valueName: "dir"))
+    var roots: [String] = []
+
+    @Option(
+        name: .customLong("host-name"),
+        help: ArgumentHelp("Another name clients reach the service by, accepted in the Host header. Repeatable.", valueName: "name"))
+    var hostNames: [String] = []
+
+    func run() async throws {
+        guard #available(macOS 14, iOS 17, tvOS 17, *) else {
+            throw ValidationError("haul serve needs macOS 14 or later.")
+        }
+        guard let (host, port) = Self.parse(listen) else {
+            throw ValidationError("--listen takes host:port, such as 127.0.0.1:6800 or [::1]:6800.")
+        }
+        guard (1...SettingsAPI.maximumSlots).contains(jobs) else { throw ValidationError("-j must be between 1 and \(SettingsAPI.maximumSlots).") }
+        guard (1...SettingsAPI.maximumPerHost).contains(perHost) else {
+            throw ValidationError("--per-host must be between 1 and \(SettingsAPI.maximumPerHost).")
+        }
+        if let path = journalOptions.path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
+        let directory = URL(fileURLWithPath: self.directory).standardizedFileURL.path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var options = HaulService.Options(journalPath: journalOptions.resolvedPath, directory: directory)
+        options.host = host
+        options.port = port
+        options.slots = jobs
+        options.perHost = perHost
+        options.roots = roots.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        options.hostNames = hostNames
+        do {
+            try await HaulService.run(options) { address, tokenNote in
+                Console.out("haul serve: listening on http://\(address) (\(tokenNote))\n")
+            }
+        } catch let error as HaulService.StartError {
+            Console.err("haul serve: \(error.description)\n")
+            throw ExitCode.failure
+        }
+    }
+
+    /// `host:port`, with IPv6 hosts in brackets.
+    static func parse(_ text: String) -> (String, Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        return (host, port)
+    }
+}

@@ -1,0 +1,247 @@
+import Foundation
+import Haul
+import HaulServer
+import HaulTestSupport
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The API's controls, settings, sign-in and dashboard in process, and the event hub's
+/// order and replay, over a real manager, journal and fault server.
+@Suite("Service controls")
+struct ServiceControlTests {
+    typealias API = ServiceAPITests
+
+    static func path(_ id: String) -> String {
+        "/api/v1/downloads/\(id.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+    }
+
+    static func post(_ client: any TestClientProtocol, _ uri: String, _ body: String, headers: HTTPFields = API.headers)
+        async throws -> TestResponse
+    {
+        try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: body))
+    }
+
+    static func state(_ client: any TestClientProtocol, _ id: String) async throws -> String? {
+        try API.json(try await client.execute(uri: path(id), method: .get, headers: API.headers))["state"] as? String
+    }
+
+    @Test func pauseResumeRetryAndDeleteOneDownload() async throws {
+        try await API.with { client, f, root in
+            // Given a download held at the server's gate
+            let bytes = f.serve("g", count: 200_000)
+            let id = f.server.url("/files/g?gate=g").absoluteString
+            let added = try await Self.post(client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(id)", "name": "g"}]}"#)
+            #expect(added.status == .created)
+            await f.server.waitForGateWaiters("g", count: 1)
+            #expect(try await Self.state(client, id) == "running")
+
+            // When it is paused, it says so; resumed, it asks again; then it completes
+            let paused = try await client.execute(
+                uri: Self.path(id), method: .patch, headers: API.headers, body: ByteBuffer(string: #"{"state": "paused"}"#))
+            #expect(paused.status == .ok)
+            #expect(try API.json(paused)["state"] as? String == "paused")
+            let resumed = try await client.execute(
+                uri: Self.path(id), method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"state": "queued", "priority": "high"}"#))
+            #expect(resumed.status == .ok)
+            #expect(try API.json(resumed)["priority"] as? String == "high")
+            await f.server.waitForGateWaiters("g", count: 1)
+            f.server.release("g")
+            await f.manager.waitUntilIdle()
+            #expect(try await Self.state(client, id) == "completed")
+            #expect(sha256(f.contents("g")) == sha256(bytes))
+
+            // A completed download has nothing to retry
+            let retry = try await Self.post(client, Self.path(id) + "/retry", "")
+            #expect(retry.status == .conflict)
+
+            // Deleted with its file: gone from the list and the disk
+            let deleted = try await client.execute(uri: Self.path(id) + "?files=delete", method: .delete, headers: API.headers)
+            #expect(deleted.status == .noContent)
+            #expect(try await client.execute(uri: Self.path(id), method: .get, headers: API.headers).status == .notFound)
+            #expect(!FileManager.default.fileExists(atPath: root + "/g"))
+            let again = try await client.execute(uri: Self.path(id), method: .delete, headers: API.headers)
+            #expect(again.status == .notFound)
+            let badFiles = try await client.execute(uri: Self.path(id) + "?files=maybe", method: .delete, headers: API.headers)
+            #expect(badFiles.status == .badRequest)
+        }
+    }
+
+    @Test func aFailedDownloadIsRetried() async throws {
+        try await API.with { client, f, _ in
+            // Given a download that fails for good (404)
+            let id = f.server.url("/files/missing").absoluteString
+            _ = try await Self.post(client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(id)"}]}"#)
+            await f.manager.waitUntilIdle()
+            #expect(try await Self.state(client, id) == "failed")
+
+            // When the file appears and the download is retried, it completes
+            let bytes = f.serve("missing", count: 10_000)
+            let retried = try await Self.post(client, Self.path(id) + "/retry", "")
+            #expect(retried.status == .ok)
+            await f.manager.waitUntilIdle()
+            #expect(try await Self.state(client, id) == "completed")
+            #expect(sha256(f.contents("missing")) == sha256(bytes))
+        }
+    }
+
+    @Test func bulkActionsByStateAndByIDs() async throws {
+        try await API.with { client, f, root in
+            // Given two downloads held at a gate
+            f.serve("h1", count: 100_000)
+            f.serve("h2", count: 100_000, seed: 2)
+            let ids = ["h1", "h2"].map { f.server.url("/files/\($0)?gate=h").absoluteString }
+            let body = #"{"downloads": [{"url": "\#(ids[0])", "name": "h1"}, {"url": "\#(ids[1])", "name": "h2"}]}"#
+            #expect(try await Self.post(client, "/api/v1/downloads", body).status == .created)
+            await f.server.waitForGateWaiters("h", count: 2)
+
+            // When every running one is paused, both are
+            let paused = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "pause", "states": ["running"]}"#)
+            #expect(try API.json(paused)["affected"] as? Int == 2)
+            let list = try API.json(
+                try await client.execute(uri: "/api/v1/downloads?state=paused", method: .get, headers: API.headers))
+            #expect(list["total"] as? Int == 2)
+
+            // And removing them by ID deletes their rows and partial files
+            let removed = try await Self.post(
+                client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(ids[0])", "\#(ids[1])"], "files": "delete"}"#)
+            #expect(try API.json(removed)["affected"] as? Int == 2)
+            let all = try API.json(try await client.execute(uri: "/api/v1/downloads", method: .get, headers: API.headers))
+            #expect(all["total"] as? Int == 0)
+            let left = try FileManager.default.contentsOfDirectory(atPath: root).filter { $0.hasPrefix("h") }
+            #expect(left.isEmpty)
+
+            // A bad action or neither ids nor states is a 400
+            let bad = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "explode", "ids": []}"#)
+            #expect(bad.status == .badRequest)
+            let neither = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "pause"}"#)
+            #expect(neither.status == .badRequest)
+        }
+    }
+
+    @Test func settingsChangeWithoutARestartAndBadOnesChangeNothing() async throws {
+        try await API.with { client, f, root in
+            let sub = root + "/sub"
+            try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
+            let changed = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxConcurrentDownloads": 3, "maxConnectionsPerHost": 2, "defaultDirectory": "\#(sub)"}"#))
+            #expect(changed.status == .ok)
+            let settings = try API.json(changed)
+            #expect(settings["maxConcurrentDownloads"] as? Int == 3)
+            #expect(settings["maxConnectionsPerHost"] as? Int == 2)
+            #expect((settings["defaultDirectory"] as? String)?.hasSuffix("/sub") == true)
+            #expect(await f.manager.limits.slots == 3)
+
+            // A download without a directory now goes to the new default
+            f.serve("s", count: 5_000)
+            _ = try await Self.post(client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(f.server.url("/files/s"))"}]}"#)
+            await f.manager.waitUntilIdle()
+            #expect(FileManager.default.fileExists(atPath: sub + "/s"))
+
+            // A directory outside the roots is refused, and nothing changes
+            let refused = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxConcurrentDownloads": 7, "defaultDirectory": "/etc"}"#))
+            #expect(refused.status == .badRequest)
+            #expect(try API.errorCode(refused) == "invalidField")
+            #expect(await f.manager.limits.slots == 3)
+            let zero = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxConcurrentDownloads": 0}"#))
+            #expect(zero.status == .badRequest)
+        }
+    }
+
+    @Test func theDashboardSignsInWithACookieThatNeedsItsOwnOrigin() async throws {
+        try await API.with { client, f, _ in
+            let host: HTTPFields = [HTTPField.Name("Host")!: API.host, .contentType: "application/json"]
+            // The page itself needs no credential, and is the dashboard
+            let page = try await client.execute(uri: "/", method: .get, headers: host)
+            #expect(page.status == .ok)
+            #expect(page.headers[.contentType]?.hasPrefix("text/html") == true)
+            #expect(String(buffer: page.body).contains("/dashboard/app.js"))
+
+            // A wrong token is refused; the right one gives an HttpOnly, SameSite=Strict cookie
+            let wrong = try await Self.post(client, "/api/v1/session", #"{"token": "nope"}"#, headers: host)
+            #expect(wrong.status == .unauthorized)
+            let signedIn = try await Self.post(client, "/api/v1/session", #"{"token": "\#(API.token)"}"#, headers: host)
+            #expect(signedIn.status == .noContent)
+            let cookie = try #require(signedIn.headers[.setCookie])
+            #expect(cookie.contains("HttpOnly"))
+            #expect(cookie.contains("SameSite=Strict"))
+            let session = try #require(cookie.split(separator: ";").first.map(String.init))
+
+            // The cookie reads the API
+            var withCookie = host
+            withCookie[.cookie] = session
+            #expect(try await client.execute(uri: "/api/v1/stats", method: .get, headers: withCookie).status == .ok)
+
+            // A change with the cookie needs the dashboard's own Origin
+            let body = #"{"downloads": [{"url": "\#(f.server.url("/files/none"))"}]}"#
+            let noOrigin = try await Self.post(client, "/api/v1/downloads", body, headers: withCookie)
+            #expect(noOrigin.status == .forbidden)
+            #expect(try API.errorCode(noOrigin) == "forbiddenOrigin")
+            var foreign = withCookie
+            foreign[.origin] = "http://evil.example"
+            #expect(try await Self.post(client, "/api/v1/downloads", body, headers: foreign).status == .forbidden)
+            var own = withCookie
+            own[.origin] = "http://\(API.host)"
+            #expect(try await Self.post(client, "/api/v1/downloads", body, headers: own).status == .created)
+
+            // Signed out, the cookie no longer works
+            #expect(try await client.execute(uri: "/api/v1/session", method: .delete, headers: own).status == .noContent)
+            #expect(try await client.execute(uri: "/api/v1/stats", method: .get, headers: withCookie).status == .unauthorized)
+        }
+    }
+
+    @Test func eventsComeInOrderWithFullSnapshotsAndReplayFromLastEventID() async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let core = ServiceCore(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            await core.hub.start()
+            let (_, live, client) = await core.hub.subscribe(after: nil)
+
+            // When a download is added and completes
+            f.serve("e", count: 50_000)
+            let request = DownloadRequest(url: f.server.url("/files/e"), destination: .directory(f.directory))
+            try await f.manager.enqueue([request])
+
+            // Then its state changes arrive in order, each with the whole download
+            var frames: [EventHub.Frame] = []
+            var states: [String] = []
+            for await frame in live {
+                frames.append(frame)
+                guard frame.kind == "download" else { continue }
+                let text = String(buffer: frame.bytes)
+                let json = try #require(text.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6))
+                let view = try ServiceJSON.decoder.decode(DownloadView.self, from: Data(json.utf8))
+                #expect(view.id == request.id.rawValue)
+                #expect(view.url == request.url.absoluteString)
+                states.append(view.state.rawValue)
+                if view.state == .completed {
+                    #expect(view.bytes == 50_000)
+                    break
+                }
+            }
+            #expect(states.first == "queued")
+            #expect(states.contains("running"))
+            #expect(states.last == "completed")
+            #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.id < $1.id })
+
+            // A client that saw only the first frame is replayed the rest, in order
+            let (replay, _, second) = await core.hub.subscribe(after: frames[0].id)
+            #expect(replay.map(\.id).prefix(frames.count - 1) == frames.dropFirst().map(\.id)[...])
+            // One from another run (an unknown, older number) is told to resync
+            let (stale, _, third) = await core.hub.subscribe(after: 1)
+            #expect(stale.map(\.kind) == ["resync"])
+            await core.hub.unsubscribe(client)
+            await core.hub.unsubscribe(second)
+            await core.hub.unsubscribe(third)
+            await core.hub.finish()
+        }
+    }
+}
