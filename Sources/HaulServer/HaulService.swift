@@ -49,6 +49,12 @@ package enum HaulService {
         ready: @escaping @Sendable (_ address: String, _ tokenNote: String) -> Void = { _, _ in }
     ) async throws {
         let files = ServiceFiles(journalPath: options.journalPath)
+        // The journal's directory holds the token too: made private, as the journal makes it.
+        let journalDirectory = (options.journalPath as NSString).deletingLastPathComponent
+        if !journalDirectory.isEmpty, !FileManager.default.fileExists(atPath: journalDirectory) {
+            try? FileManager.default.createDirectory(
+                atPath: journalDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
         let token: String
         let tokenNote: String
         do {

@@ -184,6 +184,8 @@ class DashboardTest:
     def sign_in(self):
         self.step(1, "sign in")
         self.driver.get(self.args.base)
+        if self.driver.execute_script("return location.protocol") == "chrome-error:":
+            raise StepFailed(f"the browser could not load {self.args.base}")
         token = self.visible("#token")
         token.send_keys("definitely-not-the-token")
         self.click("#sign-in")

@@ -1,0 +1,141 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+/// `haul serve` as a process: the CLI as its client, a `kill -9` in the middle of
+/// downloads, and the dashboard in a real headless Chromium.
+@Suite("Service process", .timeLimit(.minutes(3)))
+struct ServiceProcessTests {
+    /// A running `haul serve` and the address it listens on.
+    struct Service {
+        let process: HaulProcess
+        let address: String
+
+        /// Starts `haul serve` on a free loopback port for `journal`, saving into `directory`.
+        static func start(journal: String, directory: String) async throws -> Service {
+            let process = try HaulProcess(
+                ["serve", "--listen", "127.0.0.1:0", "--journal", journal, "-d", directory])
+            let line = try #require(await process.line { $0.contains("listening on http://") })
+            let address = try #require(line.split(separator: " ").first { $0.hasPrefix("http://") }).dropFirst(7)
+            return Service(process: process, address: String(address))
+        }
+
+        /// SIGTERM, and the status it exits with.
+        func stop() async -> Int32 {
+            process.send(SIGTERM)
+            return await process.wait().status
+        }
+    }
+
+    @Test func theCLIGoesThroughARunningServiceAndShowsItsJobs() async throws {
+        try await CLIFixture.with { f, journal in
+            let directory = f.directory.path
+            let bytes = f.serve("c", count: 300_000)
+            let service = try await Service.start(journal: journal, directory: directory)
+
+            // haul get queues with the service, shows progress and exits 0 with the file
+            let url = f.server.url("/files/c").absoluteString
+            let get = try await Haul.run(["get", "--journal", journal, "-d", directory, url])
+            #expect(get.status == 0, "\(get.stderr)")
+            #expect(get.stdout.contains("saved \(directory)/c"))
+            #expect(sha256(f.contents("c")) == sha256(bytes))
+
+            // haul list shows the service's jobs
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(jobs.map { $0["id"] as? String } == [url])
+            #expect(jobs.first?["state"] as? String == "completed")
+
+            // --detach only queues; a failure exits 1 and says why
+            f.serve("d", count: 1_000)
+            let detached = try await Haul.run(
+                ["get", "--detach", "--journal", journal, "-d", directory, f.server.url("/files/d").absoluteString])
+            #expect(detached.status == 0)
+            #expect(detached.stdout.contains("queued"))
+            let missing = try await Haul.run(
+                ["get", "--journal", journal, "-d", directory, f.server.url("/files/nothing").absoluteString])
+            #expect(missing.status == 1)
+            #expect(missing.stderr.contains("404"))
+            // A directory outside the service's roots is refused
+            let outside = try await Haul.run(["get", "--journal", journal, "-d", "/tmp", url])
+            #expect(outside.status == 1)
+            #expect(outside.stderr.contains("outside the download roots"))
+
+            #expect(await service.stop() == 0)
+            // With the service gone, the CLI uses the journal again
+            #expect(try await Haul.jobs(journal, all: true).count == 3)
+        }
+    }
+
+    @Test func killDashNineLosesNothingAndTheNextStartFinishesEveryDownload() async throws {
+        try await CLIFixture.with { f, journal in
+            let directory = f.directory.path
+            // Three files whose first response stalls after 64 KiB
+            let names = ["k1", "k2", "k3"]
+            var contents: [String: [UInt8]] = [:]
+            for (index, name) in names.enumerated() {
+                contents[name] = f.serve(name, count: 400_000, seed: UInt64(index + 1))
+            }
+            let urls = names.map { f.server.url("/files/\($0)?stall_after=65536&stall_times=1").absoluteString }
+            let first = try await Service.start(journal: journal, directory: directory)
+            let queued = try await Haul.run(["get", "--detach", "--journal", journal, "-d", directory] + urls)
+            #expect(queued.status == 0, "\(queued.stderr)")
+            for name in names { await f.server.waitForRequests(count: 1, path: "/files/\(name)") }
+
+            // When the service is killed in the middle of the three
+            first.process.send(SIGKILL)
+            #expect(await first.process.wait().status != 0)
+            for name in names { #expect(!FileManager.default.fileExists(atPath: "\(directory)/\(name)")) }
+
+            // Then the next start resumes them, and each completes with the right bytes
+            let second = try await Service.start(journal: journal, directory: directory)
+            let get = try await Haul.run(["get", "--journal", journal, "-d", directory] + urls)
+            #expect(get.status == 0, "\(get.stderr)")
+            for name in names { #expect(sha256(f.contents(name)) == sha256(contents[name]!)) }
+            #expect(await second.stop() == 0)
+        }
+    }
+
+    @Test func theDashboardInARealBrowser() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Browser/dashboard_test.py").path
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            print("skipped: the dashboard's browser test needs python3 (with python3-selenium, chromium, chromium-driver)")
+            return
+        }
+        try await CLIFixture.with { f, journal in
+            let directory = f.directory.path
+            let bytes = f.serve("browser.bin", count: 3_000_000, seed: 7)
+            let service = try await Service.start(journal: journal, directory: directory)
+            let token = try String(contentsOfFile: journal + "-serve.token", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            // The first response stalls halfway: the bar moves, then waits for the pause.
+            let url = f.server.url("/files/browser.bin?stall_after=1500000&stall_times=1").absoluteString
+
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            python.arguments = [
+                script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
+                "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
+            ] + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? [])
+            var environment = ProcessInfo.processInfo.environment
+            environment["HAUL_TOKEN"] = token  // the token travels in the environment, never in argv
+            python.environment = environment
+            let output = Pipe()
+            python.standardOutput = output
+            python.standardError = output
+            let (ended, end) = AsyncStream.makeStream(of: Int32.self)
+            python.terminationHandler = { end.yield($0.terminationStatus); end.finish() }
+            try python.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            var status: Int32 = -1
+            for await code in ended { status = code }
+            #expect(await service.stop() == 0)
+            if status == 77 {
+                print("skipped: \(text.split(separator: "\n").first { $0.hasPrefix("SKIP") } ?? "the browser cannot run here")")
+                return
+            }
+            #expect(status == 0, "\(text)")
+            #expect(text.contains("PASS"))
+        }
+    }
+}
