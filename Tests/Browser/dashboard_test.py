@@ -16,6 +16,7 @@ when Selenium, Chromium or chromedriver is not available.
 import argparse
 import hashlib
 import os
+import re
 import sys
 
 CHROMIUM = "/usr/bin/chromium"
@@ -149,6 +150,11 @@ class DashboardTest:
         text = self.css(f'button[data-tab="{tab}"] .count').text.strip()
         return int(text) if text.isdigit() else -1
 
+    def listed_total(self):
+        """N of the pager's "X–Y of N"."""
+        match = re.search(r"of\s+(\d+)", self.css("#range").text)
+        return int(match.group(1)) if match else -1
+
     def row_button(self, action):
         """The row's visible button for `action` (pause, resume, retry, remove)."""
         def check(_driver):
@@ -275,8 +281,12 @@ class DashboardTest:
 
     def remove_keeping_file(self):
         self.step(7, "remove, keeping the file")
-        before = self.wait(lambda d: self.count("completed") if self.count("completed") >= 1 else False,
-                           "the Completed tab's count never reached 1")
+        # The tab's count comes from the stats, the pager's total from the list: once they
+        # agree, the count includes this download, and removing it must lower it.
+        def settled_count(_driver):
+            count = self.count("completed")
+            return count if count >= 1 and count == self.listed_total() else False
+        before = self.wait(settled_count, "the Completed count never matched the Completed list's total")
         self.row_button("remove").click()
         self.click(".remove-keep")
         self.wait(lambda d: self.row() is None, "the row was still listed after removing it")

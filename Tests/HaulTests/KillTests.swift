@@ -3,6 +3,7 @@ import HaulTestSupport
 import Testing
 
 /// `haul` killed with SIGKILL at random moments, and resumed each time.
+extension HeavyProcessTests {
 @Suite("Crash recovery (SIGKILL)")
 struct KillTests {
     static let size = 64 << 20
@@ -97,4 +98,5 @@ struct KillTests {
         guard let range = line.range(of: "\"bytes\":") else { return nil }
         return Int(line[range.upperBound...].prefix { $0.isNumber })
     }
+}
 }

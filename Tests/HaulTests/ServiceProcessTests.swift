@@ -4,6 +4,12 @@ import Testing
 
 /// `haul serve` as a process: the CLI as its client, a `kill -9` in the middle of
 /// downloads, and the dashboard in a real headless Chromium.
+/// The suites whose processes load the machine the most (a headless browser) or measure
+/// what a kill wastes: serialized with each other, so that neither skews the other.
+@Suite(.serialized)
+enum HeavyProcessTests {}
+
+extension HeavyProcessTests {
 @Suite("Service process", .timeLimit(.minutes(3)))
 struct ServiceProcessTests {
     /// A running `haul serve` and the address it listens on.
@@ -138,4 +144,5 @@ struct ServiceProcessTests {
             #expect(text.contains("PASS"))
         }
     }
+}
 }

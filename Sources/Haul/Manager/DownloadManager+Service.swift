@@ -39,7 +39,9 @@ extension DownloadManager {
         let state: JobState
         switch job.lifecycle.phase {
         case .queued: state = .queued
-        case .running: state = .running
+        case .running:
+            // Pausing: the transfer is stopping, with its partial file kept.
+            if case .pause = job.lifecycle.stopIntent { state = .paused } else { state = .running }
         case .paused: state = .paused
         case .waiting: state = .waiting
         case .elsewhere(let following): state = following.isPaused ? .paused : .running
@@ -74,6 +76,7 @@ extension DownloadManager {
         let me = try ownerToken()
         var changed: [DownloadID] = []
         var rest: [DownloadID] = []
+        var stopping: [Task<Void, Never>] = []
         for id in ids {
             guard let job = jobs[id] else {
                 rest.append(id)
@@ -82,6 +85,7 @@ extension DownloadManager {
             let before = job.lifecycle.phase
             switch action {
             case .pause:
+                if job.isRunning, job.following == nil, let task = job.task { stopping.append(task) }
                 stop(job, intent: .pause)
                 if job.lifecycle.phase != before || job.lifecycle.stopIntent != nil { changed.append(id) }
             case .resume, .retry:
@@ -99,6 +103,9 @@ extension DownloadManager {
                 changed.append(id)
             }
         }
+        // A pause returns once the transfers have stopped and their partial files are
+        // checkpointed, so what the journal says next is true.
+        for task in stopping { await task.value }
         if case .priority(let priority) = action, let journal, !changed.isEmpty {
             // The priority of a job in memory is also the journal's, for lists and restarts.
             let inMemory = changed

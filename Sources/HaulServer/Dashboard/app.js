@@ -36,7 +36,6 @@ const rows = new Map(); // download id -> { d: Download, tr: HTMLTableRowElement
 const selection = new Set(); // ids selected on the current page
 let pageTotal = 0;
 let signedIn = false;
-let settings = null;
 let lastClickedId = null; // for shift-click range selection
 const samples = []; // speed chart: { t: ms, v: bytes per second }
 
@@ -110,14 +109,12 @@ async function api(method, path, body) {
   } catch {
     throw new ApiError(0, "network", "Cannot reach the Haul service.");
   }
-  let data = null;
   const text = await response.text().catch(() => "");
-  if (text) {
-    try {
-      data = JSON.parse(text);
-    } catch {
-      data = null;
-    }
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON (a proxy's error page): the status says enough
   }
   if (response.ok) return data;
   const info = (data && data.error) || {};
@@ -221,12 +218,13 @@ async function onSignOut() {
   sessionEnded("Signed out.");
 }
 
+/** The default directory, shown as the Add dialog's placeholder. */
 async function loadSettings() {
   try {
-    settings = await api("GET", "/settings");
+    const settings = await api("GET", "/settings");
     if (settings && settings.defaultDirectory) $("#add-directory").placeholder = settings.defaultDirectory;
   } catch {
-    settings = null; // optional: only used for a placeholder
+    // optional
   }
 }
 
@@ -318,6 +316,7 @@ function updateRow(entry) {
   const checkbox = $(".select", tr);
   checkbox.checked = selection.has(d.id);
   checkbox.setAttribute("aria-label", `Select ${name}`);
+  $(".progress", tr).setAttribute("aria-label", `Progress of ${name}`);
   const priority = $(".priority", tr);
   priority.value = priorityWord(d.priority);
   priority.disabled = d.state === "completed";
@@ -800,10 +799,13 @@ let reconnectTimer = null;
 let backoff = 1000;
 let missedEvents = false; // a fresh EventSource has no Last-Event-ID: refetch on open
 
+let everLive = false; // "Connecting…" until the stream first opens, then "Reconnecting…"
+
 function setLive(status) {
   const live = $("#live");
   live.dataset.status = status;
-  $(".live-text", live).textContent = status === "live" ? "Live" : "Reconnecting…";
+  everLive = everLive || status === "live";
+  $(".live-text", live).textContent = status === "live" ? "Live" : everLive ? "Reconnecting…" : "Connecting…";
 }
 
 function startEvents() {
@@ -970,6 +972,7 @@ function changeView(changes) {
   syncControls();
   saveHash();
   loadList();
+  if (tabChanged) loadStats(); // fresh counts next to the fresh list
 }
 
 function onTabKey(event) {
