@@ -268,6 +268,8 @@ class DashboardTest:
         self.wait(self.row_where(lambda r: r.get_attribute("data-state") == "completed" and self.percent(r) == 100),
                   "the row never showed as completed at 100% in the Completed tab", timeout=2 * TIMEOUT)
         if self.args.screenshot:
+            # Let a passing notice ("Added 1 download.") fade first, for a clean picture.
+            self.wait(lambda d: not self.css("#toast").is_displayed(), "a notice never went away", timeout=15)
             self.driver.save_screenshot(self.args.screenshot)
             print(f"  screenshot saved to {self.args.screenshot}", flush=True)
 
