@@ -1,7 +1,6 @@
 import Foundation
 package import Haul
 package import NIOCore
-import NIOPosix
 
 /// The service's live events: turns the manager's events into the API's, numbers them,
 /// keeps the recent ones for clients that reconnect, and hands each to every connected
@@ -205,7 +204,7 @@ package actor EventHub {
             view = known
         } else {
             let journal = self.journal
-            guard let snapshot = try? await NIOThreadPool.singleton.runIfActive({ try journal.job(id) }) else { return }
+            guard let snapshot = try? await ServiceCore.io({ () throws(DownloadError) in try journal.job(id) }) else { return }
             view = DownloadView(snapshot)
         }
         view.updatedAt = Date()
@@ -246,7 +245,7 @@ package actor EventHub {
     /// The service's numbers now: the manager's speed and bytes, the journal's counts.
     package static func stats(manager: DownloadManager, journal: Journal) async throws -> StatsView {
         let progress = await manager.progress
-        let counts = try await NIOThreadPool.singleton.runIfActive { try journal.stateCounts() }
+        let counts = try await ServiceCore.io { () throws(DownloadError) in try journal.stateCounts() }
         var all: [String: Int] = [:]
         for state in JobState.allCases { all[state.rawValue] = counts[state] ?? 0 }
         return StatsView(
