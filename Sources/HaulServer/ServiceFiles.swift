@@ -112,6 +112,16 @@ package struct ServiceFiles: Sendable {
     /// - Throws: ``Failure`` when the token file can be read by others, is empty, or
     ///   cannot be written.
     package func token(environment: [String: String]) throws(Failure) -> (token: String, source: TokenSource) {
+        if let found = try existingToken(environment: environment) { return found }
+        var generator = SystemRandomNumberGenerator()
+        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        try Self.writeAtomically(token + "\n", to: tokenPath, mode: 0o600)
+        return (token, .generated)
+    }
+
+    /// The token from the environment or the token file, or `nil` when neither has one: what
+    /// a client of the service presents (it never makes one).
+    package func existingToken(environment: [String: String]) throws(Failure) -> (token: String, source: TokenSource)? {
         if let token = environment[Self.tokenVariable] {
             guard token.utf8.count >= 16 else {
                 throw Failure(message: "\(Self.tokenVariable) must be at least 16 characters long")
@@ -132,10 +142,7 @@ package struct ServiceFiles: Sendable {
             guard token.utf8.count >= 16 else { throw Failure(message: "\(tokenPath) holds no token of 16 characters or more") }
             return (token, .file)
         }
-        var generator = SystemRandomNumberGenerator()
-        let token = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
-        try Self.writeAtomically(token + "\n", to: tokenPath, mode: 0o600)
-        return (token, .generated)
+        return nil
     }
 
     /// Writes `text` to a temporary file created with `mode` (never wider, whatever the

@@ -37,19 +37,16 @@ package final class ServiceClient: Sendable {
     {
         let files = ServiceFiles(journalPath: journalPath)
         guard let address = files.runningAddress() else { return nil }
-        if let token = environment[ServiceFiles.tokenVariable] {
-            self.token = token
-        } else {
-            var info = stat()
-            guard stat(files.tokenPath, &info) == 0, info.st_mode & 0o077 == 0,
-                let text = try? String(contentsOfFile: files.tokenPath, encoding: .utf8)
-            else {
-                throw Failure(
-                    status: 0, code: "token",
-                    message: "a service runs at \(address), but its token file \(files.tokenPath) cannot be read "
-                        + "(or others can read it): set $\(ServiceFiles.tokenVariable)")
+        do throws(ServiceFiles.Failure) {
+            guard let (token, _) = try files.existingToken(environment: environment) else {
+                throw ServiceFiles.Failure(message: "\(files.tokenPath) is missing")
             }
-            self.token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            self.token = token
+        } catch {
+            throw Failure(
+                status: 0, code: "token",
+                message: "a service runs at \(address), but its token cannot be used (\(error.message)): "
+                    + "set $\(ServiceFiles.tokenVariable)")
         }
         self.address = address
         var configuration = HTTPClient.Configuration()
