@@ -1,5 +1,6 @@
 import ArgumentParser
 import Haul
+import HaulServer
 
 /// `haul resume`: continues every unfinished download in the journal.
 struct Resume: AsyncParsableCommand {
@@ -17,6 +18,9 @@ struct Resume: AsyncParsableCommand {
             --store-credentials. A download that needs them is not sent without them: it \
             stays paused, is reported as failed (credentialsRequired) and the exit status \
             is 1. Run the same 'haul get' command again, with its credentials, to finish it.
+
+            When 'haul serve' runs for the journal, the service resumes the downloads a \
+            person paused, and this command follows every unfinished one to its end.
             """)
 
     @OptionGroup var options: DownloadOptions
@@ -25,6 +29,11 @@ struct Resume: AsyncParsableCommand {
 
     mutating func run() async throws {
         let configuration = try options.managerConfiguration()
+        if let client = try ServiceMode.client(journalOptions) {
+            let code = try await ServiceMode.resume(client, quiet: options.quiet)
+            if code != 0 { throw ExitCode(code) }
+            return
+        }
         let journal = try journalOptions.open()
         var session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)
         session.nothingToDo = "nothing to resume"

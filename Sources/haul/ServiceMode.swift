@@ -43,7 +43,7 @@ enum ServiceMode {
                 if !quiet { for id in ids { Console.out("queued \(id)\n") } }
                 return 0
             }
-            return try await follow(ids, events: events!, quiet: quiet)
+            return try await follow(ids, on: client, events: events!, quiet: quiet)
         }
     }
 
@@ -59,53 +59,79 @@ enum ServiceMode {
         if affected == 0, all == nil { throw ExitCode.failure }
     }
 
-    /// Follows `ids` on the event stream until each has ended.
-    static func follow(
-        _ ids: [String], events: AsyncThrowingStream<(kind: String, data: Data), any Error>, quiet: Bool
-    ) async throws -> Int32 {
-        var pending = Set(ids)
-        var failed = 0
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard !pending.isEmpty else { return 0 }
-        for try await event in events {
-            switch event.kind {
-            case "download":
-                guard let view = try? decoder.decode(DownloadView.self, from: event.data), pending.contains(view.id)
-                else { continue }
-                switch view.state {
-                case .completed:
-                    pending.remove(view.id)
-                    if !quiet { Console.out("saved \(view.destination) (\(Format.bytes(view.bytes)))\n") }
-                case .failed, .cancelled:
-                    pending.remove(view.id)
-                    failed += 1
-                    Console.err("haul: \(view.id): \(view.error ?? view.state.rawValue)\n")
-                default:
-                    if !quiet { Console.out("\(view.state.rawValue) \(view.name)\n") }
-                }
-            case "progress":
-                guard !quiet, let progress = try? decoder.decode(ProgressView.self, from: event.data),
-                    pending.contains(progress.id)
-                else { continue }
-                let percent = progress.totalBytes.map { $0 > 0 ? " \(progress.bytes * 100 / $0)%" : "" } ?? ""
-                Console.out(
-                    "\(progress.id) \(Format.bytes(progress.bytes))\(percent) \(Format.bytes(Int64(progress.bytesPerSecond)))/s\n")
-            case "removed":
-                struct Removed: Decodable { var id: String }
-                if let removed = try? decoder.decode(Removed.self, from: event.data), pending.remove(removed.id) != nil {
-                    failed += 1
-                    Console.err("haul: \(removed.id) was removed\n")
-                }
-            default:
-                continue
+    /// `haul resume` through the service: resumes the downloads a person paused and follows
+    /// every unfinished one to its end; returns the exit status, as `get` does.
+    static func resume(_ client: ServiceClient, quiet: Bool) async throws -> Int32 {
+        try await with(client) { client in
+            let events = try await client.events()
+            let unfinished = try await client.list(states: [.queued, .running, .waiting, .paused])
+            guard !unfinished.isEmpty else {
+                if !quiet { Console.out("nothing to resume\n") }
+                return 0
             }
-            if pending.isEmpty { break }
+            let paused = unfinished.filter { $0.state == .paused }.map(\.id)
+            if !paused.isEmpty { _ = try await client.bulk("resume", ids: paused) }
+            return try await follow(unfinished.map(\.id), on: client, events: events, quiet: quiet)
         }
-        if !pending.isEmpty {
-            Console.err("haul: the service stopped before \(pending.count) download(s) ended; they resume when it starts again\n")
-            return 1
+    }
+
+    /// Follows `ids` on the event stream until each has ended (see ``DownloadFollower``).
+    /// A stream that ends while the service still runs (a client that fell too far behind is
+    /// cut off) is opened again after the last event seen; a `resync` is answered by looking
+    /// the pending downloads up.
+    static func follow(
+        _ ids: [String], on client: ServiceClient, events: AsyncThrowingStream<ServiceEvent, any Error>, quiet: Bool
+    ) async throws(ServiceClient.Failure) -> Int32 {
+        var follower = DownloadFollower(ids: ids)
+        var events = events
+        var reconnections = 0
+        while !follower.isDone {
+            do {
+                for try await event in events {
+                    for output in follower.take(event) { try await show(output, follower: &follower, client: client, quiet: quiet) }
+                    if follower.isDone { break }
+                }
+            } catch let failure as ServiceClient.Failure {
+                throw failure
+            } catch {
+                // The connection broke: the same as the stream ending.
+            }
+            guard !follower.isDone else { break }
+            guard client.serviceRuns, reconnections < 5 else {
+                Console.err(
+                    "haul: the service stopped before \(follower.pending.count) download(s) ended; they resume when it starts again\n")
+                return 1
+            }
+            reconnections += 1
+            events = try await client.events(after: follower.lastEventID)
         }
-        return failed == 0 ? 0 : 1
+        return follower.failures == 0 ? 0 : 1
+    }
+
+    /// Prints what the follower said; looks up downloads when it asks.
+    private static func show(
+        _ output: DownloadFollower.Output, follower: inout DownloadFollower, client: ServiceClient, quiet: Bool
+    ) async throws(ServiceClient.Failure) {
+        switch output {
+        case .saved(let view):
+            if !quiet { Console.out("saved \(view.destination) (\(Format.bytes(view.bytes)))\n") }
+        case .failed(let id, let message):
+            Console.err("haul: \(id): \(message)\n")
+        case .removed(let id):
+            Console.err("haul: \(id) was removed\n")
+        case .state(let view):
+            if !quiet { Console.out("\(view.state.rawValue) \(view.name)\n") }
+        case .progress(let progress):
+            guard !quiet else { return }
+            let percent = progress.totalBytes.map { $0 > 0 ? " \(progress.bytes * 100 / $0)%" : "" } ?? ""
+            Console.out(
+                "\(progress.id) \(Format.bytes(progress.bytes))\(percent) \(Format.bytes(Int64(progress.bytesPerSecond)))/s\n")
+        case .lookUp(let ids):
+            for id in ids {
+                let found = try await client.download(id)
+                let outputs = found.map { follower.take($0) } ?? follower.takeMissing(id)
+                for output in outputs { try await show(output, follower: &follower, client: client, quiet: quiet) }
+            }
+        }
     }
 }

@@ -66,9 +66,28 @@ struct ServiceProcessTests {
             #expect(outside.status == 1)
             #expect(outside.stderr.contains("outside the download roots"))
 
+            // haul pause and haul resume through the service: a paused download goes on and
+            // is followed to its end
+            let eBytes = f.serve("e", count: 50_000)
+            let gated = f.server.url("/files/e?gate=e").absoluteString
+            #expect(try await Haul.run(["get", "--detach", "--journal", journal, "-d", directory, gated]).status == 0)
+            await f.server.waitForGateWaiters("e", count: 1)
+            let pause = try await Haul.run(["pause", "--journal", journal, gated])
+            #expect(pause.status == 0, "\(pause.stderr)")
+            #expect(pause.stdout.contains("paused 1 download"))
+            #expect(try await Haul.jobs(journal, all: true).first { $0["id"] as? String == gated }?["state"] as? String == "paused")
+            f.server.release("e")
+            let resume = try await Haul.run(["resume", "--journal", journal])
+            #expect(resume.status == 0, "\(resume.stderr)")
+            #expect(resume.stdout.contains("saved \(directory)/e"))
+            #expect(sha256(f.contents("e")) == sha256(eBytes))
+            let nothing = try await Haul.run(["resume", "--journal", journal])
+            #expect(nothing.status == 0)
+            #expect(nothing.stdout.contains("nothing to resume"))
+
             #expect(await service.stop() == 0)
             // With the service gone, the CLI uses the journal again
-            #expect(try await Haul.jobs(journal, all: true).count == 3)
+            #expect(try await Haul.jobs(journal, all: true).count == 4)
         }
     }
 

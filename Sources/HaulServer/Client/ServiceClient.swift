@@ -1,14 +1,8 @@
 import AsyncHTTPClient
-package import Foundation
+import Foundation
 package import Haul
 import NIOCore
 import NIOHTTP1
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// The CLI's side of a running service: when `haul serve` runs for the journal, `haul get`,
 /// `list`, `pause`, `cancel`, `retry` and `resume` go through its API instead of the
@@ -27,6 +21,7 @@ package final class ServiceClient: Sendable {
     /// The service's address (`127.0.0.1:6800`).
     package let address: String
     private let token: String
+    private let journalPath: String
     private let client: HTTPClient
 
     /// The client of the service running for `journalPath`, or `nil` when none runs.
@@ -49,6 +44,7 @@ package final class ServiceClient: Sendable {
                     + "set $\(ServiceFiles.tokenVariable)")
         }
         self.address = address
+        self.journalPath = journalPath
         var configuration = HTTPClient.Configuration()
         configuration.timeout = .init(connect: .seconds(5))
         configuration.redirectConfiguration = .disallow
@@ -107,11 +103,13 @@ package final class ServiceClient: Sendable {
         return try decode(Affected.self, try await call(.POST, "/api/v1/downloads/bulk", body: body)).affected
     }
 
-    /// The service's events, as `(kind, JSON)` pairs, until the service stops.
-    package func events() async throws(Failure) -> AsyncThrowingStream<(kind: String, data: Data), any Error> {
+    /// The service's events until the service stops; after `lastEventID`, when given, so that
+    /// a reconnection first gets what it missed (or a `resync` event).
+    package func events(after lastEventID: UInt64? = nil) async throws(Failure) -> AsyncThrowingStream<ServiceEvent, any Error> {
         var request = HTTPClientRequest(url: "http://\(address)/api/v1/events")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Accept", value: "text/event-stream")
+        if let lastEventID { request.headers.add(name: "Last-Event-ID", value: String(lastEventID)) }
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: .hours(24 * 365))
@@ -126,7 +124,7 @@ package final class ServiceClient: Sendable {
                 var parser = EventStreamParser()
                 do {
                     for try await buffer in response.body {
-                        for event in parser.feed(Array(buffer.readableBytesView)) { continuation.yield(event) }
+                        for event in parser.feed(buffer.readableBytesView) { continuation.yield(event) }
                     }
                     continuation.finish()
                 } catch {
@@ -135,6 +133,22 @@ package final class ServiceClient: Sendable {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// One download, or `nil` when the service has no such download.
+    package func download(_ id: String) async throws(Failure) -> DownloadView? {
+        let path = "/api/v1/downloads/" + (id.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(["/"])) ?? id)
+        do {
+            return try decode(DownloadView.self, try await call(.GET, path))
+        } catch where error.status == 404 {
+            return nil
+        }
+    }
+
+    /// Whether the service still runs for the journal (its lock is held and its address is
+    /// this client's).
+    package var serviceRuns: Bool {
+        ServiceFiles(journalPath: journalPath).runningAddress() == address
     }
 
     // MARK: - HTTP
@@ -185,17 +199,19 @@ package final class ServiceClient: Sendable {
     }
 }
 
-/// Splits a Server-Sent Events byte stream into events: `event:` and `data:` lines, ended
-/// by a blank line.
+/// Splits a Server-Sent Events byte stream into events: `id:`, `event:` and `data:` lines,
+/// ended by a blank line. Comments and `retry:` lines are skipped.
 package struct EventStreamParser: Sendable {
     private var line: [UInt8] = []
+    private var id: UInt64?
     private var kind = "message"
     private var data: [UInt8] = []
+    private var hasData = false
 
     package init() {}
 
-    package mutating func feed(_ bytes: [UInt8]) -> [(kind: String, data: Data)] {
-        var events: [(kind: String, data: Data)] = []
+    package mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServiceEvent] {
+        var events: [ServiceEvent] = []
         for byte in bytes {
             guard byte == UInt8(ascii: "\n") else {
                 line.append(byte)
@@ -203,17 +219,31 @@ package struct EventStreamParser: Sendable {
             }
             if line.last == UInt8(ascii: "\r") { line.removeLast() }
             if line.isEmpty {
-                if !data.isEmpty { events.append((kind, Data(data))) }
+                if hasData { events.append(ServiceEvent(id: id, kind: kind, data: Data(data))) }
+                id = nil
                 kind = "message"
                 data = []
-            } else if line.starts(with: Array("event: ".utf8)) {
-                kind = String(decoding: line.dropFirst(7), as: UTF8.self)
-            } else if line.starts(with: Array("data: ".utf8)) {
-                if !data.isEmpty { data.append(UInt8(ascii: "\n")) }
-                data += line.dropFirst(6)
+                hasData = false
+            } else if let value = Self.value(of: "event", in: line) {
+                kind = String(decoding: value, as: UTF8.self)
+            } else if let value = Self.value(of: "data", in: line) {
+                if hasData { data.append(UInt8(ascii: "\n")) }
+                data += value
+                hasData = true
+            } else if let value = Self.value(of: "id", in: line) {
+                id = UInt64(String(decoding: value, as: UTF8.self))
             }
             line = []
         }
         return events
+    }
+
+    /// The value of a `field: value` line (one space after the colon is not part of it).
+    private static func value(of field: String, in line: [UInt8]) -> ArraySlice<UInt8>? {
+        let name = Array(field.utf8)
+        guard line.count > name.count, line.starts(with: name), line[name.count] == UInt8(ascii: ":") else { return nil }
+        var value = line[(name.count + 1)...]
+        if value.first == UInt8(ascii: " ") { value = value.dropFirst() }
+        return value
     }
 }

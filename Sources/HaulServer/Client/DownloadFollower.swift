@@ -1,0 +1,110 @@
+package import Foundation
+import Haul
+
+/// One Server-Sent Event from the service: its `id:` (absent on the `retry:` preamble), its
+/// `event:` kind and its `data:` JSON.
+package struct ServiceEvent: Sendable, Equatable {
+    package var id: UInt64?
+    package var kind: String
+    package var data: Data
+
+    package init(id: UInt64?, kind: String, data: Data) {
+        self.id = id
+        self.kind = kind
+        self.data = data
+    }
+}
+
+/// The rules of following a set of downloads to their ends over the service's event stream,
+/// as a value: it takes events (and, after a resync, the downloads as the API shows them)
+/// and says what to print and what to ask. The CLI's `haul get` and `haul resume` run it
+/// against a live stream; it is tested without one.
+///
+/// - A download ends when it is completed, failed, cancelled or removed.
+/// - A state line is said once per change of state, not for every snapshot of the same state.
+/// - A `resync` event (the service no longer has what this client missed) asks for the
+///   pending downloads to be looked up; a looked-up download is taken like an event.
+/// - ``lastEventID`` is where a reconnection picks up (`Last-Event-ID`).
+package struct DownloadFollower: Sendable {
+    /// What to do after an event.
+    package enum Output: Sendable, Equatable {
+        /// A download completed.
+        case saved(DownloadView)
+        /// A download failed or was cancelled; it counts as a failure.
+        case failed(id: String, message: String)
+        /// A download was removed before it ended; it counts as a failure.
+        case removed(id: String)
+        /// A download changed state (queued, running, waiting, paused).
+        case state(DownloadView)
+        /// A download's progress.
+        case progress(ProgressView)
+        /// Look up these downloads (`GET /downloads/{id}`) and pass each to ``take(_:)``: the
+        /// events about them may have been lost.
+        case lookUp([String])
+    }
+
+    /// The downloads that have not ended.
+    package private(set) var pending: Set<String>
+    /// How many ended without completing.
+    package private(set) var failures = 0
+    /// The ID of the last numbered event taken.
+    package private(set) var lastEventID: UInt64?
+    private var lastState: [String: JobState] = [:]
+
+    package init(ids: some Sequence<String>) {
+        pending = Set(ids)
+    }
+
+    /// Whether every download has ended.
+    package var isDone: Bool { pending.isEmpty }
+
+    /// Takes one event.
+    package mutating func take(_ event: ServiceEvent) -> [Output] {
+        if let id = event.id { lastEventID = id }
+        switch event.kind {
+        case "download":
+            guard let view = try? ServiceJSON.decoder.decode(DownloadView.self, from: event.data) else { return [] }
+            return take(view)
+        case "progress":
+            guard let progress = try? ServiceJSON.decoder.decode(ProgressView.self, from: event.data),
+                pending.contains(progress.id)
+            else { return [] }
+            return [.progress(progress)]
+        case "removed":
+            struct Removed: Decodable { var id: String }
+            guard let removed = try? ServiceJSON.decoder.decode(Removed.self, from: event.data),
+                pending.remove(removed.id) != nil
+            else { return [] }
+            failures += 1
+            return [.removed(id: removed.id)]
+        case "resync":
+            return pending.isEmpty ? [] : [.lookUp(pending.sorted())]
+        default:
+            return []
+        }
+    }
+
+    /// Takes a download's current view: from a `download` event, or looked up after a resync.
+    package mutating func take(_ view: DownloadView) -> [Output] {
+        guard pending.contains(view.id) else { return [] }
+        switch view.state {
+        case .completed:
+            pending.remove(view.id)
+            return [.saved(view)]
+        case .failed, .cancelled:
+            pending.remove(view.id)
+            failures += 1
+            return [.failed(id: view.id, message: view.error ?? view.state.rawValue)]
+        default:
+            guard lastState.updateValue(view.state, forKey: view.id) != view.state else { return [] }
+            return [.state(view)]
+        }
+    }
+
+    /// Takes a download the service no longer has (a lookup answered 404): it was removed.
+    package mutating func takeMissing(_ id: String) -> [Output] {
+        guard pending.remove(id) != nil else { return [] }
+        failures += 1
+        return [.removed(id: id)]
+    }
+}
