@@ -207,15 +207,17 @@ if want events; then
             before=$(cpu_ticks "$pid")
             started=$EPOCHREALTIME
             curl -sf -o /dev/null "${auth[@]}" -H 'Content-Type: application/json' -d "$body" "$address/api/v1/downloads"
-            until curl -s "${auth[@]}" "$address/api/v1/stats" | grep -q '"completed":16'; do sleep 0.2; done
+            until [[ $(curl -s "${auth[@]}" "$address/api/v1/stats") == *'"completed":16'* ]]; do sleep 0.2; done
             wall=$(echo "$EPOCHREALTIME - $started" | bc -l)
             ticks=$(($(cpu_ticks "$pid") - before))
             events=0
             for reader in $(seq "$clients"); do
                 events=$((events + $(grep -c '^event:' "$work/reader$reader.txt" || true)))
             done
-            [ "${#readers[@]}" -gt 0 ] && kill "${readers[@]}" 2>/dev/null || true
-            wait "${readers[@]}" 2>/dev/null || true
+            if [ "${#readers[@]}" -gt 0 ]; then
+                kill "${readers[@]}" 2>/dev/null || true
+                wait "${readers[@]}" 2>/dev/null || true
+            fi
             stop
             seconds=$(echo "$ticks / $ticks_per_second" | bc -l)
             log "events: run $run, $clients clients: CPU ${seconds}s, wall ${wall}s, $events events read"

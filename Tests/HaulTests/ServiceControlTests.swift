@@ -211,30 +211,33 @@ struct ServiceControlTests {
             try await f.manager.enqueue([request])
 
             // Then its state changes arrive in order, each with the whole download
-            var frames: [EventHub.Frame] = []
+            var events: [ServiceEvent] = []
             var states: [String] = []
-            for await frame in live {
-                frames.append(frame)
-                guard frame.kind == "download" else { continue }
-                let text = String(buffer: frame.bytes)
-                let json = try #require(text.split(separator: "\n").first { $0.hasPrefix("data: ") }?.dropFirst(6))
-                let view = try ServiceJSON.decoder.decode(DownloadView.self, from: Data(json.utf8))
-                #expect(view.id == request.id.rawValue)
-                #expect(view.url == request.url.absoluteString)
-                states.append(view.state.rawValue)
-                if view.state == .completed {
-                    #expect(view.bytes == 50_000)
-                    break
+            var parser = EventStreamParser()
+            reading: while let bytes = await live.next() {
+                for event in parser.feed(bytes.readableBytesView) {
+                    events.append(event)
+                    guard event.kind == "download" else { continue }
+                    let view = try ServiceJSON.decoder.decode(DownloadView.self, from: event.data)
+                    #expect(view.id == request.id.rawValue)
+                    #expect(view.url == request.url.absoluteString)
+                    states.append(view.state.rawValue)
+                    if view.state == .completed {
+                        #expect(view.bytes == 50_000)
+                        break reading
+                    }
                 }
             }
             #expect(states.first == "queued")
             #expect(states.contains("running"))
             #expect(states.last == "completed")
-            #expect(zip(frames, frames.dropFirst()).allSatisfy { $0.id < $1.id })
+            let ids = events.compactMap(\.id)
+            #expect(ids.count == events.count)
+            #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 })
 
             // A client that saw only the first frame is replayed the rest, in order
-            let (replay, _, second) = await core.hub.subscribe(after: frames[0].id)
-            #expect(replay.map(\.id).prefix(frames.count - 1) == frames.dropFirst().map(\.id)[...])
+            let (replay, _, second) = await core.hub.subscribe(after: ids[0])
+            #expect(replay.map(\.id).prefix(ids.count - 1) == ids.dropFirst())
             // One from another run (an unknown, older number) is told to resync
             let (stale, _, third) = await core.hub.subscribe(after: 1)
             #expect(stale.map(\.kind) == ["resync"])

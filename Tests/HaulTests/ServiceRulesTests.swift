@@ -1,5 +1,6 @@
 import Foundation
 import Haul
+import NIOCore
 import Testing
 
 @testable import HaulServer
@@ -51,47 +52,88 @@ struct ServiceRulesTests {
         }
     }
 
+    // MARK: - Event mailbox
+
+    @Test func aBurstOfFramesIsTakenInOneWriteInOrder() async {
+        // Given 5,000 frames posted at once (a batch of 5,000 downloads queued)
+        let mailbox = EventMailbox(byteLimit: EventHub.bufferLimit)
+        for id in 1...5_000 {
+            #expect(mailbox.post(EventHub.frame(id: UInt64(id), kind: "download", json: #"{"n":\#(id)}"#).bytes))
+        }
+        // Then one take has them all, in order, and the next waits for a new one
+        let taken = await mailbox.next()
+        var parser = EventStreamParser()
+        let events = parser.feed(taken?.readableBytesView ?? ByteBuffer().readableBytesView)
+        #expect(events.map(\.id) == (1...5_000).map { UInt64($0) })
+        mailbox.post(EventHub.frame(id: 5_001, kind: "stats", json: "{}").bytes)
+        #expect(parser.feed(await mailbox.next()?.readableBytesView ?? ByteBuffer().readableBytesView).map(\.kind) == ["stats"])
+    }
+
+    @Test func aWaitingTakeGetsTheNextFrameAndFinishEndsIt() async {
+        let mailbox = EventMailbox(byteLimit: 1_000)
+        let waiting = Task { await mailbox.next() }
+        mailbox.post(ByteBuffer(string: "a"))
+        #expect(await waiting.value.map { String(buffer: $0) } == "a")
+
+        // What waits at finish is still taken, then the stream ends
+        mailbox.post(ByteBuffer(string: "b"))
+        mailbox.finish()
+        #expect(!mailbox.post(ByteBuffer(string: "c")))
+        #expect(await mailbox.next().map { String(buffer: $0) } == "b")
+        #expect(await mailbox.next() == nil)
+    }
+
+    @Test func aClientTooFarBehindIsCutOff() async {
+        let mailbox = EventMailbox(byteLimit: 1_000)
+        #expect(mailbox.post(ByteBuffer(repeating: 1, count: 600)))
+        #expect(mailbox.post(ByteBuffer(repeating: 2, count: 400)))
+        // The frame that would put it over the limit ends it, and what waited is dropped
+        #expect(!mailbox.post(ByteBuffer(repeating: 3, count: 1)))
+        #expect(!mailbox.post(ByteBuffer(repeating: 4, count: 1)))
+        #expect(await mailbox.next() == nil)
+    }
+
+    @Test func aCancelledTakeEnds() async {
+        let mailbox = EventMailbox(byteLimit: 1_000)
+        let waiting = Task { await mailbox.next() }
+        waiting.cancel()
+        #expect(await waiting.value == nil)
+    }
+
     // MARK: - Progress throttle
 
     @Test func progressIsCoalescedToTwiceASecondAndStatesFlushIt() {
         var throttle = ProgressThrottle<String, Int>(interval: .milliseconds(500))
         let start = ContinuousClock.now
+        func due(_ milliseconds: Int) -> [String] {
+            throttle.due(at: start + .milliseconds(milliseconds)).map { "\($0.key)=\($0.progress)" }.sorted()
+        }
 
-        // The first snapshot goes out at once; the next ones are held, with one flush due
-        guard case .send(1) = throttle.offer(1, for: "a", at: start) else {
-            Issue.record("the first snapshot goes out")
-            return
-        }
-        guard case .flush(let after) = throttle.offer(2, for: "a", at: start + .milliseconds(100)) else {
-            Issue.record("a snapshot too soon is held with a flush")
-            return
-        }
-        #expect(after == .milliseconds(400))
-        guard case .none = throttle.offer(3, for: "a", at: start + .milliseconds(200)) else {
-            Issue.record("a second held snapshot needs no second flush")
-            return
-        }
-        // Another download is not held back by this one
-        guard case .send(9) = throttle.offer(9, for: "b", at: start + .milliseconds(200)) else {
-            Issue.record("downloads are throttled separately")
-            return
-        }
-        // The flush sends the latest held snapshot, once
-        #expect(throttle.flush("a", at: start + .milliseconds(500)) == 3)
-        #expect(throttle.flush("a", at: start + .milliseconds(600)) == nil)
-        // While a flush is due, even a late snapshot waits for it rather than overtaking
-        _ = throttle.offer(4, for: "a", at: start + .milliseconds(700))
-        guard case .none = throttle.offer(5, for: "a", at: start + .milliseconds(1_100)) else {
-            Issue.record("a flush is already due")
-            return
-        }
+        // A first snapshot is held for an interval: a download that ends sooner sends none
+        #expect(throttle.offer(1, for: "a", at: start) == nil)
+        #expect(throttle.offer(2, for: "a", at: start + .milliseconds(100)) == nil)
+        #expect(throttle.offer(9, for: "b", at: start + .milliseconds(200)) == nil)
+        #expect(due(400).isEmpty)
+        // The sweep sends the latest held snapshot once its interval has passed, per download
+        #expect(due(500) == ["a=2"])
+        #expect(due(600).isEmpty)
+        #expect(due(700) == ["b=9"])
+        // Within the interval a snapshot is held; after it, it goes out at once
+        #expect(throttle.offer(3, for: "a", at: start + .milliseconds(800)) == nil)
+        #expect(throttle.offer(4, for: "a", at: start + .milliseconds(900)) == nil)
+        #expect(throttle.offer(5, for: "a", at: start + .milliseconds(1_000)) == 5)
+        #expect(due(1_400).isEmpty)
         // A change of state drops what is held: its event carries the progress
+        #expect(throttle.offer(6, for: "a", at: start + .milliseconds(1_100)) == nil)
         throttle.stateChanged("a")
-        #expect(throttle.flush("a", at: start + .milliseconds(1_200)) == nil)
-        guard case .send(6) = throttle.offer(6, for: "a", at: start + .milliseconds(1_210)) else {
-            Issue.record("after a change of state the next snapshot goes out at once")
-            return
-        }
+        #expect(due(2_000) == [])
+        #expect(throttle.count == 1)  // b still runs
+        // At most one snapshot per interval: two sweeps never send one download twice in it
+        #expect(throttle.offer(7, for: "c", at: start + .milliseconds(2_000)) == nil)
+        #expect(due(2_500) == ["c=7"])
+        #expect(throttle.offer(8, for: "c", at: start + .milliseconds(2_600)) == nil)
+        #expect(due(2_900).isEmpty)
+        #expect(due(3_000) == ["c=8"])
     }
 
     // MARK: - Access

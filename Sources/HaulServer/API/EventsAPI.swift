@@ -35,8 +35,11 @@ package struct EventsAPI: Sendable {
                     var first = ByteBuffer(string: "retry: 2000\n\n")
                     for frame in replay { first.writeImmutableBuffer(frame.bytes) }
                     try await writer.write(first)
-                    for await frame in live.cancelOnGracefulShutdown() {
-                        try await writer.write(frame.bytes)
+                    // Whatever waits is written at once: a burst is one write.
+                    try await withGracefulShutdownHandler {
+                        while let frames = await live.next() { try await writer.write(frames) }
+                    } onGracefulShutdown: {
+                        live.finish()
                     }
                     await hub.unsubscribe(client)
                     try await writer.finish(nil)

@@ -13,9 +13,10 @@ package import NIOCore
 /// - `stats` is sent once a second; `removed` when a download is deleted.
 ///
 /// Each event is encoded once, as the bytes of a Server-Sent Events frame, whatever the
-/// number of clients. A client too slow to keep up with ``bufferLimit`` frames is cut
-/// off: its browser reconnects with `Last-Event-ID` and is replayed what it missed, or
-/// told to resync.
+/// number of clients, and each client's frames wait in its ``EventMailbox``, which its
+/// response empties one write at a time. A client more than ``bufferLimit`` bytes behind
+/// is cut off: its browser reconnects with `Last-Event-ID` and is replayed what it
+/// missed, or told to resync.
 package actor EventHub {
     /// One encoded event.
     package struct Frame: Sendable {
@@ -27,18 +28,23 @@ package actor EventHub {
 
     /// The most progress events per download: 2 a second.
     package static let progressInterval: Duration = .milliseconds(500)
-    /// Frames a client may fall behind by before it is cut off.
-    package static let bufferLimit = 4_096
+    /// Bytes a client may fall behind by before it is cut off: about 25,000 state changes.
+    package static let bufferLimit = 16 << 20
 
     private let manager: DownloadManager
     private let journal: Journal
     private var log: EventLog<Frame>
     private var throttle = ProgressThrottle<DownloadID, DownloadProgress>(interval: EventHub.progressInterval)
-    private var clients: [UInt64: AsyncStream<Frame>.Continuation] = [:]
+    private var clients: [UInt64: EventMailbox] = [:]
     private var nextClient: UInt64 = 0
-    /// The views of downloads the manager runs, by ID, so that a state change does not
-    /// read the journal each time.
+    /// The views of downloads the manager runs or the API added, by ID, so that a state
+    /// change does not read the journal each time; at most ``viewCacheLimit`` of them.
     private var views: [DownloadID: DownloadView] = [:]
+    /// The connections of running downloads, as the manager said at the last stats tick:
+    /// progress events carry them without asking the manager each time.
+    private var connections: [DownloadID: Int] = [:]
+    /// The most views kept (about 1 KiB each).
+    static let viewCacheLimit = 20_000
     private var tasks: [Task<Void, Never>] = []
     private var isFinished = false
 
@@ -50,7 +56,8 @@ package actor EventHub {
         log = EventLog(capacity: replayCapacity, firstID: UInt64(Date().timeIntervalSince1970 * 1_000_000))
     }
 
-    /// Starts following the manager, and the stats tick.
+    /// Starts following the manager, the progress sweep (4 a second) and the stats tick
+    /// (every fourth sweep).
     package func start() {
         let events = manager.events(includingProgress: true)
         tasks.append(
@@ -62,10 +69,13 @@ package actor EventHub {
             })
         tasks.append(
             Task { [weak self] in
+                var sweeps = 0
                 while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
+                    try? await Task.sleep(for: EventHub.progressInterval / 2)
                     guard let self, !Task.isCancelled else { return }
-                    await self.tick()
+                    await self.sweep()
+                    sweeps += 1
+                    if sweeps % 4 == 0 { await self.tick() }
                 }
             })
     }
@@ -83,14 +93,13 @@ package actor EventHub {
 
     /// A new client: what it missed since `lastEventID` (or a `resync` frame when that is
     /// too old or unknown), then the live frames.
-    package func subscribe(after lastEventID: UInt64?) -> (replay: [Frame], live: AsyncStream<Frame>, client: UInt64) {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: Frame.self, bufferingPolicy: .bufferingOldest(Self.bufferLimit))
+    package func subscribe(after lastEventID: UInt64?) -> (replay: [Frame], live: EventMailbox, client: UInt64) {
+        let mailbox = EventMailbox(byteLimit: Self.bufferLimit)
         nextClient += 1
         if isFinished {
-            continuation.finish()
+            mailbox.finish()
         } else {
-            clients[nextClient] = continuation
+            clients[nextClient] = mailbox
         }
         var replay: [Frame] = []
         if let lastEventID {
@@ -99,7 +108,7 @@ package actor EventHub {
             case .resync(let latest): replay = [Self.frame(id: latest, kind: "resync", json: "{}")]
             }
         }
-        return (replay, stream, nextClient)
+        return (replay, mailbox, nextClient)
     }
 
     package func unsubscribe(_ client: UInt64) {
@@ -116,7 +125,7 @@ package actor EventHub {
     package func publish(_ downloads: [DownloadView]) {
         for view in downloads {
             let id = DownloadID(view.id)
-            if views[id] != nil { views[id] = view }
+            if views[id] != nil || (views.count < Self.viewCacheLimit && view.state.isUnfinished) { views[id] = view }
             throttle.stateChanged(id)
             send("download", view)
         }
@@ -142,15 +151,7 @@ package actor EventHub {
         let id = event.id
         switch event.event {
         case .progress(let progress):
-            switch throttle.offer(progress, for: id, at: .now) {
-            case .send(let progress): await sendProgress(id, progress)
-            case .flush(let delay):
-                Task { [weak self] in
-                    try? await Task.sleep(for: delay)
-                    await self?.flushProgress(id)
-                }
-            case .none: break
-            }
+            if let progress = throttle.offer(progress, for: id, at: .now) { sendProgress(id, progress) }
         case .queued, .networkRestored:
             await sendState(id, .queued)
         case .started, .attached:
@@ -171,13 +172,13 @@ package actor EventHub {
         }
     }
 
-    private func flushProgress(_ id: DownloadID) async {
-        guard let progress = throttle.flush(id, at: .now) else { return }
-        await sendProgress(id, progress)
+    /// Sends the progress held past its interval.
+    private func sweep() {
+        for (id, progress) in throttle.due(at: .now) { sendProgress(id, progress) }
     }
 
-    private func sendProgress(_ id: DownloadID, _ progress: DownloadProgress) async {
-        let connections = await manager.liveStatus(of: [id])[id]?.connections ?? 0
+    private func sendProgress(_ id: DownloadID, _ progress: DownloadProgress) {
+        let connections = self.connections[id] ?? 1
         if var view = views[id] {
             view.bytes = progress.completedBytes
             view.totalBytes = progress.totalBytes ?? view.totalBytes
@@ -201,6 +202,9 @@ package actor EventHub {
         throttle.stateChanged(id)
         var view: DownloadView
         if let known = views[id] {
+            // The same state again, with nothing new to say (the manager queuing what the
+            // API has just announced as queued): not a change.
+            if known.state == state, !ended, error == nil, known.error == nil { return }
             view = known
         } else {
             let journal = self.journal
@@ -221,12 +225,15 @@ package actor EventHub {
             }
             if state != .paused { view.finishedAt = Date() }
             views[id] = nil
-        } else {
-            if let live = await manager.liveStatus(of: [id])[id] { view.apply(live) }
+            connections[id] = nil
+        } else if views[id] != nil || views.count < Self.viewCacheLimit {
             views[id] = view
         }
         view.state = state
-        if state != .running { view.connections = 0 }
+        if state != .running {
+            view.connections = 0
+            view.bytesPerSecond = 0
+        }
         if let error {
             view.errorCode = error.code.description
             view.error = error.message
@@ -238,6 +245,9 @@ package actor EventHub {
     }
 
     private func tick() async {
+        let running = views.compactMap { $0.value.state == .running ? $0.key : nil }
+        let live = await manager.liveStatus(of: running)
+        connections = live.mapValues(\.connections)
         guard let stats = try? await Self.stats(manager: manager, journal: journal) else { return }
         send("stats", stats)
     }
@@ -257,15 +267,27 @@ package actor EventHub {
 
     private func send(_ kind: String, _ value: some Encodable) {
         guard !isFinished, let data = try? ServiceJSON.encoder.encode(value) else { return }
+        send(kind, json: String(decoding: data, as: UTF8.self))
+    }
+
+    private func send(_ kind: String, _ view: DownloadView) {
+        guard !isFinished else { return }
+        send(kind, json: EventJSON.download(view))
+    }
+
+    private func send(_ kind: String, _ progress: ProgressView) {
+        guard !isFinished else { return }
+        send(kind, json: EventJSON.progress(progress))
+    }
+
+    private func send(_ kind: String, json: String) {
+        guard !isFinished else { return }
         let id = log.nextID
-        let frame = Self.frame(id: id, kind: kind, json: String(decoding: data, as: UTF8.self))
+        let frame = Self.frame(id: id, kind: kind, json: json)
         log.append(frame)
-        for (client, continuation) in clients {
-            if case .dropped = continuation.yield(frame) {
-                // Too far behind: cut it off; it reconnects and is replayed or resynced.
-                continuation.finish()
-                clients[client] = nil
-            }
+        for (client, mailbox) in clients where !mailbox.post(frame.bytes) {
+            // Too far behind: cut off; it reconnects and is replayed or resynced.
+            clients[client] = nil
         }
     }
 
