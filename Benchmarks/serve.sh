@@ -17,8 +17,8 @@
 #               daemon started with the same). Wall time of the `haul get` process.
 #               Target: within 5%.
 #
-# Runs (RUNS, default 3) alternate between the two sides of a comparison, and medians are
-# reported. Downloads go to a directory on /dev/shm when it exists, so the disk's noise stays
+# Runs (RUNS, default 3, after one uncounted warm-up) alternate between the two sides of a
+# comparison, and medians are reported. Downloads go to a directory on /dev/shm when it exists, so the disk's noise stays
 # out. The report goes to standard output and Benchmarks/results/serve-YYYY-MM-DD.md.
 #
 #     Benchmarks/serve.sh                          (builds haul in release into .build-bench)
@@ -190,7 +190,7 @@ if want events; then
     mkdir -p "$scratch/events"
     body=$(python3 -c 'import json,sys; print(json.dumps({"downloads": [{"url": f"{sys.argv[1]}/event/{i}.bin", "directory": sys.argv[2]} for i in range(16)]}))' "$base" "$scratch/events")
     declare -A cpu
-    for run in $(seq "$RUNS"); do
+    for run in $(seq 0 "$RUNS"); do # run 0 warms up (the first writes to a fresh tmpfs are slow) and is not counted
         for clients in 0 10; do
             rm -rf "$scratch/events" "$work/events.sqlite"*
             mkdir -p "$scratch/events"
@@ -221,6 +221,7 @@ if want events; then
             stop
             seconds=$(echo "$ticks / $ticks_per_second" | bc -l)
             log "events: run $run, $clients clients: CPU ${seconds}s, wall ${wall}s, $events events read"
+            [ "$run" = 0 ] && continue
             cpu[$clients]+="$seconds "
             echo "$clients $run $seconds $wall $events" >>"$work/events.tsv"
         done
@@ -245,7 +246,7 @@ if want throughput; then
     seq -f "$base/small/%06g.bin" 0 $((SMALL_COUNT - 1)) >"$work/small.txt"
     declare -A wall
     for workload in big small; do
-        for run in $(seq "$RUNS"); do
+        for run in $(seq 0 "$RUNS"); do # run 0 warms up and is not counted
             for side in direct service; do
                 rm -rf "$scratch/t" "$work/t.sqlite"* "$work/d.sqlite"*
                 mkdir -p "$scratch/t"
@@ -264,6 +265,7 @@ if want throughput; then
                 [ "$files" = "$expected" ] || { log "throughput: $workload/$side: $files files, not $expected"; exit 1; }
                 [ "$side" = service ] && stop
                 log "throughput: $workload, run $run, $side: ${seconds}s"
+                [ "$run" = 0 ] && continue
                 wall[$workload.$side]+="$seconds "
                 echo "$workload $side $run $seconds" >>"$work/throughput.tsv"
             done

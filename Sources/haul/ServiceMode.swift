@@ -6,6 +6,10 @@ import HaulServer
 /// The CLI as a client of `haul serve`: when a service runs for the journal, the commands
 /// that would touch the journal go through its API instead (see ``ServiceClient``).
 enum ServiceMode {
+    /// How many downloads the first request queues; each next one takes four times more, up
+    /// to 2,000 (and 512 KiB: a service takes bodies of 1 MiB at most).
+    static let firstPart = 100
+
     /// The client of the service running for the journal, or `nil` when none runs.
     static func client(_ journal: JournalOptions) throws -> ServiceClient? {
         do {
@@ -34,17 +38,53 @@ enum ServiceMode {
 
     /// Queues `inputs` with the service and, unless `detach`, follows them to their end,
     /// printing progress and outcomes; returns the exit status (0 when every one completed).
+    ///
+    /// The downloads go to the service in parts, so that the first start while the rest are
+    /// sent, as they do without a service; every one is checked here first, by the service's
+    /// own rules (``DownloadBatch``), so that a bad one is refused before any is queued.
     static func get(_ client: ServiceClient, _ inputs: [DownloadInput], detach: Bool, quiet: Bool) async throws -> Int32 {
-        try await with(client) { client in
+        if inputs.count > firstPart, let directory = inputs.first?.directory {
+            do throws(FieldError) {
+                _ = try DownloadBatch(roots: [directory], defaultDirectory: directory).requests(for: inputs)
+            } catch {
+                Console.err("haul: \(error.description)\n")
+                throw ExitCode.failure
+            }
+        }
+        return try await with(client) { client in
             // Follow first, so that no end is missed.
             let events = detach ? nil : try await client.events()
-            let ids = try await client.add(inputs)
+            var ids: [String] = []
+            var part = firstPart
+            while ids.count < inputs.count {
+                // At most `part` downloads and about 512 KiB of JSON (the service takes 1 MiB).
+                var end = ids.count
+                var bytes = 0
+                while end < inputs.count, end - ids.count < part, bytes < 512 << 10 {
+                    bytes += Self.estimatedSize(of: inputs[end])
+                    end += 1
+                }
+                do {
+                    ids += try await client.add(Array(inputs[ids.count..<end]))
+                } catch where !ids.isEmpty {
+                    Console.err("haul: \(ids.count) of \(inputs.count) downloads were queued before this failure\n")
+                    throw error
+                }
+                part = min(part * 4, 2_000)
+            }
             if detach {
                 if !quiet { for id in ids { Console.out("queued \(id)\n") } }
                 return 0
             }
             return try await follow(ids, on: client, events: events!, quiet: quiet)
         }
+    }
+
+    /// About how many bytes of JSON a download takes in a request.
+    static func estimatedSize(of input: DownloadInput) -> Int {
+        let headers = input.headers?.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 } ?? 0
+        return 128 + input.url.utf8.count + (input.directory?.utf8.count ?? 0) + (input.name?.utf8.count ?? 0)
+            + (input.checksum?.utf8.count ?? 0) + headers
     }
 
     /// `haul pause`, `cancel` and `retry` through the service: one line per download it

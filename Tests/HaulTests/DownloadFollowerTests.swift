@@ -46,7 +46,7 @@ struct DownloadFollowerTests {
         #expect(follower.lastEventID == 8)
         #expect(
             said == [
-                .state(Self.view("a", .queued)), .state(Self.view("a", .running)), .saved(Self.view("a", .completed)),
+                .state(Self.brief("a", .queued)), .state(Self.brief("a", .running)), .saved(Self.brief("a", .completed)),
                 .failed(id: "b", message: "HTTP 404"), .removed(id: "c"),
             ])
     }
@@ -58,7 +58,7 @@ struct DownloadFollowerTests {
         // The service lost what this client missed: look up the two still pending
         #expect(follower.take(ServiceEvent(id: 90, kind: "resync", data: Data("{}".utf8))) == [.lookUp(["b", "c"])])
         #expect(follower.lastEventID == 90)
-        #expect(follower.take(Self.view("b", .completed)) == [.saved(Self.view("b", .completed))])
+        #expect(follower.take(Self.view("b", .completed)) == [.saved(Self.brief("b", .completed))])
         #expect(follower.takeMissing("c") == [.removed(id: "c")])
         #expect(follower.takeMissing("c").isEmpty)
         #expect(follower.isDone)
@@ -83,6 +83,10 @@ struct DownloadFollowerTests {
 
     static func json(_ value: some Encodable) -> Data {
         try! ServiceJSON.encoder.encode(value)
+    }
+
+    static func brief(_ id: String, _ state: JobState) -> DownloadFollower.Brief {
+        DownloadFollower.Brief(Self.view(id, state))
     }
 
     static func view(_ id: String, _ state: JobState, error: String? = nil) -> DownloadView {

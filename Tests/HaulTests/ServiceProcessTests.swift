@@ -120,6 +120,28 @@ struct ServiceProcessTests {
         }
     }
 
+    @Test func aListLargerThanOneRequestBodyIsQueuedInParts() async throws {
+        try await CLIFixture.with { f, journal in
+            // Given 8,000 URLs of 150 bytes: 1.5 MiB of JSON, over the service's 1 MiB body limit
+            let directory = f.directory.path
+            let padding = String(repeating: "p", count: 100)
+            let urls = (0..<8_000).map { f.server.url("/files/n\($0)?gate=never&pad=\(padding)").absoluteString }
+            let list = f.directory.appendingPathComponent("list.txt")
+            try (urls.joined(separator: "\n") + "\n").write(to: list, atomically: true, encoding: .utf8)
+            let service = try await Service.start(journal: journal, directory: directory)
+
+            // When haul get queues them with the service
+            let queued = try await Haul.run(["get", "--detach", "--journal", journal, "-d", directory, "-i", list.path])
+
+            // Then every one is queued, once
+            #expect(queued.status == 0, "\(queued.stderr)")
+            #expect(queued.stdout.split(separator: "\n").count == urls.count)
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(Set(jobs.compactMap { $0["id"] as? String }) == Set(urls))
+            #expect(await service.stop() == 0)
+        }
+    }
+
     @Test func theDashboardInARealBrowser() async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Browser/dashboard_test.py").path

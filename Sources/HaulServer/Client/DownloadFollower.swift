@@ -1,5 +1,5 @@
 package import Foundation
-import Haul
+package import Haul
 
 /// One Server-Sent Event from the service: its `id:` (absent on the `retry:` preamble), its
 /// `event:` kind and its `data:` JSON.
@@ -29,18 +29,44 @@ package struct DownloadFollower: Sendable {
     /// What to do after an event.
     package enum Output: Sendable, Equatable {
         /// A download completed.
-        case saved(DownloadView)
+        case saved(Brief)
         /// A download failed or was cancelled; it counts as a failure.
         case failed(id: String, message: String)
         /// A download was removed before it ended; it counts as a failure.
         case removed(id: String)
         /// A download changed state (queued, running, waiting, paused).
-        case state(DownloadView)
+        case state(Brief)
         /// A download's progress.
         case progress(ProgressView)
         /// Look up these downloads (`GET /downloads/{id}`) and pass each to ``take(_:)``: the
         /// events about them may have been lost.
         case lookUp([String])
+    }
+
+    /// What following needs of a download's view: decoding only this from each event
+    /// (no dates) keeps a client of thousands of downloads cheap.
+    package struct Brief: Sendable, Equatable, Decodable {
+        package var id: String
+        package var state: JobState
+        package var name: String
+        package var destination: String
+        package var bytes: Int64
+        package var error: String?
+
+        package init(_ view: DownloadView) {
+            self.init(
+                id: view.id, state: view.state, name: view.name, destination: view.destination, bytes: view.bytes,
+                error: view.error)
+        }
+
+        package init(id: String, state: JobState, name: String, destination: String, bytes: Int64, error: String?) {
+            self.id = id
+            self.state = state
+            self.name = name
+            self.destination = destination
+            self.bytes = bytes
+            self.error = error
+        }
     }
 
     /// The downloads that have not ended.
@@ -50,6 +76,7 @@ package struct DownloadFollower: Sendable {
     /// The ID of the last numbered event taken.
     package private(set) var lastEventID: UInt64?
     private var lastState: [String: JobState] = [:]
+    private let decoder = JSONDecoder()
 
     package init(ids: some Sequence<String>) {
         pending = Set(ids)
@@ -63,16 +90,16 @@ package struct DownloadFollower: Sendable {
         if let id = event.id { lastEventID = id }
         switch event.kind {
         case "download":
-            guard let view = try? ServiceJSON.decoder.decode(DownloadView.self, from: event.data) else { return [] }
-            return take(view)
+            guard let brief = try? decoder.decode(Brief.self, from: event.data) else { return [] }
+            return take(brief)
         case "progress":
-            guard let progress = try? ServiceJSON.decoder.decode(ProgressView.self, from: event.data),
+            guard let progress = try? decoder.decode(ProgressView.self, from: event.data),
                 pending.contains(progress.id)
             else { return [] }
             return [.progress(progress)]
         case "removed":
             struct Removed: Decodable { var id: String }
-            guard let removed = try? ServiceJSON.decoder.decode(Removed.self, from: event.data),
+            guard let removed = try? decoder.decode(Removed.self, from: event.data),
                 pending.remove(removed.id) != nil
             else { return [] }
             failures += 1
@@ -84,8 +111,13 @@ package struct DownloadFollower: Sendable {
         }
     }
 
-    /// Takes a download's current view: from a `download` event, or looked up after a resync.
+    /// Takes a download looked up after a resync.
     package mutating func take(_ view: DownloadView) -> [Output] {
+        take(Brief(view))
+    }
+
+    /// Takes a download's current state: from a `download` event, or looked up.
+    private mutating func take(_ view: Brief) -> [Output] {
         guard pending.contains(view.id) else { return [] }
         switch view.state {
         case .completed:
