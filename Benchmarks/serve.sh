@@ -72,7 +72,7 @@ start() {
     shift 2
     "$HAUL" serve --listen 127.0.0.1:0 --journal "$journal" -d "$dir" "$@" >"$work/serve.out" 2>&1 &
     pid=$!
-    until grep -q "listening on" "$work/serve.out" 2>/dev/null; do
+    until grep -q "listening on http://" "$work/serve.out" 2>/dev/null; do
         kill -0 "$pid" 2>/dev/null || { cat "$work/serve.out" >&2; exit 1; }
         sleep 0.05
     done
