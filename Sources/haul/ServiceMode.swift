@@ -123,27 +123,37 @@ enum ServiceMode {
         _ ids: [String], on client: ServiceClient, events: AsyncThrowingStream<ServiceEvent, any Error>, quiet: Bool
     ) async throws(ServiceClient.Failure) -> Int32 {
         var follower = DownloadFollower(ids: ids)
-        var events = events
-        var reconnections = 0
+        var events: AsyncThrowingStream<ServiceEvent, any Error>? = events
+        // Reconnections in a row with no event between them.
+        var fruitless = 0
         while !follower.isDone {
-            do {
-                for try await event in events {
-                    for output in follower.take(event) { try await show(output, follower: &follower, client: client, quiet: quiet) }
-                    if follower.isDone { break }
+            if let stream = events {
+                do {
+                    for try await event in stream {
+                        fruitless = 0
+                        for output in follower.take(event) {
+                            try await show(output, follower: &follower, client: client, quiet: quiet)
+                        }
+                        if follower.isDone { break }
+                    }
+                } catch let failure as ServiceClient.Failure {
+                    throw failure
+                } catch {
+                    // The connection broke: the same as the stream ending.
                 }
-            } catch let failure as ServiceClient.Failure {
-                throw failure
-            } catch {
-                // The connection broke: the same as the stream ending.
             }
             guard !follower.isDone else { break }
-            guard client.serviceRuns, reconnections < 5 else {
-                Console.err(
-                    "haul: the service stopped before \(follower.pending.count) download(s) ended; they resume when it starts again\n")
-                return 1
+            // The stream ended: a service that stops ends it first; one that still runs cut
+            // this client off (too far behind), and takes it back after its last event.
+            events = nil
+            if client.serviceRuns, fruitless < 5 {
+                fruitless += 1
+                events = try? await client.events(after: follower.lastEventID)
+                if events != nil { continue }
             }
-            reconnections += 1
-            events = try await client.events(after: follower.lastEventID)
+            Console.err(
+                "haul: the service stopped before \(follower.pending.count) download(s) ended; they resume when it starts again\n")
+            return 1
         }
         return follower.failures == 0 ? 0 : 1
     }

@@ -224,10 +224,6 @@ package actor EventHub {
                 view.name = (destination as NSString).lastPathComponent
             }
             if state != .paused { view.finishedAt = Date() }
-            views[id] = nil
-            connections[id] = nil
-        } else if views[id] != nil || views.count < Self.viewCacheLimit {
-            views[id] = view
         }
         view.state = state
         if state != .running {
@@ -240,6 +236,13 @@ package actor EventHub {
         } else if !ended || state == .completed {
             view.errorCode = nil
             view.error = nil
+        }
+        // Kept as sent, so that the next change compares with what clients last saw.
+        if ended {
+            views[id] = nil
+            connections[id] = nil
+        } else if views[id] != nil || views.count < Self.viewCacheLimit {
+            views[id] = view
         }
         send("download", view)
     }
