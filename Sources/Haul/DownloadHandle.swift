@@ -73,4 +73,10 @@ public final class DownloadHandle: Sendable {
     public func setPriority(_ priority: DownloadPriority) async {
         await manager.setPriority(priority, core: core)
     }
+
+    /// Changes the download's own speed limit, in bytes per second (`nil`: none), while it
+    /// is queued or running. See ``DownloadManager/setRateLimit(_:for:)``.
+    public func setRateLimit(_ bytesPerSecond: Int?) async {
+        await manager.setRateLimit(bytesPerSecond, for: id)
+    }
 }

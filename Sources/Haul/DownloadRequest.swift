@@ -81,6 +81,10 @@ public struct DownloadRequest: Sendable {
     /// ``DownloadError/Code/credentialsRequired``. The journal file is readable by its
     /// owner only (mode 0600).
     public var storesCredentials = false
+    /// The most bytes per second this download may receive, all its connections together;
+    /// `nil` (the default) for no limit of its own. The manager's limits apply as well.
+    /// Change it while it runs with ``DownloadHandle/setRateLimit(_:)``.
+    public var maxBytesPerSecond: Int?
 
     /// Creates a request.
     public init(

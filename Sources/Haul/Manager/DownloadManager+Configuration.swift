@@ -71,6 +71,17 @@ extension DownloadManager {
         /// How many queued jobs a manager with a journal keeps in memory at once; the rest
         /// stay on disk. Default 256.
         public var admissionWindow = 256
+        /// The most bytes per second all downloads together may receive; `nil` (the
+        /// default) for no limit. Active downloads share it evenly; change it while they
+        /// run with ``DownloadManager/setRateLimits(overall:perHost:)``.
+        public var maxBytesPerSecond: Int?
+        /// The most bytes per second the downloads from one host (`host:port`) may
+        /// receive together, for each host; `nil` (the default) for no limit.
+        public var maxBytesPerSecondPerHost: Int?
+        /// The limit of each download that has none of its own
+        /// (``DownloadRequest/maxBytesPerSecond``), in bytes per second; `nil` (the
+        /// default) for none.
+        public var maxBytesPerSecondPerDownload: Int?
 
         /// The default configuration.
         /// Connections the HTTP client keeps per host: ``maxConnectionsPerHost`` when `nil`.

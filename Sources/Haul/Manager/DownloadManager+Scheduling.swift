@@ -102,6 +102,7 @@ extension DownloadManager {
             configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
             journaled: job.journaled, reachability: reachability, endpoint: job.endpoint)
         job.journaled = nil
+        rateLimiter.setLimit(job.request.maxBytesPerSecond ?? configuration.maxBytesPerSecondPerDownload, for: job.id)
         job.core.emit(.started)
         let id = job.id
         job.task = Task {
@@ -183,6 +184,7 @@ extension DownloadManager {
     ) {
         job.lifecycle.finish()
         jobs[job.id] = nil
+        rateLimiter.forget(job.id)
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
         queue.remove(job.id)
         switch outcome {

@@ -38,6 +38,8 @@ public actor DownloadManager {
     public nonisolated let journal: Journal?
 
     let client: HTTPClient
+    /// The speed limits, shared by every transfer of this manager.
+    nonisolated let rateLimiter: RateLimiter
     /// Why the configuration's trust roots could not be loaded, if they could not: every
     /// download, enqueue and sync fails with it (see ``checkTLSSetup()``).
     nonisolated let tlsSetupError: DownloadError?
@@ -132,6 +134,8 @@ public actor DownloadManager {
         }
         self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
         self.threadPool = Self.fileIOPool
+        self.rateLimiter = RateLimiter(
+            overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost)
     }
 
     /// The threads that run blocking file work (writes, fsyncs, renames) for every manager.
@@ -299,8 +303,8 @@ public actor DownloadManager {
 
     func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
         let job = Job(
-            core: JobCore(id: request.id, managerEvents: managerEvents), request: request, paths: paths,
-            endpoint: endpoint)
+            core: JobCore(id: request.id, managerEvents: managerEvents, rateLimiter: rateLimiter, host: endpoint.key),
+            request: request, paths: paths, endpoint: endpoint)
         job.core.meter.reset(completed: 0, total: request.expectedSize)
         jobs[request.id] = job
         if let paths { jobsByPath[paths.partial] = request.id }

@@ -12,10 +12,25 @@ final class JobCore: Sendable {
     /// Connections the running transfer uses (a segmented one sets it; 0 means one).
     private let connectionCount = NIOLockedValueBox(0)
     private let managerEvents: EventBroadcaster<DownloadManager.Event>
+    private let rateLimiter: RateLimiter?
+    /// The host (`host:port`) its per-host limit counts against.
+    private let host: String
 
-    init(id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>) {
+    init(
+        id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>, rateLimiter: RateLimiter? = nil,
+        host: String = ""
+    ) {
         self.id = id
         self.managerEvents = managerEvents
+        self.rateLimiter = rateLimiter
+        self.host = host
+    }
+
+    /// A body part of `bytes` asks the speed limits to go: `nil` when it may go now, else a
+    /// future on `loop` that succeeds when it may (the transfer returns it to
+    /// AsyncHTTPClient, which reads no more until then).
+    func throttle(_ bytes: Int, on loop: any EventLoop) -> EventLoopFuture<Void>? {
+        rateLimiter?.admit(bytes, download: id, host: host, on: loop)
     }
 
     /// What a new stream of the download's events starts with: the latest progress and the

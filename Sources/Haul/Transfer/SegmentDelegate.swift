@@ -128,10 +128,13 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         let part = allowed == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: allowed)!
         let future = writer.add(part, at: offset, on: task.eventLoop)
         if allowed < buffer.readableBytes { stop(task) }
-        return future.flatMapErrorThrowing { [weak self] error in
+        let written = future.flatMapErrorThrowing { [weak self] error in
             self?.record(error)
             throw error
         }
+        // The download's speed limits (shared by its segments) hold the next read back.
+        guard let limited = core.throttle(part.readableBytes, on: task.eventLoop) else { return written }
+        return written.and(limited).map { _ in }
     }
 
     private func stop(_ task: HTTPClient.Task<Void>) {

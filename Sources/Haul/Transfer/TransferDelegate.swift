@@ -296,12 +296,15 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         case .stored:
             if let digest = state.withLockedValue({ $0.outcome.digest }) { digest.update(buffer) }
             core.received(count, at: .now)
-            return task.eventLoop.makeSucceededVoidFuture()
+            return core.throttle(count, on: task.eventLoop) ?? task.eventLoop.makeSucceededVoidFuture()
         case .write(let offset):
             guard let writer = state.withLockedValue({ $0.writer }) else {
                 return task.eventLoop.makeSucceededVoidFuture()
             }
-            return recordingFailure(of: writer.add(buffer, at: offset, on: task.eventLoop), task: task, isWrite: true)
+            let written = recordingFailure(of: writer.add(buffer, at: offset, on: task.eventLoop), task: task, isWrite: true)
+            // The speed limits hold the next read back, not this write.
+            guard let allowed = core.throttle(count, on: task.eventLoop) else { return written }
+            return written.and(allowed).map { _ in }
         }
     }
 

@@ -1,0 +1,85 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// Speed limits against the fault server. These assert what a limit guarantees however
+/// loaded the machine is: a download cannot finish sooner than its bytes allow (a slow
+/// machine only makes it later), and a raised limit lets one finish that would otherwise
+/// outlast the test's time limit. The accuracy figures (±5% windows, bursts, CPU) are
+/// measured by `Benchmarks/rate-limit.sh`.
+@Suite("Rate limits", .timeLimit(.minutes(1)))
+struct RateLimitTests {
+    @Test func aDownloadLimitHoldsItsBytesBack() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("limited", count: 1 << 20)
+            var request = DownloadRequest(url: f.server.url("/files/limited"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 512 << 10
+
+            let started = ContinuousClock.now
+            let result = try await f.manager.download(request).result
+            let elapsed = ContinuousClock.now - started
+
+            // 1 MiB at 512 KiB/s, less a burst of 128 KiB (a quarter second) and a part
+            #expect(elapsed >= .milliseconds(1_400), "took \(elapsed)")
+            #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
+        }
+    }
+
+    @Test func manySmallFilesAreLimitedAsAWhole() async throws {
+        try await Fixture.with({ $0.maxBytesPerSecond = 256 << 10 }) { f in
+            var requests: [DownloadRequest] = []
+            for index in 0..<32 {
+                f.serve("s\(index)", count: 16 << 10, seed: UInt64(index + 1))
+                requests.append(DownloadRequest(url: f.server.url("/files/s\(index)"), destination: .directory(f.directory)))
+            }
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for request in requests {
+                    let handle = try await f.manager.download(request)
+                    group.addTask { _ = try await handle.result }
+                }
+                try await group.waitForAll()
+            }
+            let elapsed = ContinuousClock.now - started
+
+            // 512 KiB in files of 16 KiB at 256 KiB/s overall, less a burst of 64 KiB
+            #expect(elapsed >= .milliseconds(1_500), "took \(elapsed)")
+            #expect(f.manager.overallRateLimit == 256 << 10)
+        }
+    }
+
+    @Test func raisingALimitMidTransferTakesEffect() async throws {
+        try await Fixture.with { f in
+            // 4 MiB at 64 KiB/s would take a minute, past the time limit
+            let bytes = f.serve("raised", count: 4 << 20)
+            var request = DownloadRequest(url: f.server.url("/files/raised"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 64 << 10
+            let handle = try await f.manager.download(request)
+            for await event in handle.events {
+                if case .progress = event { break }
+            }
+
+            // Lifted once bytes flow: it finishes, with the right bytes
+            await handle.setRateLimit(nil)
+            let result = try await handle.result
+            #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
+        }
+    }
+
+    @Test func anOverallLimitCanBeSetWhileDownloadsRun() async throws {
+        try await Fixture.with({ $0.maxBytesPerSecond = 64 << 10 }) { f in
+            let bytes = f.serve("overall", count: 4 << 20)
+            let handle = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/overall"), destination: .directory(f.directory)))
+            for await event in handle.events {
+                if case .progress = event { break }
+            }
+            f.manager.setRateLimits(overall: nil, perHost: nil)
+            #expect(f.manager.overallRateLimit == nil)
+            let result = try await handle.result
+            #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
+        }
+    }
+}
