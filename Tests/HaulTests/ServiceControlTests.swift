@@ -155,6 +155,47 @@ struct ServiceControlTests {
         }
     }
 
+    @Test func speedLimitsChangeWhileDownloadsRun() async throws {
+        try await API.with { client, f, _ in
+            // Overall and per-host limits, in bytes per second; 0 lifts one
+            let limited = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxBytesPerSecond": 1048576, "maxBytesPerSecondPerHost": 524288}"#))
+            #expect(limited.status == .ok)
+            #expect(try API.json(limited)["maxBytesPerSecond"] as? Int == 1_048_576)
+            #expect(f.manager.overallRateLimit == 1_048_576)
+            #expect(f.manager.perHostRateLimit == 524_288)
+            let lifted = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxBytesPerSecond": 0}"#))
+            #expect(try API.json(lifted)["maxBytesPerSecond"] as? Int == 0)
+            #expect(f.manager.overallRateLimit == nil)
+            #expect(f.manager.perHostRateLimit == 524_288)
+            let negative = try await client.execute(
+                uri: "/api/v1/settings", method: .patch, headers: API.headers,
+                body: ByteBuffer(string: #"{"maxBytesPerSecondPerHost": -1}"#))
+            #expect(negative.status == .badRequest)
+            #expect(try API.json(negative)["error"].flatMap { ($0 as? [String: Any])?["field"] as? String } == "maxBytesPerSecondPerHost")
+            #expect(f.manager.perHostRateLimit == 524_288)
+
+            // One download's own limit, while it runs
+            f.serve("r", count: 100_000)
+            let id = f.server.url("/files/r?gate=r").absoluteString
+            _ = try await Self.post(client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(id)"}]}"#)
+            await f.server.waitForGateWaiters("r", count: 1)
+            let own = try await client.execute(
+                uri: Self.path(id), method: .patch, headers: API.headers, body: ByteBuffer(string: #"{"maxBytesPerSecond": 200000}"#))
+            #expect(own.status == .ok)
+            #expect(await f.manager.rateLimit(of: DownloadID(id)) == 200_000)
+            f.server.release("r")
+            await f.manager.waitUntilIdle()
+            // Once it has ended there is nothing to limit
+            let ended = try await client.execute(
+                uri: Self.path(id), method: .patch, headers: API.headers, body: ByteBuffer(string: #"{"maxBytesPerSecond": 1000}"#))
+            #expect(ended.status == .conflict)
+        }
+    }
+
     @Test func theDashboardSignsInWithACookieThatNeedsItsOwnOrigin() async throws {
         try await API.with { client, f, _ in
             let host: HTTPFields = [HTTPField.Name("Host")!: API.host, .contentType: "application/json"]

@@ -16,14 +16,24 @@ extension DownloadManager {
         rateLimiter.setLimits(overall: overall, perHost: perHost)
     }
 
+    /// The limit a download queued or running in this manager is held to (its own, else
+    /// ``Configuration/maxBytesPerSecondPerDownload``), in bytes per second; `nil` for none.
+    public func rateLimit(of id: DownloadID) -> Int? {
+        guard let job = jobs[id] else { return nil }
+        return job.request.maxBytesPerSecond ?? configuration.maxBytesPerSecondPerDownload
+    }
+
     /// Sets one download's own limit, in bytes per second (`nil`: none), while it is
-    /// queued or running; it keeps it through retries and pauses in this manager.
+    /// queued or running in this manager; it keeps it through retries and pauses here.
+    /// Returns whether the manager had the download.
     ///
     /// - Precondition: the limit is above 0.
-    public func setRateLimit(_ bytesPerSecond: Int?, for id: DownloadID) {
+    @discardableResult
+    public func setRateLimit(_ bytesPerSecond: Int?, for id: DownloadID) -> Bool {
         precondition((bytesPerSecond ?? 1) > 0, "a rate limit must be above 0")
-        guard let job = jobs[id] else { return }
+        guard let job = jobs[id] else { return false }
         job.request.maxBytesPerSecond = bytesPerSecond
         if job.task != nil { rateLimiter.setLimit(bytesPerSecond, for: id) }
+        return true
     }
 }

@@ -118,6 +118,8 @@ package struct DownloadsAPI: Sendable {
     struct ChangeBody: Decodable {
         var priority: String?
         var state: String?
+        /// The download's own speed limit in bytes per second; 0 for none.
+        var maxBytesPerSecond: Int?
     }
 
     func change(_ request: Request, context: some RequestContext) async throws -> Response {
@@ -138,7 +140,16 @@ package struct DownloadsAPI: Sendable {
             default: throw APIError.invalid("state", "'\(state)' is not paused or queued")
             }
         }
+        if let rate = body.maxBytesPerSecond, !(0...SettingsAPI.maximumRate).contains(rate) {
+            throw APIError.invalid(
+                "maxBytesPerSecond", "must be a number of bytes per second in 0...\(SettingsAPI.maximumRate) (0: no limit)")
+        }
         _ = try await view(id)
+        if let rate = body.maxBytesPerSecond, !(await manager.setRateLimit(rate == 0 ? nil : rate, for: DownloadID(id.rawValue))) {
+            throw APIError(
+                .conflict, code: "notActive",
+                message: "a speed limit is set on a download the service is running or about to run; \(id.rawValue) is not")
+        }
         for action in actions { _ = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: [id]) } }
         let view = try await view(id)
         await core.hub.publish([view])

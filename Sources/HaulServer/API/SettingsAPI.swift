@@ -1,7 +1,8 @@
 package import Hummingbird
 
-/// `GET` and `PATCH /api/v1/settings`: slots, the per-host cap and the default directory,
-/// changed while the service runs. The download roots are fixed at start.
+/// `GET` and `PATCH /api/v1/settings`: slots, the per-host cap, the speed limits (overall
+/// and per host, in bytes per second, 0 for none) and the default directory, changed while
+/// the service runs. The download roots are fixed at start.
 @available(macOS 14, iOS 17, tvOS 17, *)
 package struct SettingsAPI: Sendable {
     /// The highest per-host cap accepted (the HTTP client's pool is sized for it).
@@ -22,9 +23,14 @@ package struct SettingsAPI: Sendable {
     struct Settings: Codable {
         var maxConcurrentDownloads: Int?
         var maxConnectionsPerHost: Int?
+        var maxBytesPerSecond: Int?
+        var maxBytesPerSecondPerHost: Int?
         var defaultDirectory: String?
         var downloadRoots: [String]?
     }
+
+    /// The most a speed limit may be: 1 TiB/s.
+    static let maximumRate = 1 << 40
 
     func current() async throws -> Response {
         let limits = await core.manager.limits
@@ -32,6 +38,8 @@ package struct SettingsAPI: Sendable {
         return try ServiceJSON.response(
             Settings(
                 maxConcurrentDownloads: limits.slots, maxConnectionsPerHost: limits.perHost,
+                maxBytesPerSecond: core.manager.overallRateLimit ?? 0,
+                maxBytesPerSecondPerHost: core.manager.perHostRateLimit ?? 0,
                 defaultDirectory: batch.defaultDirectory, downloadRoots: batch.roots))
     }
 
@@ -46,6 +54,11 @@ package struct SettingsAPI: Sendable {
         if let perHost = body.maxConnectionsPerHost, !(1...Self.maximumPerHost).contains(perHost) {
             throw APIError.invalid("maxConnectionsPerHost", "must be in 1...\(Self.maximumPerHost)")
         }
+        for (field, rate) in [("maxBytesPerSecond", body.maxBytesPerSecond), ("maxBytesPerSecondPerHost", body.maxBytesPerSecondPerHost)] {
+            if let rate, !(0...Self.maximumRate).contains(rate) {
+                throw APIError.invalid(field, "must be a number of bytes per second in 0...\(Self.maximumRate) (0: no limit)")
+            }
+        }
         // Everything is checked before anything changes.
         if let directory = body.defaultDirectory {
             do {
@@ -55,6 +68,13 @@ package struct SettingsAPI: Sendable {
             }
         }
         await core.manager.setLimits(slots: body.maxConcurrentDownloads, perHost: body.maxConnectionsPerHost)
+        if body.maxBytesPerSecond != nil || body.maxBytesPerSecondPerHost != nil {
+            let manager = core.manager
+            func limit(_ given: Int?, else current: Int?) -> Int? { given.map { $0 == 0 ? nil : $0 } ?? current }
+            manager.setRateLimits(
+                overall: limit(body.maxBytesPerSecond, else: manager.overallRateLimit),
+                perHost: limit(body.maxBytesPerSecondPerHost, else: manager.perHostRateLimit))
+        }
         return try await current()
     }
 }
