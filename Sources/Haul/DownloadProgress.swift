@@ -6,6 +6,10 @@ public struct DownloadProgress: Sendable, Hashable {
     public var totalBytes: Int64?
     /// A smoothed transfer rate in bytes per second.
     public var bytesPerSecond: Double
+    /// The speed limit in effect, in bytes per second: the lowest of the download's own,
+    /// its host's and the overall limit (which running downloads share); `nil` when none
+    /// applies. Set on the progress events of a running download.
+    public var limit: Int?
 
     /// The fraction done, from 0 to 1, when the total is known.
     public var fractionCompleted: Double? {
@@ -20,10 +24,11 @@ public struct DownloadProgress: Sendable, Hashable {
         return .milliseconds(Int64(Double(remaining) / bytesPerSecond * 1000))
     }
 
-    public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil, bytesPerSecond: Double = 0) {
+    public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil, bytesPerSecond: Double = 0, limit: Int? = nil) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond
+        self.limit = limit
     }
 }
 

@@ -29,6 +29,11 @@ package enum HaulService {
         package var roots: [String] = []
         /// More names the `Host` header may use (a host name the service is reached by).
         package var hostNames: [String] = []
+        /// Speed limits in bytes per second (`nil`: none): all downloads together, each
+        /// host, and each download without one of its own.
+        package var maxBytesPerSecond: Int?
+        package var maxBytesPerSecondPerHost: Int?
+        package var maxBytesPerSecondPerDownload: Int?
         package var environment: [String: String] = ProcessInfo.processInfo.environment
 
         package init(journalPath: String, directory: String) {
@@ -97,6 +102,9 @@ package enum HaulService {
         var configuration = DownloadManager.Configuration()
         configuration.maxConcurrentDownloads = options.slots
         configuration.maxConnectionsPerHost = options.perHost
+        configuration.maxBytesPerSecond = options.maxBytesPerSecond
+        configuration.maxBytesPerSecondPerHost = options.maxBytesPerSecondPerHost
+        configuration.maxBytesPerSecondPerDownload = options.maxBytesPerSecondPerDownload
         configuration.connectionPoolLimit = SettingsAPI.maximumPerHost
         let manager = DownloadManager(configuration: configuration, journal: journal)
         let core = ServiceCore(manager: manager, journal: journal, batch: batch)

@@ -389,6 +389,7 @@ actor ProgressRenderer {
             object["total"] = progress.totalBytes.map { .int($0) } ?? .null
             object["speed"] = .int(Int64(progress.bytesPerSecond.rounded()))
             object["eta"] = progress.estimatedTimeRemaining.map { .double(Format.seconds($0)) } ?? .null
+            if let limit = progress.limit { object["limit"] = .int(Int64(limit)) }
         case .retrying(let attempt, let reason, let delay):
             object = self.object("retrying", id: id)
             object["attempt"] = .int(Int64(attempt))

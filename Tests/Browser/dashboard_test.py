@@ -15,6 +15,7 @@ when Selenium, Chromium or chromedriver is not available.
 """
 import argparse
 import hashlib
+import json
 import os
 import re
 import sys
@@ -186,6 +187,7 @@ class DashboardTest:
         self.resume_to_completion()
         self.check_file()
         self.remove_keeping_file()
+        self.speed_limit()
 
     def sign_in(self):
         self.step(1, "sign in")
@@ -296,6 +298,38 @@ class DashboardTest:
                   f"the Completed count stayed at {before} after removing the download")
         if not os.path.isfile(self.args.file):
             raise StepFailed(f"{self.args.file} was deleted although the file was to be kept")
+
+
+    def settings(self):
+        """GET /api/v1/settings, through the page's session."""
+        text = self.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "fetch('/api/v1/settings', {credentials: 'same-origin'})"
+            ".then((r) => r.text().then(done)).catch((e) => done('null'));")
+        return json.loads(text) or {}
+
+    def speed_limit(self):
+        self.step(8, "set and lift the speed limit")
+        field = self.visible("#rate-limit")
+        field.clear()
+        field.send_keys("fast")
+        self.click("#rate-apply")
+        self.wait(lambda d: self.css("#rate-error").is_displayed() and self.css("#rate-error").text.strip(),
+                  "a speed that is not one showed no error")
+        if self.settings().get("maxBytesPerSecond") != 0:
+            raise StepFailed("a speed that is not one changed the limit")
+        field = self.css("#rate-limit")
+        field.clear()
+        field.send_keys("2M")
+        self.click("#rate-apply")
+        self.wait(lambda d: self.settings().get("maxBytesPerSecond") == 2 * 1024 * 1024,
+                  "setting 2M in the dashboard did not set the service's limit to 2 MiB/s")
+        self.wait(lambda d: not self.css("#rate-error").is_displayed(), "the error stayed after a good speed")
+        field = self.css("#rate-limit")
+        field.clear()
+        self.click("#rate-apply")
+        self.wait(lambda d: self.settings().get("maxBytesPerSecond") == 0,
+                  "clearing the speed limit in the dashboard did not lift it")
 
 
 def report_failure(driver, test, error):

@@ -29,7 +29,8 @@ struct EventJSONTests {
         #expect(try ServiceJSON.decoder.decode(DownloadView.self, from: Data(EventJSON.download(view).utf8)).url == url)
 
         let progress = ProgressView(
-            id: url, bytes: 42, totalBytes: error == nil ? nil : 100, bytesPerSecond: speed, connections: 2)
+            id: url, bytes: 42, totalBytes: error == nil ? nil : 100, bytesPerSecond: speed, connections: 2,
+            limit: error == nil ? nil : 1_048_576)
         #expect(EventJSON.progress(progress) == String(decoding: try ServiceJSON.encoder.encode(progress), as: UTF8.self))
     }
 

@@ -57,9 +57,15 @@ struct RateLimitTests {
             var request = DownloadRequest(url: f.server.url("/files/raised"), destination: .directory(f.directory))
             request.maxBytesPerSecond = 64 << 10
             let handle = try await f.manager.download(request)
+            var limit: Int?
             for await event in handle.events {
-                if case .progress = event { break }
+                if case .progress(let progress) = event, progress.completedBytes > 0 {
+                    limit = progress.limit
+                    break
+                }
             }
+            // Progress says which limit holds it
+            #expect(limit == 64 << 10)
 
             // Lifted once bytes flow: it finishes, with the right bytes
             await handle.setRateLimit(nil)

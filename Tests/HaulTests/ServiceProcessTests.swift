@@ -183,6 +183,7 @@ struct ServiceProcessTests {
             }
             #expect(status == 0, "\(text)")
             #expect(text.contains("PASS"))
+            #expect(text.contains("step 8: set and lift the speed limit"), "\(text)")
         }
     }
 }

@@ -76,6 +76,11 @@ final class RateLimiter: Sendable {
         wake()
     }
 
+    /// The lowest limit that applies to a download from `host`, if any.
+    func effectiveLimit(of download: DownloadID, host: String) -> Int? {
+        state.withLockedValue { $0.schedule.effectiveLimit(of: download, host: host) }
+    }
+
     /// The download's own limit.
     func limit(of download: DownloadID) -> Int? {
         state.withLockedValue { $0.schedule.limit(of: download) }

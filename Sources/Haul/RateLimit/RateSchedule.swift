@@ -115,6 +115,12 @@ struct RateSchedule: Sendable {
         }
     }
 
+    /// The lowest limit that applies to a download from `host`, if any.
+    func effectiveLimit(of download: DownloadID, host: String) -> Int? {
+        let rates = [overall?.rate, perHostRate.map(Double.init), downloads[download]?.rate].compactMap { $0 }
+        return rates.min().map { Int($0) }
+    }
+
     /// Whether any download has a limit of its own.
     var hasDownloadLimits: Bool { !downloads.isEmpty }
 

@@ -61,14 +61,22 @@ final class JobCore: Sendable {
         case .none:
             break
         case .now(let progress):
-            emit(.progress(progress))
+            emit(.progress(limited(progress)))
         case .later(let delay):
             let later = TimeAmount.nanoseconds(DownloadManager.nanoseconds(delay))
             MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: later) { [weak self] in
                 guard let self, let progress = self.meter.flush(at: .now) else { return }
-                self.emit(.progress(progress))
+                self.emit(.progress(self.limited(progress)))
             }
         }
+    }
+
+    /// `progress` with the speed limit in effect.
+    private func limited(_ progress: DownloadProgress) -> DownloadProgress {
+        guard let rateLimiter else { return progress }
+        var progress = progress
+        progress.limit = rateLimiter.effectiveLimit(of: id, host: host)
+        return progress
     }
 
     /// Ends the download: a terminal event, then the result for every waiter.

@@ -218,13 +218,57 @@ async function onSignOut() {
   sessionEnded("Signed out.");
 }
 
-/** The default directory, shown as the Add dialog's placeholder. */
+/** The default directory, shown as the Add dialog's placeholder, and the speed limit. */
 async function loadSettings() {
   try {
     const settings = await api("GET", "/settings");
     if (settings && settings.defaultDirectory) $("#add-directory").placeholder = settings.defaultDirectory;
+    if (settings) showRateLimit(settings.maxBytesPerSecond);
   } catch {
     // optional
+  }
+}
+
+/**
+ * A speed as the CLI takes it: 500K, 2M, 1.5MiB, 800KB, 100000 (K, M, G and KiB, MiB, GiB
+ * count in 1024s; KB, MB, GB in 1000s). 0 for "" or "none"; null when it is not a speed.
+ */
+function parseRate(text) {
+  const t = text.trim().replace(/\/s$/, "");
+  if (t === "" || t.toLowerCase() === "none") return 0;
+  const m = t.match(/^(\d+(?:\.\d+)?)\s*(B|K|k|KiB|KB|kB|M|m|MiB|MB|G|g|GiB|GB)?$/);
+  if (!m) return null;
+  const units = { B: 1, K: 1024, k: 1024, KiB: 1024, KB: 1000, kB: 1000, M: 1 << 20, m: 1 << 20, MiB: 1 << 20,
+    MB: 1e6, G: 1 << 30, g: 1 << 30, GiB: 1 << 30, GB: 1e9 };
+  const bytes = Math.round(parseFloat(m[1]) * (units[m[2] || "B"]));
+  return bytes >= 1 ? bytes : null;
+}
+
+function showRateLimit(bytesPerSecond) {
+  const input = $("#rate-limit");
+  if (document.activeElement !== input) input.value = bytesPerSecond ? formatSpeed(bytesPerSecond) : "";
+}
+
+/** Sets the limit across all downloads (PATCH /settings); it applies at once. */
+async function onRateLimit(event) {
+  event.preventDefault();
+  const input = $("#rate-limit");
+  const error = $("#rate-error");
+  const bytes = parseRate(input.value);
+  if (bytes === null) {
+    error.textContent = "A speed such as 500K, 2M or 1.5MiB, or empty for none.";
+    input.setAttribute("aria-invalid", "true");
+    return;
+  }
+  try {
+    const settings = await api("PATCH", "/settings", { maxBytesPerSecond: bytes });
+    error.textContent = "";
+    input.removeAttribute("aria-invalid");
+    input.blur();
+    showRateLimit(settings.maxBytesPerSecond);
+  } catch (e) {
+    error.textContent = e.message;
+    input.setAttribute("aria-invalid", "true");
   }
 }
 
@@ -1014,6 +1058,7 @@ function bindEvents() {
   $("#token").addEventListener("input", (e) => e.target.removeAttribute("aria-invalid"));
   $("#sign-out").addEventListener("click", onSignOut);
   $("#add-button").addEventListener("click", openAdd);
+  $("#rate-form").addEventListener("submit", onRateLimit);
   $("#add-form").addEventListener("submit", onAddSubmit);
   $("#add-cancel").addEventListener("click", () => $("#add-dialog").close());
   $("#add-urls").addEventListener("input", updateNameField);

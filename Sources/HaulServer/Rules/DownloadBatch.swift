@@ -22,11 +22,14 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     package var expectedSize: Int64?
     /// Extra request headers.
     package var headers: [String: String]?
+    /// The download's own speed limit, in bytes per second.
+    package var maxBytesPerSecond: Int?
 
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
-        expectedSize: Int64? = nil, headers: [String: String]? = nil
+        expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil
     ) {
+        self.maxBytesPerSecond = maxBytesPerSecond
         self.url = url
         self.directory = directory
         self.name = name
@@ -126,6 +129,9 @@ package struct DownloadBatch: Sendable {
         if let size = input.expectedSize, size < 0 {
             throw FieldError(field: "\(field).expectedSize", message: "must not be negative")
         }
+        if let rate = input.maxBytesPerSecond, !(1...(1 << 40)).contains(rate) {
+            throw FieldError(field: "\(field).maxBytesPerSecond", message: "must be a number of bytes per second, at least 1")
+        }
         var headers: [(name: String, value: String)] = []
         for (headerName, value) in (input.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
             // Bytes, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".
@@ -137,9 +143,11 @@ package struct DownloadBatch: Sendable {
             }
             headers.append((headerName, value))
         }
-        return DownloadRequest(
+        var request = DownloadRequest(
             url: url, destination: .directory(URL(fileURLWithPath: directory, isDirectory: true), name: name),
             priority: priority, expectedSize: input.expectedSize, checksum: checksum, headers: headers)
+        request.maxBytesPerSecond = input.maxBytesPerSecond
+        return request
     }
 
     /// The resolved directory for `given`, inside a root.

@@ -74,6 +74,19 @@ package struct ProgressView: Sendable, Codable, Equatable {
     package var totalBytes: Int64?
     package var bytesPerSecond: Double
     package var connections: Int
+    /// The speed limit in effect, in bytes per second, if any.
+    package var limit: Int?
+
+    package init(
+        id: String, bytes: Int64, totalBytes: Int64?, bytesPerSecond: Double, connections: Int, limit: Int? = nil
+    ) {
+        self.id = id
+        self.bytes = bytes
+        self.totalBytes = totalBytes
+        self.bytesPerSecond = bytesPerSecond
+        self.connections = connections
+        self.limit = limit
+    }
 }
 
 /// The whole service's numbers: `GET /stats` and the event stream's `stats` tick.

@@ -190,7 +190,7 @@ package actor EventHub {
             "progress",
             ProgressView(
                 id: id.rawValue, bytes: progress.completedBytes, totalBytes: progress.totalBytes,
-                bytesPerSecond: progress.bytesPerSecond, connections: connections))
+                bytesPerSecond: progress.bytesPerSecond, connections: connections, limit: progress.limit))
     }
 
     /// Sends the `download` event of a change to `state` (the event's, not whatever the

@@ -41,6 +41,7 @@ package enum EventJSON {
         json.double("bytesPerSecond", progress.bytesPerSecond)
         json.integer("connections", progress.connections)
         json.string("id", progress.id)
+        if let limit = progress.limit { json.integer("limit", limit) }
         if let total = progress.totalBytes { json.integer("totalBytes", total) }
         return json.finish()
     }
