@@ -266,9 +266,10 @@ struct JournalTests {
         let journal = try Journal(path: path)
         // Then it is upgraded, and its rows are intact
         let applied = try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }
-        #expect(applied.count == 6)
+        #expect(applied.count == 7)
         #expect(applied.contains("v5: credentials"))
         #expect(applied.contains("v6: completed files"))
+        #expect(applied.contains("v7: speed limits"))
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)
         #expect(job.bytes == 4096)

@@ -88,4 +88,30 @@ struct RateLimitTests {
             #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
         }
     }
+
+    @Test func aDownloadsOwnLimitIsKeptInTheJournal() async throws {
+        try await Fixture.with(journal: true) { f in
+            // A download with its own limit, stopped as a process stops
+            f.serve("kept", count: 10_000)
+            var request = DownloadRequest(url: f.server.url("/files/kept?gate=k"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 300_000
+            try await f.manager.enqueue([request])
+            await f.server.waitForGateWaiters("k", count: 1)
+            await f.manager.shutdown()
+
+            // The next process resumes it with its limit
+            let later = f.makeManager()
+            #expect(try await later.resumeUnfinished() == 1)
+            #expect(await later.rateLimit(of: request.id) == 300_000)
+            // A change is kept too
+            #expect(try await later.apply(.rateLimit(150_000), to: [request.id]) == [request.id])
+            await later.shutdown()
+            let third = f.makeManager()
+            #expect(try await third.resumeUnfinished() == 1)
+            #expect(await third.rateLimit(of: request.id) == 150_000)
+            f.server.release("k")
+            await third.waitUntilIdle()
+            await third.shutdown()
+        }
+    }
 }

@@ -20,6 +20,8 @@ package enum ServiceAction: Sendable, Equatable {
     /// Cancel unfinished ones, deleting their partial files; the rows stay, as cancelled.
     case cancel
     case priority(DownloadPriority)
+    /// Set the download's own speed limit, in bytes per second (`nil`: none).
+    case rateLimit(Int?)
 }
 
 /// The controls of a long-running service (`haul serve`), which owns every job of its
@@ -101,16 +103,33 @@ extension DownloadManager {
             case .priority(let priority):
                 setPriority(priority, of: job)
                 changed.append(id)
+            case .rateLimit(let rate):
+                guard job.lifecycle.phase != .finished else { continue }
+                job.request.maxBytesPerSecond = rate
+                if job.task != nil {
+                    rateLimiter.setLimit(rate ?? configuration.maxBytesPerSecondPerDownload, for: id)
+                }
+                changed.append(id)
             }
         }
         // A pause returns once the transfers have stopped and their partial files are
         // checkpointed, so what the journal says next is true.
         for task in stopping { await task.value }
-        if case .priority(let priority) = action, let journal, !changed.isEmpty {
-            // The priority of a job in memory is also the journal's, for lists and restarts.
+        if let journal, !changed.isEmpty {
+            // The priority and speed limit of a job in memory are also the journal's, for
+            // lists and restarts.
             let inMemory = changed
-            _ = try await threadPool.perform { () throws(DownloadError) in
-                try journal.setPriority(priority, of: inMemory, me: me)
+            switch action {
+            case .priority(let priority):
+                _ = try await threadPool.perform { () throws(DownloadError) in
+                    try journal.setPriority(priority, of: inMemory, me: me)
+                }
+            case .rateLimit(let rate):
+                _ = try await threadPool.perform { () throws(DownloadError) in
+                    try journal.setRateLimit(rate, of: inMemory, me: me)
+                }
+            default:
+                break
             }
         }
         // Rows only in the journal. One an admission is claiming right now is in memory once
@@ -125,6 +144,7 @@ extension DownloadManager {
             case .retry:
                 return try journal.requeue(pending, from: [.paused, .failed, .cancelled], session: me, retrying: true)
             case .priority(let priority): return try journal.setPriority(priority, of: pending, me: me)
+            case .rateLimit(let rate): return try journal.setRateLimit(rate, of: pending, me: me)
             case .cancel:
                 var cancelled: [DownloadID] = []
                 for id in pending {

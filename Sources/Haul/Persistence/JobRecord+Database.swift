@@ -55,5 +55,6 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         fileModified = row["fileModified"]
         fileValidator = row["fileValidator"]
         credentials = row["credentials"]
+        maxBytesPerSecond = row["maxBytesPerSecond"]
     }
 }

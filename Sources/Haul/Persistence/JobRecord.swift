@@ -55,6 +55,8 @@ struct JobRecord: Codable, Hashable, Sendable {
     /// The credential headers the job was started with, as a ``CredentialReference``;
     /// `nil` when it has none.
     var credentials: String?
+    /// The download's own speed limit in bytes per second, if any.
+    var maxBytesPerSecond: Int?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -107,6 +109,7 @@ struct JobRecord: Codable, Hashable, Sendable {
         fileSize = nil
         fileModified = nil
         fileValidator = nil
+        maxBytesPerSecond = request.maxBytesPerSecond
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -145,6 +148,7 @@ struct JobRecord: Codable, Hashable, Sendable {
             request.sensitiveHeaderNames = Set(reference.names.filter { !request.isCredential($0) })
             request.storesCredentials = reference.stored
         }
+        request.maxBytesPerSecond = maxBytesPerSecond
         return request
     }
 

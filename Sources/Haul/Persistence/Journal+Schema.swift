@@ -90,6 +90,13 @@ extension Journal {
                 table.add(column: "fileValidator", .text)
             }
         }
+        migrator.registerMigration("v7: speed limits") { db in
+            // A download's own speed limit (bytes per second), so that it holds after a
+            // restart, in `haul resume` and in the service.
+            try db.alter(table: "job") { table in
+                table.add(column: "maxBytesPerSecond", .integer)
+            }
+        }
         return migrator
     }
 }

@@ -167,6 +167,20 @@ extension Journal {
         }
     }
 
+    /// Sets the speed limit (`nil`: none) of the unfinished jobs among `ids` that no other
+    /// live process holds; returns those it changed.
+    func setRateLimit(_ bytesPerSecond: Int?, of ids: [DownloadID], me: Int64) throws(DownloadError) -> [DownloadID] {
+        try update(ids, refreshingOwners: true) { db, id in
+            try db.execute(
+                sql: """
+                    UPDATE job SET maxBytesPerSecond = ?, updatedAt = ?
+                    WHERE id = ? AND state IN ('queued', 'running', 'paused', 'waiting') AND NOT \(Self.heldElsewhereSQL)
+                    """,
+                arguments: [bytesPerSecond, Date(), id.rawValue, me, me])
+            return db.changesCount > 0
+        }
+    }
+
     /// Deletes the rows of `ids` that no live process holds (finished ones, and unfinished
     /// ones nobody runs, whose partial files go too); with `deletingFiles`, completed files
     /// still at their destination go as well. Returns the IDs it deleted.

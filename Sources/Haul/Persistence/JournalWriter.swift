@@ -258,8 +258,8 @@ final class JournalWriter: Sendable {
             sql: """
                 INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
                     priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
-                    updatedAt, owner, session, bytesPerSecond, credentials)
-                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)
+                    updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond)
+                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     bytesCommitted = CASE
                         WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -280,7 +280,7 @@ final class JournalWriter: Sendable {
                     expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
                     updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
                     command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
-                    credentials = excluded.credentials
+                    credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond
                 WHERE NOT \(Journal.heldElsewhereSQL)
                 """
         ).execute(
@@ -288,7 +288,7 @@ final class JournalWriter: Sendable {
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
                 record.partialPath, record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, record.createdAt, record.updatedAt, record.owner, record.session,
-                record.credentials, force, force, force, force, me, me,
+                record.credentials, record.maxBytesPerSecond, force, force, force, force, me, me,
             ])
         return db.changesCount > 0
     }

@@ -145,10 +145,15 @@ package struct DownloadsAPI: Sendable {
                 "maxBytesPerSecond", "must be a number of bytes per second in 0...\(SettingsAPI.maximumRate) (0: no limit)")
         }
         _ = try await view(id)
-        if let rate = body.maxBytesPerSecond, !(await manager.setRateLimit(rate == 0 ? nil : rate, for: DownloadID(id.rawValue))) {
-            throw APIError(
-                .conflict, code: "notActive",
-                message: "a speed limit is set on a download the service is running or about to run; \(id.rawValue) is not")
+        if let rate = body.maxBytesPerSecond {
+            let changed = try await Self.mapped { () async throws(DownloadError) in
+                try await manager.apply(.rateLimit(rate == 0 ? nil : rate), to: [id])
+            }
+            guard !changed.isEmpty else {
+                throw APIError(
+                    .conflict, code: "finished",
+                    message: "\(id.rawValue) has ended: a speed limit is set on a download that has not")
+            }
         }
         for action in actions { _ = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: [id]) } }
         let view = try await view(id)
