@@ -20,6 +20,29 @@ struct CLITests {
         }
     }
 
+    @Test func aRateLimitIsSpelledOutWhenItIsNotOne() async throws {
+        let run = try await Haul.run(["get", "http://127.0.0.1:1/a", "--limit-rate", "fast", "--journal", "/nonexistent/j"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("'fast' is not a rate"))
+        #expect(run.stderr.contains("500K, 2M, 1.5MiB"))
+    }
+
+    @Test func progressLinesCarryTheLimitInEffect() async throws {
+        try await CLIFixture.with { f, journal in
+            f.serve("l.bin", count: 300_000)
+            let url = f.server.url("/files/l.bin").absoluteString
+            let run = try await Haul.run(
+                ["get", url, "-d", f.directory.path, "--json", "--limit-rate", "1M", "--journal", journal])
+            #expect(run.status == 0)
+            let progress = try run.stdout.split(separator: "\n").compactMap { line -> [String: Any]? in
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+                return object["event"] as? String == "progress" ? object : nil
+            }
+            #expect(!progress.isEmpty)
+            #expect(progress.allSatisfy { $0["limit"] as? Int == 1 << 20 })
+        }
+    }
+
     @Test func jsonModePrintsOneEventObjectPerLine() async throws {
         try await CLIFixture.with { f, journal in
             f.serve("j.bin", count: 100_000)
@@ -65,6 +88,10 @@ struct CLITests {
         ["get"],
         ["get", "http://127.0.0.1:1/a", "--quiet", "--json"],
         ["resume", "-j", "0"],
+        ["get", "http://127.0.0.1:1/a", "--limit-rate", "fast"],
+        ["get", "http://127.0.0.1:1/a", "--limit-rate", "0"],
+        ["get", "http://127.0.0.1:1/a", "--max-overall-rate", "2X"],
+        ["resume", "--max-host-rate", "1.5.2M"],
         ["pause"],
         ["cancel", "http://127.0.0.1:1/a", "--all"],
         ["retry"],
