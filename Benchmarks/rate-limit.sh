@@ -60,17 +60,68 @@
 # (tmpfs) when there is one, so the disk stays out of it.
 #
 # Knobs (environment):
-#   RUNS        runs of every tool and limit (default 1). A run takes about DURATION + 1 s
-#               per tool and limit: 4 tools × 3 limits × 8 s is about 2 minutes.
+#   RUNS        runs of every tool and limit, and of every workload (default 1). A run takes
+#               about DURATION + 1 s per tool and limit: 4 tools × 3 limits × 8 s is about 2
+#               minutes (wget2, without a limit, takes none).
 #   DURATION    seconds of download measured per run (default 8; at least 2). Below about 6
 #               the mean of a tool that reads in steps of a second (aria2c) is rough: a
 #               fit over a few steps swings by tens of percent. Short runs test the plumbing.
 #   LIMITS      the limits, as curl writes them (default "100K 1M 10M").
 #   MIN_SIZE    the smallest file downloaded (default 16M; 0 for exactly limit × (DURATION + 4)).
-#   ONLY_TOOLS  which tools, of "haul curl wget2 aria2c" (the default).
+#   ONLY_TOOLS  which tools, of "haul curl wget2 aria2c" (the default); "none" skips the
+#               comparison and runs only the workloads below.
+#   HAUL_WORKLOADS  which of Haul's own workloads (below) run after the comparison, of
+#               "global small change idle" (the default); "none" for none.
+#   SMALL_FILES files in the small workload (default 2000).  SMALL_TOOLS: the tools that
+#               download them, of "haul curl aria2c" (the default).
+#   IDLE_DURATION  seconds the idle workload runs (default 20; CPU over all but the first 5).
+#   CHANGE_AT   seconds after the first byte at which the change workload lowers the limit
+#               (default 4); it runs 2 × CHANGE_AT + 1 s in all.
 #   HAUL_BIN    a haul binary to use; without it haul is built in release into .build-bench.
 #   RESULTS_DIR where the report goes (default Benchmarks/results).
 #   NOTE        a line added to the report.  KEEP_WORK=1 keeps the samples and logs.
+#
+# Haul's own workloads (HAUL_WORKLOADS), after the comparison, for the issue's accuracy
+# targets. nginx serves every /g/N.bin as one file, of 4 MiB × (DURATION + 4) and at least
+# MIN_SIZE and (11 × CHANGE_AT + 16) MiB, and every /s/N.bin as one file of 16 KiB, so each
+# URL is a download of its own.
+# Each runs RUNS times; every run is a column of its table.
+#   global  8 downloads at once, /g/1.bin ... /g/8.bin, under one overall limit, for DURATION s
+#           after the first byte, sampled every 0.1 s as above, per connection (-x 1: one
+#           connection is one download; nginx's access log, with the client's port, tells
+#           which URL each connection fetched, so a download that reconnects is summed):
+#             haul get -q --journal J -d OUT -j 8 --per-host 8 -x 1 --max-overall-rate 4M URL...
+#           Reported: the total's fitted mean from t = 1 s / 4 MiB/s (target 0.95 to 1.05),
+#           its worst 2 s window / 4 MiB/s, and the slowest download's fitted mean / its fair
+#           share of 512 KiB/s (target at least 0.5).
+#   small   SMALL_FILES files of 16 KiB from a list, the wall time of the whole command (from
+#           its start to its exit) / the ideal, files × 16 KiB / 2 MiB/s (15.6 s for 2,000;
+#           target 0.95 to 1.05):
+#             haul get -q --journal J -d OUT -j 16 --per-host 16 --max-overall-rate 2M -i LIST
+#           and, for comparison, curl (its --limit-rate holds each transfer, not all together,
+#           so it is not held to 2 MiB/s overall) and aria2c (an overall limit, like Haul's):
+#             curl -s --parallel --parallel-max 16 --limit-rate 2M --output-dir OUT --remote-name-all -K CONFIG
+#             aria2c -q -j 16 --max-overall-download-limit=2M --allow-overwrite=true
+#                    --auto-file-renaming=false --file-allocation=none -d OUT -i LIST
+#   change  one download of /g/1.bin from `haul serve` (POST /api/v1/downloads with
+#           maxBytesPerSecond 10M; no CLI command changes a running download's limit), lowered
+#           with PATCH /api/v1/downloads/ID {"maxBytesPerSecond": 1M} CHANGE_AT s after its
+#           first byte, and sampled until CHANGE_AT s after that. Reported: the mean before /
+#           10 MiB/s, the mean from 1 s after the change / 1 MiB/s, the bytes read ahead of
+#           1 MiB/s × (time since the change) at most after it, and the bytes read in the 0.5 s
+#           after the change (512 KiB at the new limit, 5 MiB at the old). (The service splits a file
+#           of 16 MiB or more over up to 4 connections, which share the download's budget: all
+#           are summed.) No target is set for it here. A service without speed limits (no
+#           maxBytesPerSecond in GET /api/v1/settings) gets a row saying so.
+#   idle    16 downloads each held to 10 KiB/s, for IDLE_DURATION s from the start:
+#             haul get -q --journal J -d OUT -j 16 --per-host 16 -x 1 --limit-rate 10K URL...
+#           Reported: the process's CPU (utime + stime of every thread) from 5 s after its
+#           start to the end, as % of one core (target under 2%), and the bytes written
+#           meanwhile (the sizes of the .haul-partial files) / 16 × 10 KiB/s, to show that all of
+#           them were running; the bytes read from the sockets say little here, as SwiftNIO
+#           reads up to 256 KiB at a time, 25 s of 10 KiB/s, and Haul writes in steps of 64 KiB.
+# The workloads take about a minute (global 10 s, small 35 s, change 10 s, idle 20 s): a
+# default run took 2.5 minutes on 2 cores, 77 s of it the comparison.
 #
 # The report goes to standard output and to Benchmarks/results/rate-limit-YYYY-MM-DD.md.
 #
@@ -78,6 +129,7 @@
 #   Benchmarks/rate-limit.sh
 #   HAUL_BIN=.build-bench/release/haul RUNS=3 Benchmarks/rate-limit.sh
 #   HAUL_BIN=.build-bench/release/haul RUNS=1 DURATION=3 LIMITS="100K 1M" ONLY_TOOLS="haul curl" Benchmarks/rate-limit.sh
+#   HAUL_BIN=.build-bench/release/haul ONLY_TOOLS=none HAUL_WORKLOADS="global idle" Benchmarks/rate-limit.sh
 set -euo pipefail
 export LC_ALL=C
 umask 022
@@ -92,6 +144,11 @@ DURATION=${DURATION:-8}
 LIMITS=${LIMITS:-"100K 1M 10M"}
 MIN_SIZE=${MIN_SIZE:-16M}
 ONLY_TOOLS=${ONLY_TOOLS:-"haul curl wget2 aria2c"}
+HAUL_WORKLOADS=${HAUL_WORKLOADS:-"global small change idle"}
+SMALL_FILES=${SMALL_FILES:-2000}
+SMALL_TOOLS=${SMALL_TOOLS:-"haul curl aria2c"}
+IDLE_DURATION=${IDLE_DURATION:-20}
+CHANGE_AT=${CHANGE_AT:-4}
 RESULTS_DIR=${RESULTS_DIR:-$REPO/Benchmarks/results}
 NOTE=${NOTE:-}
 PATH=$PATH:/usr/sbin # nginx and ss live in /usr/sbin on some systems
@@ -113,10 +170,37 @@ for limit in "${LIMIT_LIST[@]}"; do
 done
 TOOLS=()
 for tool in $ONLY_TOOLS; do
-    case $tool in haul | curl | wget2 | aria2c) TOOLS+=("$tool") ;; *) die "ONLY_TOOLS: unknown tool '$tool'" ;; esac
+    case $tool in
+    haul | curl | wget2 | aria2c) TOOLS+=("$tool") ;;
+    none) ;;
+    *) die "ONLY_TOOLS: unknown tool '$tool'" ;;
+    esac
 done
-((${#TOOLS[@]})) || die "ONLY_TOOLS is empty"
 want_tool() { [[ " ${TOOLS[*]} " == *" $1 "* ]]; }
+WORKLOADS=()
+for workload in $HAUL_WORKLOADS; do
+    case $workload in
+    global | small | change | idle) WORKLOADS+=("$workload") ;;
+    none) ;;
+    *) die "HAUL_WORKLOADS: unknown workload '$workload' (of global, small, change, idle, none)" ;;
+    esac
+done
+want_workload() { [[ " ${WORKLOADS[*]} " == *" $1 "* ]]; }
+((${#TOOLS[@]} + ${#WORKLOADS[@]})) || die "nothing to run: ONLY_TOOLS and HAUL_WORKLOADS are both none"
+SMALL_TOOL_LIST=()
+if want_workload small; then
+    for tool in $SMALL_TOOLS; do
+        case $tool in haul | curl | aria2c) SMALL_TOOL_LIST+=("$tool") ;; *) die "SMALL_TOOLS: unknown tool '$tool'" ;; esac
+    done
+    ((${#SMALL_TOOL_LIST[@]})) || die "SMALL_TOOLS is empty"
+    [[ $SMALL_FILES =~ ^[1-9][0-9]*$ ]] || die "SMALL_FILES must be a positive integer"
+fi
+if [[ ! $IDLE_DURATION =~ ^[0-9]+$ ]] || ((IDLE_DURATION < 7)); then
+    die "IDLE_DURATION must be a whole number of seconds, at least 7"
+fi
+if [[ ! $CHANGE_AT =~ ^[0-9]+$ ]] || ((CHANGE_AT < 2)); then
+    die "CHANGE_AT must be a whole number of seconds, at least 2"
+fi
 
 SUDO=()
 if [[ $EUID -ne 0 ]]; then SUDO=(sudo); fi
@@ -161,8 +245,17 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# A signal ends the script (and so runs cleanup), but never from inside nap_us's `read -t`:
+# bash runs the trap there at once while read's timer stays armed, and when that timer
+# went off during cleanup, bash crashed (SIGSEGV) and left nginx running. In a nap, the
+# signal is noted and acted on when the read returns (naps are cut into steps of 0.1 s).
+SIGNALLED="" IN_NAP=0
+on_signal() { # STATUS
+    SIGNALLED=$1
+    if ((!IN_NAP)); then exit "$1"; fi
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 # ---------------------------------------------------------------------------------------
 # Tools: what is missing is installed from Debian (as compare.sh does). nginx, ss and
@@ -172,8 +265,9 @@ trap 'exit 143' TERM
 install_tools() {
     local -A package_for=([nginx]=nginx [ss]=iproute2 [python3]=python3 [curl]=curl [wget2]=wget2 [aria2c]=aria2)
     local missing=() tool
-    for tool in nginx ss python3 "${TOOLS[@]}"; do
+    for tool in nginx ss python3 "${TOOLS[@]}" "${SMALL_TOOL_LIST[@]}"; do
         [[ $tool == haul ]] && continue
+        [[ " ${missing[*]} " == *" ${package_for[$tool]} "* ]] && continue
         command -v "$tool" >/dev/null 2>&1 || missing+=("${package_for[$tool]}")
     done
     [[ ${#missing[@]} -eq 0 ]] && return 0
@@ -203,8 +297,8 @@ for tool in nginx ss python3; do command -v "$tool" >/dev/null 2>&1 || die "$too
 # Haul, release build (a scratch path of its own so it never disturbs .build), and what
 # each tool can do.
 
-HAUL="" HAUL_HAS_LIMIT=0 HAUL_ONE=()
-if want_tool haul; then
+HAUL="" HAUL_HAS_LIMIT=0 HAUL_HAS_OVERALL=0 HAUL_ONE=()
+if want_tool haul || ((${#WORKLOADS[@]})); then
     if [[ -n ${HAUL_BIN:-} ]]; then
         HAUL=$HAUL_BIN
         if [[ $HAUL != /* ]]; then HAUL=$CALLER_DIR/$HAUL; fi
@@ -223,6 +317,7 @@ if want_tool haul; then
     # Captured first: `... | grep -q` would fail under pipefail when grep stops reading early.
     haul_help=$("$HAUL" get --help 2>&1) || die "$HAUL get --help failed"
     if [[ $haul_help == *--limit-rate* ]]; then HAUL_HAS_LIMIT=1; fi
+    if [[ $haul_help == *--max-overall-rate* ]]; then HAUL_HAS_OVERALL=1; fi
     if [[ $haul_help == *--connections* ]]; then HAUL_ONE=(-x 1); fi # one connection (its default is 4)
 fi
 WGET2_HAS_LIMIT=0
@@ -262,18 +357,33 @@ RAW=$WORK/raw.tsv
 : >"$RAW"
 
 declare -A FILE_BYTES=()
-for limit in "${LIMIT_LIST[@]}"; do
-    FILE_BYTES[$limit]=$(awk -v l="${LIMIT_BYTES[$limit]}" -v d="$DURATION" -v m="$MIN_BYTES" \
-        'BEGIN { s = l * (d + 4); if (s < m) s = m; printf "%d", s }')
-    if [[ ! -f $WWW/rate-$limit.bin ]]; then
-        head -c "${FILE_BYTES[$limit]}" /dev/urandom >"$WWW/rate-$limit.bin"
-    fi
-done
+if ((${#TOOLS[@]})); then
+    for limit in "${LIMIT_LIST[@]}"; do
+        FILE_BYTES[$limit]=$(awk -v l="${LIMIT_BYTES[$limit]}" -v d="$DURATION" -v m="$MIN_BYTES" \
+            'BEGIN { s = l * (d + 4); if (s < m) s = m; printf "%d", s }')
+        if [[ ! -f $WWW/rate-$limit.bin ]]; then
+            head -c "${FILE_BYTES[$limit]}" /dev/urandom >"$WWW/rate-$limit.bin"
+        fi
+    done
+fi
+# The workloads' files: every /g/N.bin is big.bin, every /s/N.bin small.bin (nginx's
+# try_files). big.bin outlasts global (4 MiB/s for DURATION + 4 s) and change (10 MiB/s for
+# CHANGE_AT + 1 s, then 1 MiB/s for CHANGE_AT + 1 s).
+BIG_BYTES=0 SMALL_BYTES=16384
+if ((${#WORKLOADS[@]})); then
+    BIG_BYTES=$(awk -v d="$DURATION" -v c="$CHANGE_AT" -v m="$MIN_BYTES" \
+        'BEGIN { s = 4 * 1048576 * (d + 4); t = 1048576 * (11 * c + 16); if (t > s) s = t; if (m > s) s = m; printf "%d", s }')
+    head -c "$BIG_BYTES" /dev/urandom >"$WWW/big.bin"
+    head -c "$SMALL_BYTES" /dev/urandom >"$WWW/small.bin"
+fi
+echo ok >"$WWW/ping.txt" # what start_nginx asks for
 chmod -R a+rX "$WWW"
-cat "$WWW"/*.bin >/dev/null # into the page cache
-log "corpus: $(for l in "${LIMIT_LIST[@]}"; do printf '%s: %s bytes; ' "$l" "${FILE_BYTES[$l]}"; done)"
+cat "$WWW"/* >/dev/null # into the page cache
+if ((${#TOOLS[@]})); then
+    log "corpus: $(for l in "${LIMIT_LIST[@]}"; do printf '%s: %s bytes; ' "$l" "${FILE_BYTES[$l]}"; done)"
+fi
 file_sizes=$(for l in "${LIMIT_LIST[@]}"; do printf '%s%s: %s MiB' "${sep:-}" "$l" \
-    "$(awk -v b="${FILE_BYTES[$l]}" 'BEGIN { printf "%.1f", b / 1048576 }')"; sep=", "; done)
+    "$(awk -v b="${FILE_BYTES[$l]:-0}" 'BEGIN { printf "%.1f", b / 1048576 }')"; sep=", "; done)
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_nginx() {
@@ -295,17 +405,20 @@ http {
     access_log off;
     client_body_temp_path $prefix/tmp/body; proxy_temp_path $prefix/tmp/proxy;
     fastcgi_temp_path $prefix/tmp/fastcgi; uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
+    log_format ports '\$remote_port \$request_uri \$status \$bytes_sent';
     server {
         listen 127.0.0.1:$PORT;
         root $WWW;
+        location /g/ { try_files /big.bin =404; access_log $WORK/logs/nginx-g.log ports; }
+        location /s/ { try_files /small.bin =404; }
     }
 }
 EOF
         if nginx -c "$conf" -p "$prefix" -e "$prefix/error.log" 2>>"$prefix/start.log"; then
             for _ in {1..50}; do [[ -s $NGINX_PID_FILE ]] && break; sleep 0.1; done
-            if curl -sf -o /dev/null -r 0-0 "http://127.0.0.1:$PORT/rate-${LIMIT_LIST[0]}.bin" 2>/dev/null ||
+            if curl -sf -o /dev/null "http://127.0.0.1:$PORT/ping.txt" 2>/dev/null ||
                 python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1]).read(1)' \
-                    "http://127.0.0.1:$PORT/rate-${LIMIT_LIST[0]}.bin" 2>/dev/null; then
+                    "http://127.0.0.1:$PORT/ping.txt" 2>/dev/null; then
                 return 0
             fi
             if [[ -s $NGINX_PID_FILE ]]; then kill -QUIT "$(<"$NGINX_PID_FILE")" 2>/dev/null || true; sleep 0.5; fi
@@ -324,11 +437,22 @@ log "nginx on $BASE"
 # A sleep without a fork: read with a timeout from a FIFO that never gets data.
 mkfifo "$WORK/never"
 exec {SLEEP_FD}<>"$WORK/never"
-nap_us() { # MICROSECONDS
-    (($1 > 0)) || return 0
-    read -r -t "$(printf '%d.%06d' $(($1 / 1000000)) $(($1 % 1000000)))" -u "$SLEEP_FD" _ || true
-}
 now_us() { local t=$EPOCHREALTIME; REPLY=$((10#${t/./})); } # EPOCHREALTIME has 6 decimals
+nap_us() { # MICROSECONDS, in steps of at most 0.1 s (see on_signal)
+    local deadline step timeout
+    (($1 > 0)) || return 0
+    now_us; deadline=$((REPLY + $1))
+    while [[ -z $SIGNALLED ]]; do
+        now_us; step=$((deadline - REPLY))
+        ((step > 0)) || break
+        ((step <= 100000)) || step=100000
+        printf -v timeout '0.%06d' "$step"
+        IN_NAP=1
+        read -r -t "$timeout" -u "$SLEEP_FD" _ || true
+        IN_NAP=0
+    done
+    if [[ -n $SIGNALLED ]]; then exit "$SIGNALLED"; fi
+}
 
 # The process's state letter, or nothing once it is gone; a zombie (Z) has exited.
 proc_fields() { # PID: sets PF (the fields of /proc/PID/stat after the command name)
@@ -550,13 +674,583 @@ measure() { # TOOL LIMIT RUN
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 now_us; T_START=$REPLY
-for run in $(seq 1 "$RUNS"); do
-    for limit in "${LIMIT_LIST[@]}"; do
-        log "run $run/$RUNS: limit $limit"
-        for tool in "${TOOLS[@]}"; do measure "$tool" "$limit" "$run"; done
+if ((${#TOOLS[@]})); then
+    for run in $(seq 1 "$RUNS"); do
+        for limit in "${LIMIT_LIST[@]}"; do
+            log "run $run/$RUNS: limit $limit"
+            for tool in "${TOOLS[@]}"; do measure "$tool" "$limit" "$run"; done
+        done
     done
-done
+fi
 now_us; T_TOTAL=$(((REPLY - T_START) / 1000000))
+
+# ---------------------------------------------------------------------------------------
+# Haul's own workloads (HAUL_WORKLOADS): the issue's accuracy targets. Each run appends one
+# JSON object to WL_RESULTS; the report makes the tables from them.
+
+WL_RESULTS=$WORK/workloads.jsonl
+: >"$WL_RESULTS"
+WL_N=0
+WL_TOTAL=0
+cat >"$WORK/workloads.py" <<'PY'
+# The arithmetic of Haul's workloads. Subcommands append one JSON object per run to RESULTS:
+#   record RESULTS key=value ...                       (numbers stay numbers)
+#   global RESULTS RUN SAMPLES T0 LIMIT N TCK NGINX_LOG EXITED RC LOG
+#   change RESULTS RUN SAMPLES T0 PATCH_START PATCH_END FROM TO PATCH_CODE FILE_BYTES
+#   idle   RESULTS RUN SAMPLES RATE N TCK EXITED RC LOG
+# and `report RESULTS key=value ...` prints the Markdown tables. A sample line: µs since the launch, CPU
+# ticks, then port:read:received for every connection seen so far.
+import json, sys
+
+def number(v):
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
+
+def append(path, obj):
+    with open(path, "a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+def load(path, t0_us):
+    rows = []
+    for line in open(path):
+        f = line.split()
+        if not f:
+            continue
+        ports = {}
+        for x in f[2:]:
+            p, r, c = x.split(":")
+            ports[p] = (int(r), int(c))
+        rows.append(((int(f[0]) - t0_us) / 1e6, int(f[1]), ports))
+    return rows
+
+def at(ts, values, t):  # a cumulative count at time t, interpolated linearly between samples
+    if t <= ts[0]:
+        return values[0]
+    for i in range(1, len(ts)):
+        if ts[i] >= t:
+            a, b = ts[i - 1], ts[i]
+            return values[i - 1] + (values[i] - values[i - 1]) * ((t - a) / (b - a) if b > a else 1.0)
+    return values[-1]
+
+def slope(ts, values, t_from, t_to=float("inf")):  # least-squares rate through the samples in [t_from, t_to]
+    pts = [(t, b) for t, b in zip(ts, values) if t_from - 1e-9 <= t <= t_to + 1e-9]
+    if len(pts) < 2:
+        return None
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    mb = sum(b for _, b in pts) / n
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    return sum((t - mt) * (b - mb) for t, b in pts) / var if var > 0 else None
+
+def worst(ts, values, limit, width, t_from=1.0):  # the window farthest from the limit, as rate / limit
+    best, k, end = None, 0, ts[-1]
+    while t_from + k / 10 + width <= end + 1e-9:
+        start = t_from + k / 10
+        ratio = (at(ts, values, start + width) - at(ts, values, start)) / width / limit
+        if best is None or abs(ratio - 1) > abs(best - 1):
+            best = ratio
+        k += 1
+    return best
+
+def r3(x, digits=3):
+    return None if x is None else round(x, digits)
+
+def cmd_global(a):
+    results, run, samples, t0, limit, n, tck, nginx_log, exited, rc, log = a
+    limit, n, tck = float(limit), int(n), float(tck)
+    rows = load(samples, int(t0))
+    ts = [r[0] for r in rows]
+    ports = sorted({p for r in rows for p in r[2]})
+    # Which URL each connection fetched, from nginx's log ("port uri status bytes"); the last line of a port wins.
+    uri_of = {}
+    try:
+        for line in open(nginx_log):
+            f = line.split()
+            if len(f) >= 2:
+                uri_of[f[0]] = f[1]
+    except OSError:
+        pass
+    downloads = {}
+    for p in ports:
+        downloads.setdefault(uri_of.get(p, f"port {p}"), []).append(p)
+    series = {d: [sum(r[2].get(p, (0, 0))[0] for p in ps) for r in rows] for d, ps in downloads.items()}
+    total = [sum(r[2].get(p, (0, 0))[0] for p in ports) for r in rows]
+    fair = limit / n
+    per = {d: slope(ts, v, 1.0) for d, v in series.items()}
+    rates = sorted((v / fair if v is not None else 0.0) for v in per.values())
+    rates += [0.0] * max(0, n - len(rates))  # downloads that never read a byte
+    rates.sort()
+    fit = slope(ts, total, 1.0)
+    cpu_s = rows[-1][1] / tck
+    wall = rows[-1][0] + int(t0) / 1e6
+    append(results, {
+        "workload": "global", "run": int(run), "status": "ok" if exited != "1" else f"exited by itself (exit {rc})",
+        "log": log if exited == "1" else "", "seconds": r3(ts[-1], 2),
+        "total": r3(fit / limit if fit else None), "worst2": r3(worst(ts, total, limit, 2.0)),
+        "worst1": r3(worst(ts, total, limit, 1.0)),
+        "burst_kib": r3((at(ts, total, 0.5) - limit * 0.5) / 1024, 0),
+        "min_share": r3(rates[0]), "max_share": r3(rates[-1]),
+        "shares": [r3(x, 2) for x in rates],
+        "downloads": len([d for d, v in series.items() if v[-1] > 0]), "connections": len(ports),
+        "mapped": sum(1 for p in ports if p in uri_of),
+        "cpu_pct": r3(100 * cpu_s / wall if wall > 0 else None, 1), "mib": r3(total[-1] / 1048576, 1),
+    })
+
+def cmd_change(a):
+    results, run, samples, t0, p0, p1, frm, to, code, file_bytes = a
+    t0, frm, to = int(t0), float(frm), float(to)
+    rows = load(samples, t0)
+    ts = [r[0] for r in rows]
+    total = [sum(c[0] for c in r[2].values()) for r in rows]
+    tc = (int(p0) - t0) / 1e6  # the PATCH's start, s after the first byte
+    before = slope(ts, total, 1.0, tc)
+    after = slope(ts, total, tc + 1.0)
+    base = at(ts, total, tc)
+    ahead = max([b - base - to * (t - tc) for t, b in zip(ts, total) if t >= tc] or [0.0])
+    # what was read in the half second after the PATCH went out
+    half = at(ts, total, tc + 0.5) - base if ts[-1] >= tc + 0.5 else None
+    status = "ok"
+    if not code.startswith("2"):
+        status = f"PATCH /api/v1/downloads/ID answered {code}"
+        # Connections that closed before the first sample are not seen, so this is at least what was read.
+        status += (f"; by then the sampled connections had read {at(ts, total, tc) / 1048576:.1f} MiB of the "
+                   f"{int(file_bytes) / 1048576:.1f} MiB file, {total[0] / 1048576:.1f} MiB of it at the first sample")
+    append(results, {
+        "workload": "change", "run": int(run), "status": status, "change_at": r3(tc, 2),
+        "patch_ms": r3((int(p1) - int(p0)) / 1000, 1), "seconds": r3(ts[-1], 2),
+        "before": r3(before / frm if before else None), "after": r3(after / to if after else None),
+        "ahead_kib": r3(ahead / 1024, 0), "half_kib": r3(half / 1024, 0) if half is not None else None,
+        "connections": len({p for r in rows for p in r[2]}),
+    })
+
+def cmd_idle(a):
+    results, run, samples, rate, n, tck, exited, rc, log, written_a, written_b = a
+    rate, n, tck = float(rate), int(n), float(tck)
+    rows = load(samples, 0)
+    rec = {"workload": "idle", "run": int(run), "log": log if exited == "1" else ""}
+    if len(rows) < 2:
+        rec["status"] = f"exited by itself (exit {rc})" if exited == "1" else "too few samples"
+        append(results, rec)
+        return
+    (ta, ca, pa), (tb, cb, pb) = rows[0], rows[-1]
+    span = tb - ta
+    per = sorted((pb[p][0] - pa.get(p, (0, 0))[0]) / span / rate for p in pb)
+    per += [0.0] * max(0, n - len(per))
+    per.sort()
+    rec.update({
+        "status": "ok", "from_s": r3(ta, 2), "to_s": r3(tb, 2),
+        "cpu_pct": r3(100 * (cb - ca) / tck / span, 2), "cpu_s": r3((cb - ca) / tck, 2),
+        "total": r3(sum(per) / n), "min_share": r3(per[0]), "downloads": len([p for p in pb if pb[p][0] > 0]),
+        "written": r3((int(written_b) - int(written_a)) / span / rate / n),
+    })
+    append(results, rec)
+
+def cmd_record(a):
+    append(a[0], {k: (number(v) if k not in ("log", "status", "tool", "workload") else v)
+                  for k, v in (x.split("=", 1) for x in a[1:])})
+
+# ----------------------------------------------------------------------------------------
+# Report: per workload, one table with the targets, a column per run.
+
+def fmt(x, digits=3, suffix=""):
+    return "–" if x is None else f"{x:.{digits}f}{suffix}"
+
+def verdict(ok):
+    return "" if ok is None else (" ✓" if ok else " **✗**")
+
+def table(rows_spec, runs):
+    heads = ["measure", "target"] + [f"run {r['run']}" for r in runs]
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for name, target, cell in rows_spec:
+        print(f"| {name} | {target} | " + " | ".join(cell(r) for r in runs) + " |")
+    print()
+
+def ok_runs(runs):
+    return [r for r in runs if r.get("status") == "ok"]
+
+def status_lines(runs):
+    for r in runs:
+        if r.get("status") != "ok":
+            extra = f" — `{r['log']}`" if r.get("log") else ""
+            print(f"- run {r['run']}{' (' + r['tool'] + ')' if 'tool' in r else ''}: {r.get('status')}{extra}")
+    if any(r.get("status") != "ok" for r in runs):
+        print()
+
+def report(a):
+    path = a[0]
+    knobs = {k: number(v) for k, v in (x.split("=", 1) for x in a[1:])}
+    knobs["small_cmds"] = [knobs[k] for k in ("small_cmd_haul", "small_cmd_curl", "small_cmd_aria2c") if k in knobs]
+    items = [json.loads(line) for line in open(path) if line.strip()]
+    by = lambda w: [r for r in items if r["workload"] == w]
+
+    if by("global"):
+        runs = by("global")
+        print(f"### global: {knobs['global_n']} downloads under one overall limit of {knobs['global_rate']}")
+        print()
+        print(f"`{knobs['global_cmd']}`, {knobs['duration']} s after the first byte, every connection sampled every 0.1 s. "
+              f"Fair share: {knobs['global_rate']} / {knobs['global_n']}.")
+        print()
+        status_lines(runs)
+        good = ok_runs(runs) or []
+        if good:
+            table([
+                ("total rate / limit (fitted from t = 1 s)", "0.95 to 1.05",
+                 lambda r: fmt(r["total"]) + verdict(None if r["total"] is None else 0.95 <= r["total"] <= 1.05)),
+                ("worst 2 s window of the total / limit", "–", lambda r: fmt(r["worst2"])),
+                ("worst 1 s window of the total / limit", "–", lambda r: fmt(r["worst1"])),
+                ("slowest download / fair share (fitted from t = 1 s)", "≥ 0.5",
+                 lambda r: fmt(r["min_share"]) + verdict(r["min_share"] >= 0.5)),
+                ("fastest download / fair share", "–", lambda r: fmt(r["max_share"])),
+                ("every download / fair share", "–", lambda r: " ".join(f"{x:.2f}" for x in r["shares"])),
+                ("initial burst of the total (KiB over limit × 0.5 s)", "–", lambda r: fmt(r["burst_kib"], 0)),
+                ("downloads that read (connections; mapped to a URL by nginx's log)", f"{knobs['global_n']}",
+                 lambda r: f"{r['downloads']} ({r['connections']}; {r['mapped']})"),
+                ("CPU (% of a core, from the start)", "–", lambda r: fmt(r["cpu_pct"], 1, "%")),
+            ], good)
+
+    if by("small"):
+        runs = by("small")
+        print(f"### small: {knobs['small_files']:,} files of 16 KiB under {knobs['small_rate']} overall")
+        print()
+        print(f"Ideal: {knobs['small_files']:,} × 16 KiB / {knobs['small_rate']}/s = {knobs['small_ideal']:.2f} s; "
+              "the wall time is from the command's start to its exit, start-up included.")
+        print()
+        print("| tool | run | wall time (s) | / ideal | target | CPU (s) | files complete | note |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in runs:
+            if "wall_s" not in r:
+                print(f"| {r['tool']} | {r['run']} | {r.get('status')} | – | – | – | – | |")
+                continue
+            ratio = r["wall_s"] / knobs["small_ideal"]
+            complete = r["files"] == r["expected"] and r["rc"] == 0 and r["exited"] == 1
+            if r["tool"] == "haul":
+                target = "0.95 to 1.05"
+                mark = verdict(complete and 0.95 <= ratio <= 1.05)
+                note = ""
+            else:
+                target = "–"
+                mark = ""
+                note = ("per transfer: 2 MiB/s each, not overall" if r["tool"] == "curl"
+                        else "overall limit, like Haul's")
+            if not complete:
+                note = (note + "; " if note else "") + f"exit {r['rc']}" + (" (stopped at the time limit)" if r["exited"] != 1 else "")
+                if r.get("log"):
+                    note += f": `{r['log']}`"
+            print(f"| {r['tool']} | {r['run']} | {r['wall_s']:.2f} | {ratio:.3f}{mark} | {target} | {fmt(r.get('cpu_s'), 2)} | "
+                  f"{r['files']:,} / {r['expected']:,} | {note} |")
+        print()
+        print("Commands:")
+        print()
+        for c in knobs["small_cmds"]:
+            print(f"- `{c}`")
+        print()
+
+    if by("change"):
+        runs = by("change")
+        print(f"### change: one download's limit lowered from {knobs['change_from']} to {knobs['change_to']} while it runs")
+        print()
+        print(f"Through `haul serve` (no CLI command changes a running download's limit): `{knobs['change_cmd']}`; "
+              f"POST /api/v1/downloads with maxBytesPerSecond {knobs['change_from']}, then "
+              f"PATCH /api/v1/downloads/ID {{\"maxBytesPerSecond\": {knobs['change_to']}}} {knobs['change_at']} s after the first byte, "
+              f"measured for {knobs['change_at']} s more (all the download's connections summed). "
+              "The test suite (RateLimitTests) checks that a change takes effect; this measures how fast.")
+        print()
+        status_lines(runs)
+        good = [r for r in runs if "before" in r]
+        if good:
+            table([
+                (f"mean before / {knobs['change_from']} (t = 1 s to the PATCH)", "–", lambda r: fmt(r["before"])),
+                (f"mean from 1 s after the PATCH / {knobs['change_to']}", "–", lambda r: fmt(r["after"])),
+                (f"most read ahead of {knobs['change_to']} × (time since the PATCH), KiB", "–", lambda r: fmt(r["ahead_kib"], 0)),
+                (f"read in the 0.5 s after the PATCH, KiB ({knobs['change_to']}: {knobs['change_to_bytes'] // 2048}, "
+                 f"{knobs['change_from']}: {knobs['change_from_bytes'] // 2048})", "–", lambda r: fmt(r["half_kib"], 0)),
+                ("PATCH answered within (ms)", "–", lambda r: fmt(r["patch_ms"], 1)),
+                ("connections", "–", lambda r: str(r["connections"])),
+            ], good)
+
+    if by("idle"):
+        runs = by("idle")
+        print(f"### idle: {knobs['idle_n']} downloads held to {knobs['idle_rate']} each")
+        print()
+        print(f"`{knobs['idle_cmd']}`, for {knobs['idle_duration']} s; CPU (utime + stime, every thread) "
+              f"from {knobs['idle_skip']} s after the start to the end.")
+        print()
+        status_lines(runs)
+        good = ok_runs(runs)
+        if good:
+            table([
+                (f"CPU, % of one core (over the last {knobs['idle_duration'] - knobs['idle_skip']} s)", "< 2%",
+                 lambda r: fmt(r["cpu_pct"], 2, "%") + f" ({fmt(r['cpu_s'], 2)} s)" + verdict(r["cpu_pct"] < 2)),
+                (f"bytes written / ({knobs['idle_n']} × {knobs['idle_rate']}/s), same span", "–", lambda r: fmt(r["written"])),
+                (f"bytes read from the sockets / ({knobs['idle_n']} × {knobs['idle_rate']}/s), same span "
+                 "(SwiftNIO reads up to 256 KiB at once: 25 s at 10 KiB/s)", "–", lambda r: fmt(r["total"])),
+                ("downloads that read", f"{knobs['idle_n']}", lambda r: str(r["downloads"])),
+            ], good)
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"record": cmd_record, "global": cmd_global, "change": cmd_change, "idle": cmd_idle, "report": report}[cmd](args)
+PY
+
+# One sample of every connection to nginx: "µs since LAUNCH, CPU ticks of PID, then
+# port:read:received for every connection seen so far in this run" to SAMPLES.
+take_port_sample() { # PID LAUNCH_US
+    local before p line
+    now_us; before=$REPLY
+    sample_sockets
+    now_us
+    SAMPLE_US=$(((before + REPLY) / 2 - $2))
+    if proc_fields "$1" && ((${#PF[@]} > 12)); then CPU_TICKS=$((PF[11] + PF[12])); fi
+    line="$SAMPLE_US $CPU_TICKS"
+    for p in "${!SOCK_READ[@]}"; do line+=" $p:${SOCK_READ[$p]}:${SOCK_RECV[$p]}"; done
+    echo "$line" >>"$SAMPLES"
+}
+# Every 10 ms until a byte is read (at most 10 s): T0, µs from LAUNCH to that sample, or "".
+sample_first() { # PID LAUNCH_US
+    T0="" SAMPLE_K=1
+    while running "$1"; do
+        take_port_sample "$1" "$2"
+        if ((READ_TOTAL > 0)); then T0=$SAMPLE_US; return 0; fi
+        ((SAMPLE_US < 10000000)) || return 0
+        nap_us 10000
+    done
+}
+# Then every 0.1 s on the schedule T0 + k × 0.1 s, up to T0 + UNTIL_US, while PID runs.
+sample_span() { # PID LAUNCH_US UNTIL_US
+    local next
+    while running "$1"; do
+        next=$((T0 + SAMPLE_K * 100000))
+        ((next <= T0 + $3)) || return 0
+        now_us
+        nap_us $(($2 + next - REPLY))
+        running "$1" || return 0
+        take_port_sample "$1" "$2"
+        SAMPLE_K=$((SAMPLE_K + 1))
+    done
+}
+# SIGTERM (SIGKILL 3 s later) unless PID has ended by itself; EXITED=1 when it had, RC its status.
+stop_proc() { # PID
+    EXITED=0 RC=0
+    if running "$1"; then
+        kill -TERM "$1" 2>/dev/null || true
+        for _ in {1..60}; do running "$1" || break; nap_us 50000; done
+        if running "$1"; then kill -KILL "$1" 2>/dev/null || true; fi
+    else
+        EXITED=1
+    fi
+    { wait "$1"; } 2>/dev/null || RC=$?
+    forget_bg "$1"
+}
+# A new run's samples and per-connection counts.
+wl_start() { # NAME RUN
+    WL_N=$((WL_N + 1))
+    SAMPLES=$WORK/samples/$1-$2.txt
+    : >"$SAMPLES"
+    SOCK_READ=() SOCK_RECV=() CPU_TICKS=0 READ_TOTAL=0 RECV_TOTAL=0
+}
+wl_record() { python3 "$WORK/workloads.py" record "$WL_RESULTS" "$@"; }
+first_line() { grep -m1 -v '^\s*$' "$1" 2>/dev/null | cut -c1-200 || true; }
+wl_gap() { # why the workloads cannot run, if they cannot
+    if ((!HAUL_HAS_LIMIT || !HAUL_HAS_OVERALL)); then echo "n/a (this haul has no --limit-rate or --max-overall-rate)"; fi
+}
+
+GLOBAL_RATE=4M GLOBAL_N=8
+wl_global() { # RUN
+    local run=$1 out journal logfile pid launch log_from urls=() i gap
+    gap=$(wl_gap)
+    if [[ -n $gap ]]; then wl_record workload=global run="$run" status="$gap"; return; fi
+    wl_start global "$run"
+    out=$SCRATCH/out-global-$run journal=$SCRATCH/haul-global-$run.sqlite logfile=$WORK/logs/global-$run.log
+    for ((i = 1; i <= GLOBAL_N; i++)); do urls+=("$BASE/g/$i.bin"); done
+    log_from=$(($(wc -l <"$WORK/logs/nginx-g.log" 2>/dev/null || echo 0) + 1))
+    now_us; launch=$REPLY
+    "$HAUL" get -q --journal "$journal" -d "$out" -j "$GLOBAL_N" --per-host "$GLOBAL_N" -x 1 \
+        --max-overall-rate "$GLOBAL_RATE" "${urls[@]}" </dev/null >"$logfile" 2>&1 &
+    pid=$!
+    BG_PIDS+=("$pid")
+    sample_first "$pid" "$launch"
+    if [[ -n $T0 ]]; then sample_span "$pid" "$launch" "$DURATION_US"; fi
+    stop_proc "$pid"
+    nap_us 300000 # for nginx to log the closed connections
+    tail -n "+$log_from" "$WORK/logs/nginx-g.log" >"$WORK/samples/global-$run.nginx" 2>/dev/null || true
+    rm -rf "$out" "$journal"*
+    if [[ -z $T0 ]]; then
+        wl_record workload=global run="$run" status="no byte read (exit $RC)" log="$(first_line "$logfile")"
+        return
+    fi
+    python3 "$WORK/workloads.py" global "$WL_RESULTS" "$run" "$SAMPLES" "$T0" "$(numfmt --from=iec "$GLOBAL_RATE")" \
+        "$GLOBAL_N" "$TICKS" "$WORK/samples/global-$run.nginx" "$EXITED" "$RC" "$(first_line "$logfile")"
+    log "global run $run: $(tail -n1 "$WL_RESULTS" | cut -c1-300)"
+}
+
+SMALL_RATE=2M
+small_cmd() { # TOOL OUT JOURNAL -> CMD
+    case $1 in
+    haul) CMD=("$HAUL" get -q --journal "$3" -d "$2" -j 16 --per-host 16 --max-overall-rate "$SMALL_RATE" -i "$WORK/small.list") ;;
+    curl) CMD=(curl -s --parallel --parallel-max 16 --limit-rate "$SMALL_RATE" --output-dir "$2" --remote-name-all -K "$WORK/small.curl") ;;
+    aria2c) CMD=(aria2c -q -j 16 "--max-overall-download-limit=$SMALL_RATE" --allow-overwrite=true
+        --auto-file-renaming=false --file-allocation=none -d "$2" -i "$WORK/small.list") ;;
+    esac
+}
+wl_small() { # RUN TOOL
+    local run=$1 tool=$2 out journal logfile pid launch end limit_us cpu files bytes gap="" i
+    case $tool in
+    haul) gap=$(wl_gap) ;;
+    *) command -v "$tool" >/dev/null 2>&1 || gap="not installed" ;;
+    esac
+    if [[ -n $gap ]]; then wl_record workload=small run="$run" tool="$tool" status="$gap"; return; fi
+    if [[ ! -f $WORK/small.list ]]; then
+        for ((i = 1; i <= SMALL_FILES; i++)); do echo "$BASE/s/$i.bin"; done >"$WORK/small.list"
+        sed 's/^/url = /' "$WORK/small.list" >"$WORK/small.curl"
+    fi
+    out=$SCRATCH/out-small-$tool-$run journal=$SCRATCH/haul-small-$run.sqlite logfile=$WORK/logs/small-$tool-$run.log
+    mkdir -p "$out"
+    small_cmd "$tool" "$out" "$journal"
+    # The tool's CPU: the children's times (bash's `times`, no fork) before and after it is reaped.
+    times >"$WORK/times-0.txt"
+    limit_us=$(((SMALL_FILES * SMALL_BYTES * 3 / (2 * 1048576) + 60) * 1000000)) # 3 × the ideal + 60 s
+    now_us; launch=$REPLY
+    "${CMD[@]}" </dev/null >"$logfile" 2>&1 &
+    pid=$!
+    BG_PIDS+=("$pid")
+    while running "$pid"; do
+        nap_us 10000
+        now_us
+        ((REPLY - launch < limit_us)) || break
+    done
+    now_us; end=$REPLY
+    stop_proc "$pid"
+    times >"$WORK/times-1.txt"
+    # "XmY.YYYs XmY.YYYs" (user, system) on the second line: the children's
+    cpu=$(awk 'function s(x,  m) { m = x; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", x); sub(/s$/, "", x); return m * 60 + x }
+        FNR == 2 { c[++n] = s($1) + s($2) } END { printf "%.2f", c[2] - c[1] }' "$WORK/times-0.txt" "$WORK/times-1.txt")
+    files=$(find "$out" -type f -name '*.bin' -size "${SMALL_BYTES}c" | wc -l)
+    bytes=$(out_bytes "$out")
+    rm -rf "$out" "$journal"*
+    wl_record workload=small run="$run" tool="$tool" wall_s="$(awk -v e="$end" -v l="$launch" 'BEGIN { printf "%.3f", (e - l) / 1e6 }')" \
+        cpu_s="$cpu" files="$files" bytes="$bytes" expected="$SMALL_FILES" rate="$(numfmt --from=iec "$SMALL_RATE")" \
+        file_bytes="$SMALL_BYTES" exited="$EXITED" rc="$RC" log="$(first_line "$logfile")"
+    log "small run $run $tool: $(tail -n1 "$WL_RESULTS" | cut -c1-300)"
+}
+
+CHANGE_FROM=10M CHANGE_TO=1M
+# A request to the service, with its token from a file (not the command line).
+api() { curl -s -H "@$WORK/change.headers" -H 'Content-Type: application/json' "$@"; }
+wl_change() { # RUN
+    local run=$1 out journal logfile pid launch address="" token body id patch_start patch_end patch_code answer gap status
+    gap=$(wl_gap)
+    if [[ -n $gap ]]; then wl_record workload=change run="$run" status="$gap"; return; fi
+    wl_start change "$run"
+    out=$SCRATCH/out-change-$run journal=$SCRATCH/haul-change-$run.sqlite logfile=$WORK/logs/change-$run.log
+    mkdir -p "$out"
+    token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+    printf 'Authorization: Bearer %s\n' "$token" >"$WORK/change.headers"
+    HAUL_TOKEN=$token "$HAUL" serve --listen 127.0.0.1:0 --journal "$journal" -d "$out" </dev/null >"$logfile" 2>&1 &
+    pid=$!
+    BG_PIDS+=("$pid")
+    for _ in {1..200}; do # the service prints its address ("listening on http://...") once it is up
+        address=$(grep -o -m1 'http://[0-9.:]*' "$logfile" 2>/dev/null || true)
+        if [[ -n $address ]] || ! running "$pid"; then break; fi
+        nap_us 50000
+    done
+    if [[ -z $address ]]; then
+        stop_proc "$pid"
+        wl_record workload=change run="$run" status="haul serve did not start (exit $RC)" log="$(first_line "$logfile")"
+        rm -rf "$out" "$journal"*
+        return
+    fi
+    answer=$(api "$address/api/v1/settings" 2>&1) || true
+    if [[ $answer != *maxBytesPerSecond* ]]; then
+        stop_proc "$pid"
+        rm -rf "$out" "$journal"* "$WORK/change.headers"
+        wl_record workload=change run="$run" status="n/a (this haul serve has no speed limits: GET /api/v1/settings has no maxBytesPerSecond)"
+        return
+    fi
+    body=$(printf '{"downloads":[{"url":"%s/g/1.bin","maxBytesPerSecond":%d}]}' "$BASE" "$(numfmt --from=iec "$CHANGE_FROM")")
+    patch_start=0 patch_end=0 patch_code=-
+    now_us; launch=$REPLY
+    answer=$(api -d "$body" "$address/api/v1/downloads" 2>&1) || true
+    # The ID (the URL, here), percent-encoded for the path.
+    id=$(python3 -c 'import json, sys, urllib.parse; print(urllib.parse.quote(json.loads(sys.argv[1])["ids"][0], safe=""))' \
+        "$answer" 2>/dev/null) || id=""
+    status=ok
+    if [[ -z $id ]]; then
+        status="POST /api/v1/downloads failed: ${answer:0:200}"
+    else
+        sample_first "$pid" "$launch"
+        if [[ -z $T0 ]]; then
+            status="no byte read"
+        else
+            sample_span "$pid" "$launch" $((CHANGE_AT * 1000000))
+            now_us; patch_start=$((REPLY - launch))
+            patch_code=$(api -o /dev/null -w '%{http_code}' -X PATCH -d "{\"maxBytesPerSecond\":$(numfmt --from=iec "$CHANGE_TO")}" \
+                "$address/api/v1/downloads/$id" 2>&1) || true
+            now_us; patch_end=$((REPLY - launch))
+            sample_span "$pid" "$launch" $((2 * CHANGE_AT * 1000000))
+        fi
+    fi
+    stop_proc "$pid"
+    rm -rf "$out" "$journal"* "$WORK/change.headers"
+    if [[ $status != ok ]]; then
+        wl_record workload=change run="$run" status="$status" log="$(first_line "$logfile")"
+        return
+    fi
+    python3 "$WORK/workloads.py" change "$WL_RESULTS" "$run" "$SAMPLES" "$T0" "$patch_start" "$patch_end" \
+        "$(numfmt --from=iec "$CHANGE_FROM")" "$(numfmt --from=iec "$CHANGE_TO")" "$patch_code" "$BIG_BYTES"
+    log "change run $run: $(tail -n1 "$WL_RESULTS" | cut -c1-300)"
+}
+
+IDLE_RATE=10K IDLE_N=16 IDLE_SKIP=5
+wl_idle() { # RUN
+    local run=$1 out journal logfile pid launch urls=() i gap written
+    gap=$(wl_gap)
+    if [[ -n $gap ]]; then wl_record workload=idle run="$run" status="$gap"; return; fi
+    wl_start idle "$run"
+    out=$SCRATCH/out-idle-$run journal=$SCRATCH/haul-idle-$run.sqlite logfile=$WORK/logs/idle-$run.log
+    for ((i = 1; i <= IDLE_N; i++)); do urls+=("$BASE/g/$i.bin"); done
+    now_us; launch=$REPLY
+    "$HAUL" get -q --journal "$journal" -d "$out" -j "$IDLE_N" --per-host "$IDLE_N" -x 1 \
+        --limit-rate "$IDLE_RATE" "${urls[@]}" </dev/null >"$logfile" 2>&1 &
+    pid=$!
+    BG_PIDS+=("$pid")
+    # Two samples only (an ss call costs the machine, not haul, but keep it quiet): at 5 s and
+    # at the end. With the bytes written too: at 10 KiB/s the sockets say little, since
+    # SwiftNIO reads up to 256 KiB at a time, 25 s of it.
+    written=()
+    for i in "$IDLE_SKIP" "$IDLE_DURATION"; do
+        now_us
+        nap_us $((launch + i * 1000000 - REPLY))
+        running "$pid" || break
+        take_port_sample "$pid" "$launch"
+        written+=("$(out_bytes "$out")")
+    done
+    stop_proc "$pid"
+    rm -rf "$out" "$journal"*
+    python3 "$WORK/workloads.py" idle "$WL_RESULTS" "$run" "$SAMPLES" "$(numfmt --from=iec "$IDLE_RATE")" "$IDLE_N" \
+        "$TICKS" "$EXITED" "$RC" "$(first_line "$logfile")" "${written[0]:-0}" "${written[1]:-0}"
+    log "idle run $run: $(tail -n1 "$WL_RESULTS" | cut -c1-300)"
+}
+
+if ((${#WORKLOADS[@]})); then
+    now_us; WL_START=$REPLY
+    for run in $(seq 1 "$RUNS"); do
+        for workload in "${WORKLOADS[@]}"; do
+            log "run $run/$RUNS: workload $workload"
+            case $workload in
+            global) wl_global "$run" ;;
+            small) for tool in "${SMALL_TOOL_LIST[@]}"; do wl_small "$run" "$tool"; done ;;
+            change) wl_change "$run" ;;
+            idle) wl_idle "$run" ;;
+            esac
+        done
+    done
+    now_us; WL_TOTAL=$(((REPLY - WL_START) / 1000000))
+fi
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------------------------------
@@ -585,12 +1279,23 @@ REPORT=$WORK/report.md
 DATE=$(date +%F)
 cpu_model=$(awk -F: '/^model name/ { sub(/^ +/, "", $2); print $2; exit }' /proc/cpuinfo)
 git_rev=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo "?")
-cmdline="RUNS=$RUNS DURATION=$DURATION LIMITS=\"$LIMITS\" MIN_SIZE=$MIN_SIZE ONLY_TOOLS=\"${TOOLS[*]}\"${HAUL_BIN:+ HAUL_BIN=$HAUL_BIN} Benchmarks/rate-limit.sh"
+cmdline="RUNS=$RUNS DURATION=$DURATION LIMITS=\"$LIMITS\" MIN_SIZE=$MIN_SIZE ONLY_TOOLS=\"${TOOLS[*]:-none}\""
+cmdline+=" HAUL_WORKLOADS=\"${WORKLOADS[*]:-none}\""
+if want_workload small; then cmdline+=" SMALL_FILES=$SMALL_FILES SMALL_TOOLS=\"${SMALL_TOOL_LIST[*]}\""; fi
+if want_workload idle; then cmdline+=" IDLE_DURATION=$IDLE_DURATION"; fi
+if want_workload change; then cmdline+=" CHANGE_AT=$CHANGE_AT"; fi
+cmdline+="${HAUL_BIN:+ HAUL_BIN=$HAUL_BIN} Benchmarks/rate-limit.sh"
 {
-    echo "# Download rate limiting: Haul, curl, wget2 and aria2c ($DATE)"
+    if ((${#TOOLS[@]})); then
+        echo "# Download rate limiting: Haul, curl, wget2 and aria2c ($DATE)"
+    else
+        echo "# Download rate limiting: Haul's workloads ($DATE)"
+    fi
     echo
+    echo "Generated by \`Benchmarks/rate-limit.sh\`: the tool comparison in $T_TOTAL s, Haul's workloads in $WL_TOTAL s."
+    echo
+    if ((${#TOOLS[@]})); then
     echo "Each tool downloads one file from nginx on 127.0.0.1 at each limit, for $DURATION s after its first byte; median of $RUNS run(s)."
-    echo "Generated by \`Benchmarks/rate-limit.sh\` in $T_TOTAL s."
     echo
     python3 - "$RAW" "${TOOLS[*]}" "${LIMIT_LIST[*]}" <<'PY'
 import sys, statistics
@@ -641,6 +1346,26 @@ PY
     echo "- Limits are bytes per second with K = 1024 and M = 1024 K, which is how all four tools read them."
     echo "- Runs are interleaved: run 1 of every limit and tool, then run 2, and so on. Output goes to ${SCRATCH%/*} ($(fs_type "$SCRATCH"))."
     echo
+    fi
+    if ((${#WORKLOADS[@]})); then
+        echo "## Haul's workloads: the issue's accuracy targets"
+        echo
+        echo "nginx serves every /g/N.bin as one file of $(awk -v b="$BIG_BYTES" 'BEGIN { printf "%.1f", b / 1048576 }') MiB and every /s/N.bin as one of 16 KiB, so each URL is a download of its own. Bytes are those read from the sockets, as above (\`ss -ti\`, bytes_received − Recv-Q, per connection); K = 1024, M = 1024 K. Output goes to ${SCRATCH%/*} ($(fs_type "$SCRATCH")). Each run is a column; ✓ / ✗ against the target."
+        echo
+        python3 "$WORK/workloads.py" report "$WL_RESULTS" duration="$DURATION" \
+            global_n="$GLOBAL_N" global_rate="$GLOBAL_RATE" \
+            global_cmd="haul get -q --journal SCRATCH/J.sqlite -d OUT -j $GLOBAL_N --per-host $GLOBAL_N -x 1 --max-overall-rate $GLOBAL_RATE BASE/g/1.bin ... BASE/g/$GLOBAL_N.bin" \
+            small_files="$SMALL_FILES" small_rate="$SMALL_RATE" \
+            small_ideal="$(awk -v n="$SMALL_FILES" -v b="$SMALL_BYTES" -v r="$(numfmt --from=iec "$SMALL_RATE")" 'BEGIN { printf "%.4f", n * b / r }')" \
+            small_cmd_haul="haul get -q --journal SCRATCH/J.sqlite -d OUT -j 16 --per-host 16 --max-overall-rate $SMALL_RATE -i LIST" \
+            small_cmd_curl="curl -s --parallel --parallel-max 16 --limit-rate $SMALL_RATE --output-dir OUT --remote-name-all -K CONFIG (CONFIG: a line url = URL for each)" \
+            small_cmd_aria2c="aria2c -q -j 16 --max-overall-download-limit=$SMALL_RATE --allow-overwrite=true --auto-file-renaming=false --file-allocation=none -d OUT -i LIST" \
+            change_from="$CHANGE_FROM" change_to="$CHANGE_TO" change_at="$CHANGE_AT" \
+            change_from_bytes="$(numfmt --from=iec "$CHANGE_FROM")" change_to_bytes="$(numfmt --from=iec "$CHANGE_TO")" \
+            change_cmd="HAUL_TOKEN=... haul serve --listen 127.0.0.1:0 --journal SCRATCH/J.sqlite -d OUT" \
+            idle_n="$IDLE_N" idle_rate="$IDLE_RATE" idle_duration="$IDLE_DURATION" idle_skip="$IDLE_SKIP" \
+            idle_cmd="haul get -q --journal SCRATCH/J.sqlite -d OUT -j $IDLE_N --per-host $IDLE_N -x 1 --limit-rate $IDLE_RATE BASE/g/1.bin ... BASE/g/$IDLE_N.bin"
+    fi
     echo "## Machine, tools and command"
     echo
     echo "| | |"
@@ -649,12 +1374,16 @@ PY
     echo "| machine | $(nproc) CPUs (${cpu_model:-?}), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM |"
     echo "| kernel | $(uname -sr) |"
     echo "| load average (1, 5, 15 min) | $LOAD_START at the start, $LOAD_END at the end |"
-    for tool in "${TOOLS[@]}"; do
+    report_tools=("${TOOLS[@]}")
+    for tool in $( ((${#WORKLOADS[@]})) && echo haul) "${SMALL_TOOL_LIST[@]}"; do
+        [[ " ${report_tools[*]} " == *" $tool "* ]] || report_tools+=("$tool")
+    done
+    for tool in "${report_tools[@]}"; do
         gap=$(tool_gap "$tool")
         if [[ $gap == "not installed" ]]; then
             echo "| $tool | not installed |"
         elif [[ $tool == haul ]]; then
-            echo "| haul | $(version_of haul), commit $git_rev; \`--limit-rate\`: $( ((HAUL_HAS_LIMIT)) && echo yes || echo 'not yet') |"
+            echo "| haul | $(version_of haul), $HAUL built $(date -u -r "$HAUL" '+%Y-%m-%d %H:%M UTC'); the repository at commit $git_rev$(git -C "$REPO" diff --quiet HEAD -- Sources 2>/dev/null || echo ' (Sources changed since)'); \`--limit-rate\`: $( ((HAUL_HAS_LIMIT)) && echo yes || echo 'not yet') |"
         else
             echo "| $tool | $(version_of "$tool") |"
         fi
@@ -662,10 +1391,12 @@ PY
     echo "| nginx | $(nginx -v 2>&1 | sed 's/^nginx version: //') |"
     echo "| command | \`$cmdline\` |"
     if [[ -n $NOTE ]]; then echo "| note | $NOTE |"; fi
-    echo
-    echo "Tool commands (LIMIT as in LIMITS, e.g. 100K):"
-    echo
-    for tool in "${TOOLS[@]}"; do echo "- \`$(command_of "$tool")\`"; done
+    if ((${#TOOLS[@]})); then
+        echo
+        echo "Tool commands in the comparison (LIMIT as in LIMITS, e.g. 100K):"
+        echo
+        for tool in "${TOOLS[@]}"; do echo "- \`$(command_of "$tool")\`"; done
+    fi
     if ((${#NOTES[@]})); then
         echo
         echo "## Problems"
