@@ -114,4 +114,20 @@ struct RateLimitTests {
             await third.shutdown()
         }
     }
+
+    @Test func aShutdownDoesNotWaitOutAHeldPart() async throws {
+        try await Fixture.with({ $0.maxBytesPerSecond = 4_096 }) { f in
+            // At 4 KiB/s, a part of 64 KiB past the first burst is held for 16 s
+            f.serve("held", count: 1 << 20)
+            let handle = try await f.manager.download(
+                DownloadRequest(url: f.server.url("/files/held"), destination: .directory(f.directory)))
+            for await event in handle.events {
+                if case .progress(let progress) = event, progress.completedBytes > 65_536 { break }
+            }
+            let started = ContinuousClock.now
+            await f.manager.shutdown()
+            // Well within the time a held part would take (16 s); a loaded machine is not that slow
+            #expect(ContinuousClock.now - started < .seconds(8))
+        }
+    }
 }

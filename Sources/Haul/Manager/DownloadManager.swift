@@ -459,6 +459,8 @@ public actor DownloadManager {
             if job.isRunning, let task = job.task { tasks.append(task) }
             stop(job, intent: .cancel(.shutdown))
         }
+        // Parts held back by a speed limit go, so that no transfer waits out its budget.
+        rateLimiter.releaseAll()
         for task in tasks { await task.value }
         for task in background { task.cancel() }
         await reachability.shutdown()

@@ -32,6 +32,29 @@ final class RateLimiter: Sendable {
         }
     }
 
+    deinit {
+        // A promise is always kept: parts still waiting when the manager goes are let go.
+        let (promises, timer) = state.withLockedValue { state in
+            (Array(state.promises.values), state.timer)
+        }
+        timer?.cancel()
+        for promise in promises { promise.succeed() }
+    }
+
+    /// Lets every waiting part go and drops the timer: the manager is shutting down.
+    func releaseAll() {
+        let promises = state.withLockedValue { state in
+            defer {
+                state.promises = [:]
+                state.timer?.cancel()
+                state.timer = nil
+                state.timerDue = nil
+            }
+            return Array(state.promises.values)
+        }
+        for promise in promises { promise.succeed() }
+    }
+
     /// The limits in force across every download and per host.
     var limits: (overall: Int?, perHost: Int?) {
         state.withLockedValue { state in
