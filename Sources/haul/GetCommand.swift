@@ -104,7 +104,7 @@ struct Get: AsyncParsableCommand {
         let directory = try outputDirectory()
         if let client = try ServiceMode.client(journalOptions) {
             // A service owns the journal: it downloads, this process follows.
-            if options.maxOverallRate != nil || options.maxHostRate != nil {
+            if options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil {
                 throw ValidationError(
                     "a service runs for this journal, and its overall and per-host limits are its own: change them with PATCH /api/v1/settings (or 'haul serve --max-overall-rate'); --limit-rate works.")
             }
@@ -118,7 +118,7 @@ struct Get: AsyncParsableCommand {
                         checksum: entry.checksum?.description,
                         headers: (headers + secretHeaders).isEmpty
                             ? nil : Dictionary((headers + secretHeaders).map { ($0.name, $0.value) }, uniquingKeysWith: { $1 }),
-                        maxBytesPerSecond: options.limitRate?.bytesPerSecond))
+                        maxBytesPerSecond: options.rates.limitRate?.bytesPerSecond))
             }
             for text in urls { if let url = try? InputFile.httpURL(text) { add(InputEntry(url: url)) } }
             if let input {

@@ -48,27 +48,7 @@ struct DownloadOptions: ParsableArguments {
     @Option(help: ArgumentHelp("How many times to retry a failed attempt. (default: 5)", valueName: "n"))
     var retries: Int?
 
-    @Option(
-        name: .customLong("limit-rate"),
-        help: ArgumentHelp("The most each download may receive, in \(RateArgument.help). (default: no limit)", valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var limitRate: RateArgument?
-
-    @Option(
-        name: .customLong("max-overall-rate"),
-        help: ArgumentHelp(
-            "The most all downloads together may receive, shared evenly, in bytes per second. (default: no limit)",
-            valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var maxOverallRate: RateArgument?
-
-    @Option(
-        name: .customLong("max-host-rate"),
-        help: ArgumentHelp(
-            "The most the downloads from one host may receive together, in bytes per second. (default: no limit)",
-            valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var maxHostRate: RateArgument?
+    @OptionGroup var rates: RateOptions
 
     @Option(
         help: ArgumentHelp(
@@ -138,9 +118,9 @@ struct DownloadOptions: ParsableArguments {
             guard (1...64).contains(connections) else { throw ValidationError("-x must be between 1 and 64.") }
             configuration.segmentedConnections = connections
         }
-        configuration.maxBytesPerSecondPerDownload = limitRate?.bytesPerSecond
-        configuration.maxBytesPerSecond = maxOverallRate?.bytesPerSecond
-        configuration.maxBytesPerSecondPerHost = maxHostRate?.bytesPerSecond
+        configuration.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
+        configuration.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond
+        configuration.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
         if let retries {
             guard retries >= 0 else { throw ValidationError("--retries must not be negative.") }
             configuration.retry.maxRetries = retries

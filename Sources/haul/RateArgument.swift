@@ -39,3 +39,30 @@ struct RateArgument: Equatable {
         return Int(bytes)
     }
 }
+
+/// The speed-limit options of the commands that download (`get`, `resume`, `sync`) and of
+/// `haul serve`.
+struct RateOptions: ParsableArguments {
+    @Option(
+        name: .customLong("limit-rate"),
+        help: ArgumentHelp(
+            "The most each download may receive, in \(RateArgument.help). (default: no limit)", valueName: "rate"),
+        transform: RateArgument.init(validating:))
+    var limitRate: RateArgument?
+
+    @Option(
+        name: .customLong("max-overall-rate"),
+        help: ArgumentHelp(
+            "The most all downloads together may receive, shared evenly, in bytes per second. (default: no limit)",
+            valueName: "rate"),
+        transform: RateArgument.init(validating:))
+    var maxOverallRate: RateArgument?
+
+    @Option(
+        name: .customLong("max-host-rate"),
+        help: ArgumentHelp(
+            "The most the downloads from one host may receive together, in bytes per second. (default: no limit)",
+            valueName: "rate"),
+        transform: RateArgument.init(validating:))
+    var maxHostRate: RateArgument?
+}

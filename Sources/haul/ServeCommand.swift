@@ -36,26 +36,8 @@ struct Serve: AsyncParsableCommand {
         help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
     var perHost = 6
 
-    @Option(
-        name: .customLong("max-overall-rate"),
-        help: ArgumentHelp(
-            "The most all downloads together may receive, in \(RateArgument.help); PATCH /api/v1/settings changes it. (default: no limit)",
-            valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var maxOverallRate: RateArgument?
-
-    @Option(
-        name: .customLong("max-host-rate"),
-        help: ArgumentHelp("The most the downloads from one host may receive together. (default: no limit)", valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var maxHostRate: RateArgument?
-
-    @Option(
-        name: .customLong("limit-rate"),
-        help: ArgumentHelp(
-            "The most each download may receive, unless it has a limit of its own. (default: no limit)", valueName: "rate"),
-        transform: RateArgument.init(validating:))
-    var limitRate: RateArgument?
+    /// The service's speed limits (PATCH /api/v1/settings changes them while it runs).
+    @OptionGroup var rates: RateOptions
 
     @Option(
         name: [.customShort("d"), .customLong("directory")],
@@ -95,9 +77,9 @@ struct Serve: AsyncParsableCommand {
         options.perHost = perHost
         options.roots = roots.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         options.hostNames = hostNames
-        options.maxBytesPerSecond = maxOverallRate?.bytesPerSecond
-        options.maxBytesPerSecondPerHost = maxHostRate?.bytesPerSecond
-        options.maxBytesPerSecondPerDownload = limitRate?.bytesPerSecond
+        options.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond
+        options.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
+        options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         do {
             try await HaulService.run(options) { address, tokenNote in
                 Console.out("haul serve: listening on http://\(address) (\(tokenNote))\n")
