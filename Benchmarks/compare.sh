@@ -59,6 +59,8 @@ CALLER_DIR=$PWD
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 cd "$REPO"
+# shellcheck source=Benchmarks/lib.sh
+source "$SCRIPT_DIR/lib.sh"
 
 RUNS=${RUNS:-3}
 SIZE=${SIZE:-1G}
@@ -148,21 +150,7 @@ install_tools
 # ---------------------------------------------------------------------------------------
 # 2. Haul, release build (a scratch path of its own so it never disturbs .build).
 
-if [[ -n ${HAUL_BIN:-} ]]; then
-    HAUL=$HAUL_BIN
-    if [[ $HAUL != /* ]]; then HAUL=$CALLER_DIR/$HAUL; fi
-else
-    log "building haul (release, .build-bench)"
-    build_log=$(mktemp)
-    if ! swift build -c release --product haul --scratch-path .build-bench >"$build_log" 2>&1; then
-        tail -n 40 "$build_log" >&2
-        rm -f "$build_log"
-        die "swift build failed (set HAUL_BIN to use an existing binary)"
-    fi
-    rm -f "$build_log"
-    HAUL=$(swift build -c release --scratch-path .build-bench --show-bin-path)/haul
-fi
-[[ -x $HAUL ]] || die "no haul binary at $HAUL"
+HAUL=$(haul_binary) || die "no haul to measure"
 "$HAUL" get --help >/dev/null 2>&1 || die "$HAUL get --help failed"
 AHC=
 SMALL_TOOLS=(haul curl wget2 aria2c)

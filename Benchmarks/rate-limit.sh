@@ -138,6 +138,8 @@ CALLER_DIR=$PWD
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 cd "$REPO"
+# shellcheck source=Benchmarks/lib.sh
+source "$SCRIPT_DIR/lib.sh"
 
 RUNS=${RUNS:-1}
 DURATION=${DURATION:-8}
@@ -299,21 +301,7 @@ for tool in nginx ss python3; do command -v "$tool" >/dev/null 2>&1 || die "$too
 
 HAUL="" HAUL_HAS_LIMIT=0 HAUL_HAS_OVERALL=0 HAUL_ONE=()
 if want_tool haul || ((${#WORKLOADS[@]})); then
-    if [[ -n ${HAUL_BIN:-} ]]; then
-        HAUL=$HAUL_BIN
-        if [[ $HAUL != /* ]]; then HAUL=$CALLER_DIR/$HAUL; fi
-    else
-        log "building haul (release, .build-bench)"
-        build_log=$(mktemp)
-        if ! swift build -c release --product haul --scratch-path .build-bench >"$build_log" 2>&1; then
-            tail -n 40 "$build_log" >&2
-            rm -f "$build_log"
-            die "swift build failed (set HAUL_BIN to use an existing binary)"
-        fi
-        rm -f "$build_log"
-        HAUL=$(swift build -c release --scratch-path .build-bench --show-bin-path)/haul
-    fi
-    [[ -x $HAUL ]] || die "no haul binary at $HAUL"
+    HAUL=$(haul_binary) || die "no haul to measure"
     # Captured first: `... | grep -q` would fail under pipefail when grep stops reading early.
     haul_help=$("$HAUL" get --help 2>&1) || die "$HAUL get --help failed"
     if [[ $haul_help == *--limit-rate* ]]; then HAUL_HAS_LIMIT=1; fi
@@ -398,13 +386,7 @@ pid $prefix/nginx.pid;
 error_log $prefix/error.log warn;
 events { worker_connections 1024; }
 http {
-    default_type application/octet-stream;
-    types { }
-    sendfile on; tcp_nopush on;
-    keepalive_requests 100000; keepalive_timeout 65s;
-    access_log off;
-    client_body_temp_path $prefix/tmp/body; proxy_temp_path $prefix/tmp/proxy;
-    fastcgi_temp_path $prefix/tmp/fastcgi; uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
+$(nginx_http_basics "$prefix")
     log_format ports '\$remote_port \$request_uri \$status \$bytes_sent';
     server {
         listen 127.0.0.1:$PORT;

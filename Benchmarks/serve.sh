@@ -38,12 +38,9 @@ PATH=$PATH:/usr/sbin
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 log() { printf '[serve %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
-if [ -z "${HAUL_BIN:-}" ]; then
-    log "building haul (release, .build-bench)"
-    swift build -c release --product haul --build-path .build-bench >/dev/null
-    HAUL_BIN=$REPO/.build-bench/release/haul
-fi
-HAUL=$HAUL_BIN
+# shellcheck source=Benchmarks/lib.sh
+source "$REPO/Benchmarks/lib.sh"
+HAUL=$(haul_binary) || exit 1
 
 work=$(mktemp -d)
 scratch_parent=/dev/shm
@@ -93,7 +90,7 @@ start_nginx() {
     head -c "$(numfmt --from=iec "$EVENTS_SIZE")" /dev/urandom >"$www/event.bin"
     head -c "$(numfmt --from=iec "$BIG_SIZE")" /dev/urandom >"$www/big.bin"
     head -c 16384 /dev/urandom >"$www/small.bin"
-    for attempt in 1 2 3 4 5; do
+    for _ in 1 2 3 4 5; do
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         cat >"$prefix/nginx.conf" <<EOF
 worker_processes auto;
@@ -101,13 +98,7 @@ pid $prefix/nginx.pid;
 error_log $prefix/error.log warn;
 events { worker_connections 4096; }
 http {
-    default_type application/octet-stream;
-    types { }
-    sendfile on; tcp_nopush on;
-    keepalive_requests 100000; keepalive_timeout 65s;
-    access_log off;
-    client_body_temp_path $prefix/tmp/body; proxy_temp_path $prefix/tmp/proxy;
-    fastcgi_temp_path $prefix/tmp/fastcgi; uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
+$(nginx_http_basics "$prefix")
     server {
         listen 127.0.0.1:$port;
         root $www;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Benchmarks/lib.sh: what the benchmark scripts share. Sourced, from the repository's root,
+# by compare.sh, serve.sh and rate-limit.sh.
+
+# The haul binary to measure: $HAUL_BIN (a relative path is taken from CALLER_DIR, else the
+# current directory), or haul built in release mode into .build-bench, a scratch path of its
+# own so that it never disturbs .build. Prints the path; fails, saying why on stderr, when
+# the build fails or there is no binary.
+haul_binary() {
+    local haul build_log
+    if [[ -n ${HAUL_BIN:-} ]]; then
+        haul=$HAUL_BIN
+        if [[ $haul != /* ]]; then haul=${CALLER_DIR:-$PWD}/$haul; fi
+    else
+        printf 'building haul (release, .build-bench)\n' >&2
+        build_log=$(mktemp)
+        if ! swift build -c release --product haul --scratch-path .build-bench >"$build_log" 2>&1; then
+            tail -n 40 "$build_log" >&2
+            rm -f "$build_log"
+            printf 'error: swift build failed (set HAUL_BIN to use an existing binary)\n' >&2
+            return 1
+        fi
+        rm -f "$build_log"
+        haul=$(swift build -c release --scratch-path .build-bench --show-bin-path)/haul
+    fi
+    if [[ ! -x $haul ]]; then
+        printf 'error: no haul binary at %s\n' "$haul" >&2
+        return 1
+    fi
+    printf '%s\n' "$haul"
+}
+
+# The settings every benchmark's nginx has in its http block, with its temporary paths under
+# PREFIX: serve from the page cache with sendfile, keep connections open for as many requests
+# as a client wants, log nothing (a server block may log what it needs). Debian's nginx has
+# absolute compile-time temporary paths under /var/lib/nginx, hence the paths.
+nginx_http_basics() {
+    local prefix=$1
+    cat <<CONF
+    default_type application/octet-stream;
+    types { }
+    sendfile on; tcp_nopush on;
+    keepalive_requests 100000; keepalive_timeout 65s;
+    access_log off;
+    client_body_temp_path $prefix/tmp/body; proxy_temp_path $prefix/tmp/proxy;
+    fastcgi_temp_path $prefix/tmp/fastcgi; uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
+CONF
+}
