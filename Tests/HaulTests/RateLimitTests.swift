@@ -27,6 +27,65 @@ struct RateLimitTests {
         }
     }
 
+    /// A low limit is not met by reading 256 KiB at once and then nothing for seconds: the
+    /// download asks for 1/16 of a second's bytes at a time, so that every read is small.
+    @Test func aLowLimitIsFetchedInSmallRanges() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("paced", count: 1 << 20)
+            var request = DownloadRequest(url: f.server.url("/files/paced"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 1 << 20
+
+            let result = try await f.manager.download(request).result
+
+            #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
+            // The first request learns the size and is cut after its head; the rest ask
+            // for 64 KiB each, from where the last one ended, over one kept-alive connection
+            let requests = f.server.requests(path: "/files/paced")
+            let ranges = requests.dropFirst().compactMap { request in
+                request.headers.first { $0.name.lowercased() == "range" }?.value
+            }
+            #expect(requests.first.map { request in !request.headers.contains { $0.name.lowercased() == "range" } } == true)
+            #expect(ranges == stride(from: 0, to: 1 << 20, by: 65_536).map { "bytes=\($0)-\($0 + 65_535)" })
+            #expect(Set(requests.dropFirst().map(\.connection)).count == 1)
+        }
+    }
+
+    /// A paced download that is stopped resumes in the same small steps where it stood.
+    @Test func aPacedDownloadResumesWhereItStood() async throws {
+        try await Fixture.with(journal: true) { f in
+            let bytes = f.serve("paced-resume", count: 1 << 20)
+            var request = DownloadRequest(
+                url: f.server.url("/files/paced-resume"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 512 << 10
+            let handle = try await f.manager.download(request)
+            for await event in handle.events {
+                if case .progress(let progress) = event, progress.completedBytes >= 256 << 10 { break }
+            }
+            await f.manager.shutdown()
+            let stoppedAt = f.server.requests(path: "/files/paced-resume").count
+
+            let later = f.makeManager()
+            #expect(try await later.resumeUnfinished() == 1)
+            await later.waitUntilIdle()
+            await later.shutdown()
+
+            let file = f.directory.appendingPathComponent("paced-resume")
+            #expect(sha256(try Data(contentsOf: file)) == sha256(bytes))
+            // The second run went on in requests of 32 KiB, not from zero, and not all at once
+            let resumed = f.server.requests(path: "/files/paced-resume").dropFirst(stoppedAt).compactMap { request in
+                request.headers.first { $0.name.lowercased() == "range" }?.value
+            }
+            let starts = resumed.compactMap { Int($0.dropFirst(6).split(separator: "-")[0]) }
+            let lengths = resumed.compactMap { range -> Int? in
+                let bounds = range.dropFirst(6).split(separator: "-").compactMap { Int($0) }
+                return bounds.count == 2 ? bounds[1] - bounds[0] + 1 : nil
+            }
+            #expect(starts.first.map { $0 >= 256 << 10 } == true)
+            #expect(lengths.count == resumed.count && lengths.allSatisfy { $0 <= 32_768 })
+            #expect(starts.last.map { $0 + 32_768 >= 1 << 20 } == true)
+        }
+    }
+
     @Test func manySmallFilesAreLimitedAsAWhole() async throws {
         try await Fixture.with({ $0.maxBytesPerSecond = 256 << 10 }) { f in
             var requests: [DownloadRequest] = []
@@ -117,10 +176,11 @@ struct RateLimitTests {
 
     @Test func aShutdownDoesNotWaitOutAHeldPart() async throws {
         try await Fixture.with({ $0.maxBytesPerSecond = 4_096 }) { f in
-            // At 4 KiB/s, a part of 64 KiB past the first burst is held for 16 s
+            // At 4 KiB/s, a part of 64 KiB past the first burst is held for 16 s (the server
+            // offers no ranges, so the download is one request, read as it comes)
             f.serve("held", count: 1 << 20)
             let handle = try await f.manager.download(
-                DownloadRequest(url: f.server.url("/files/held"), destination: .directory(f.directory)))
+                DownloadRequest(url: f.server.url("/files/held?ignore_range=1"), destination: .directory(f.directory)))
             for await event in handle.events {
                 if case .progress(let progress) = event, progress.completedBytes > 65_536 { break }
             }

@@ -165,4 +165,20 @@ struct RateScheduleTests {
         #expect(dropped == [2])
         #expect(schedule.waiting.map(\.id) == [3])
     }
+
+    @Test func aLowLimitIsFetchedInRequestsOfASixteenthOfASecond() {
+        // 1/16 of a second's bytes, so that no read of the socket is more than that
+        #expect(RateSchedule.pacedRequestSize(forLimit: 100 << 10) == 6_400)
+        #expect(RateSchedule.pacedRequestSize(forLimit: 1 << 20) == 65_536)
+        // at least 4 KiB, however low the limit
+        #expect(RateSchedule.pacedRequestSize(forLimit: 10_000) == 4_096)
+        #expect(RateSchedule.pacedRequestSize(forLimit: 1) == 4_096)
+        // from 4 MiB/s up, one read (256 KiB) is a sixteenth of a second or less: no pacing
+        #expect(RateSchedule.pacedRequestSize(forLimit: (4 << 20) - 16) == 262_143)
+        #expect(RateSchedule.pacedRequestSize(forLimit: 4 << 20) == nil)
+        #expect(RateSchedule.pacedRequestSize(forLimit: 100 << 20) == nil)
+        // a paced download is one larger than a read, and than four requests
+        #expect(RateSchedule.pacedDownloadThreshold(requestSize: 6_400) == 262_144)
+        #expect(RateSchedule.pacedDownloadThreshold(requestSize: 200_000) == 800_000)
+    }
 }

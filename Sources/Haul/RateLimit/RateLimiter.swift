@@ -104,6 +104,12 @@ final class RateLimiter: Sendable {
         state.withLockedValue { $0.schedule.effectiveLimit(of: download, host: host) }
     }
 
+    /// How many bytes each request of the download should ask for under the limits now in
+    /// effect (``RateSchedule/pacedRequestSize(forLimit:)``); `nil`: no need to pace.
+    func pacedRequestSize(of download: DownloadID, host: String) -> Int64? {
+        effectiveLimit(of: download, host: host).flatMap(RateSchedule.pacedRequestSize(forLimit:))
+    }
+
     /// The download's own limit.
     func limit(of download: DownloadID) -> Int? {
         state.withLockedValue { $0.schedule.limit(of: download) }

@@ -121,6 +121,36 @@ struct RateSchedule: Sendable {
         return rates.min().map { Int($0) }
     }
 
+    // MARK: - Paced requests
+
+    /// How many bytes each request of a download limited to `limit` bytes per second should
+    /// ask for, so that the socket is read in small, even steps; `nil` when the limit is
+    /// high enough for one request to run to the end.
+    ///
+    /// The limits hold a body part back, but a part is what one read of the socket brought
+    /// in, and a single read of SwiftNIO takes up to 256 KiB (4 reads of up to 64 KiB):
+    /// at 100 KB/s a limited download would read 256 KiB at once and then nothing for 2.6 s.
+    /// Asking for 1/16 of a second's bytes at a time (at least 4 KiB) bounds every read to
+    /// that, and any 2 s window to within about 3% of the limit. From 4 MiB/s up a read is
+    /// at most 1/16 of a second's bytes anyway.
+    static func pacedRequestSize(forLimit limit: Int) -> Int64? {
+        let size = Int64(limit) / 16
+        guard size < pacingReadSize else { return nil }
+        return max(minimumPacedRequest, size)
+    }
+
+    /// The most one read of the socket can bring in (SwiftNIO: 4 reads of 64 KiB).
+    static let pacingReadSize: Int64 = 256 << 10
+    /// The smallest request a paced download makes.
+    static let minimumPacedRequest: Int64 = 4 << 10
+
+    /// The size from which a download limited so that its requests are paced
+    /// (``pacedRequestSize(forLimit:)``) is fetched in such steps, as a segmented download
+    /// is: a smaller one is no more than one read.
+    static func pacedDownloadThreshold(requestSize: Int64) -> Int64 {
+        max(pacingReadSize, 4 * requestSize)
+    }
+
     /// Whether any download has a limit of its own.
     var hasDownloadLimits: Bool { !downloads.isEmpty }
 

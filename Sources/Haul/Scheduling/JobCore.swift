@@ -33,6 +33,13 @@ final class JobCore: Sendable {
         rateLimiter?.admit(bytes, download: id, host: host, on: loop)
     }
 
+    /// How many bytes each request should ask for, so that a download limited to a low
+    /// rate reads its socket in small, even steps; `nil` when it need not (no limit, or a
+    /// high one).
+    var pacedRequestSize: Int64? {
+        rateLimiter?.pacedRequestSize(of: id, host: host)
+    }
+
     /// What a new stream of the download's events starts with: the latest progress and the
     /// last change of state (`queued`, `started`, `paused`, `networkLost`, …), in the order
     /// they happened.

@@ -92,6 +92,24 @@ final class SegmentTable: Sendable {
         state.withLockedValue { segments in segments[index].written = max(segments[index].written, position) }
     }
 
+    /// The rest of segment `index` for the connection that holds it, after a request that
+    /// asked for only part of it (a paced download) ended well: from the first byte not in
+    /// the file to the segment's end, which may have shrunk meanwhile; `nil` when nothing
+    /// is left or the segment is not held.
+    func continuation(of index: Int) -> Claim? {
+        state.withLockedValue { segments in
+            let segment = segments[index]
+            guard segment.claimed, segment.written < segment.end else { return nil }
+            segments[index].next = segment.written
+            return Claim(index: index, start: segment.written, end: segment.end)
+        }
+    }
+
+    /// Where segment `index` is written up to.
+    func written(_ index: Int) -> Int64 {
+        state.withLockedValue { $0[index].written }
+    }
+
     /// Gives a segment back after its connection failed: unwritten reserved bytes are
     /// requested again by whoever claims it next.
     func release(_ index: Int) {

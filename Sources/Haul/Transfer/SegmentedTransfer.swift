@@ -10,6 +10,10 @@ import NIOPosix
 /// at its offset with `pwrite`, and stealing half of the largest remaining range whenever a
 /// connection runs out of work.
 ///
+/// A download limited to a low rate comes this way too, even over one connection: each
+/// request asks for a small part of its segment (``RateSchedule/pacedRequestSize(forLimit:)``),
+/// so that the socket is read in small, even steps rather than in reads of 256 KiB.
+///
 /// Progress survives interruption: at each checkpoint (and when the transfer stops for any
 /// reason) the partial file is fsynced and the ranges still missing are saved in its
 /// `.haul-meta` sidecar (and the completed byte count in the journal), so a later run
@@ -195,6 +199,8 @@ struct SegmentedTransfer: Sendable {
                 next = nil
                 switch await fetch(claim) {
                 case .done:
+                    // A paced request fetched part of the segment: the rest comes next.
+                    next = table.continuation(of: claim.index)
                     return .fetched
                 case .changed(let reason):
                     return .changed(reason)
@@ -222,7 +228,10 @@ struct SegmentedTransfer: Sendable {
         var requestHeaders = HTTPHeaders()
         requestHeaders.add(name: "User-Agent", value: configuration.userAgent)
         for header in headers { requestHeaders.add(name: header.name, value: header.value) }
-        requestHeaders.replaceOrAdd(name: "Range", value: "bytes=\(claim.start)-\(claim.end - 1)")
+        // A download limited to a low rate asks for a little at a time (its reads come in
+        // small, even steps); the rest of the claim is the next request's.
+        let end = core.pacedRequestSize.map { min(claim.end, claim.start + $0) } ?? claim.end
+        requestHeaders.replaceOrAdd(name: "Range", value: "bytes=\(claim.start)-\(end - 1)")
         requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
         let request: HTTPClient.Request
         do {
@@ -260,6 +269,8 @@ struct SegmentedTransfer: Sendable {
             return .failed(error)
         case .accepted?, nil:
             if table.isFinished(claim.index) || delegate.reachedEnd { return .done }
+            // A request for part of the claim that ended well, having written something.
+            if end < claim.end, transportError == nil, table.written(claim.index) > claim.start { return .done }
             guard let transportError else {
                 return .failed(DownloadError(.network, "\(url.absoluteString): a segment ended early"))
             }

@@ -186,6 +186,12 @@ struct TransferOperation: Sendable {
             }
             : nil
         var segmentation = connections > 1 ? configuration.segmentationThreshold : nil
+        // A download limited to a low rate is fetched in paced steps, the way a segmented
+        // one is, once it is larger than a read of the socket.
+        if let requestSize = core.pacedRequestSize {
+            let paced = RateSchedule.pacedDownloadThreshold(requestSize: requestSize)
+            segmentation = min(segmentation ?? paced, paced)
+        }
 
         // A segmented partial resumes segment by segment.
         if let metadata = stored, let remaining = metadata.ranges(currentBoot: ProcessIdentity.bootID),
