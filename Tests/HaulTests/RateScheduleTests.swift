@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import Testing
 
 @testable import Haul
@@ -170,9 +171,9 @@ struct RateScheduleTests {
         // 1/16 of a second's bytes, so that no read of the socket is more than that
         #expect(RateSchedule.pacedRequestSize(forLimit: 100 << 10) == 6_400)
         #expect(RateSchedule.pacedRequestSize(forLimit: 1 << 20) == 65_536)
-        // at least 4 KiB, however low the limit
-        #expect(RateSchedule.pacedRequestSize(forLimit: 10_000) == 4_096)
-        #expect(RateSchedule.pacedRequestSize(forLimit: 1) == 4_096)
+        // at least 6 KiB, however low the limit
+        #expect(RateSchedule.pacedRequestSize(forLimit: 10_000) == 6_144)
+        #expect(RateSchedule.pacedRequestSize(forLimit: 1) == 6_144)
         // from 4 MiB/s up, one read (256 KiB) is a sixteenth of a second or less: no pacing
         #expect(RateSchedule.pacedRequestSize(forLimit: (4 << 20) - 16) == 262_143)
         #expect(RateSchedule.pacedRequestSize(forLimit: 4 << 20) == nil)
@@ -180,5 +181,13 @@ struct RateScheduleTests {
         // a paced download is one larger than a read, and than four requests
         #expect(RateSchedule.pacedDownloadThreshold(requestSize: 6_400) == 262_144)
         #expect(RateSchedule.pacedDownloadThreshold(requestSize: 200_000) == 800_000)
+    }
+
+    @Test func aResponseHeadIsChargedAtItsSizeOnTheWire() {
+        let head = HTTPResponseHead(
+            version: .http1_1, status: .partialContent,
+            headers: ["Content-Length": "6400", "Content-Range": "bytes 0-6399/1048576"])
+        let wire = "HTTP/1.1 206 Partial Content\r\nContent-Length: 6400\r\nContent-Range: bytes 0-6399/1048576\r\n\r\n"
+        #expect(JobCore.encodedSize(of: head) == wire.utf8.count)
     }
 }

@@ -76,7 +76,9 @@ extension DownloadManager {
         /// run with ``DownloadManager/setRateLimits(overall:perHost:)``.
         public var maxBytesPerSecond: Int?
         /// The most bytes per second the downloads from one host (`host:port`) may
-        /// receive together, for each host; `nil` (the default) for no limit.
+        /// receive together, for each host; `nil` (the default) for no limit. A download
+        /// counts against the host of its URL, as it does for
+        /// ``maxConnectionsPerHost``, even when a redirect sends it elsewhere.
         public var maxBytesPerSecondPerHost: Int?
         /// The limit of each download that has none of its own
         /// (``DownloadRequest/maxBytesPerSecond``), in bytes per second; `nil` (the

@@ -130,9 +130,11 @@ struct RateSchedule: Sendable {
     /// The limits hold a body part back, but a part is what one read of the socket brought
     /// in, and a single read of SwiftNIO takes up to 256 KiB (4 reads of up to 64 KiB):
     /// at 100 KB/s a limited download would read 256 KiB at once and then nothing for 2.6 s.
-    /// Asking for 1/16 of a second's bytes at a time (at least 4 KiB) bounds every read to
-    /// that, and any 2 s window to within about 3% of the limit. From 4 MiB/s up a read is
-    /// at most 1/16 of a second's bytes anyway.
+    /// Asking for 1/16 of a second's bytes at a time bounds every read to that, and any 2 s
+    /// window to within about 3% of the limit. From 4 MiB/s up a read is at most 1/16 of a
+    /// second's bytes anyway. Below 100 KB/s requests stay at 6 KiB: each costs some CPU
+    /// (16 downloads at 10 KB/s make 26 requests a second in all), and each response's
+    /// head, about 300 bytes, counts against the limit (see `JobCore.charge`).
     static func pacedRequestSize(forLimit limit: Int) -> Int64? {
         let size = Int64(limit) / 16
         guard size < pacingReadSize else { return nil }
@@ -142,7 +144,7 @@ struct RateSchedule: Sendable {
     /// The most one read of the socket can bring in (SwiftNIO: 4 reads of 64 KiB).
     static let pacingReadSize: Int64 = 256 << 10
     /// The smallest request a paced download makes.
-    static let minimumPacedRequest: Int64 = 4 << 10
+    static let minimumPacedRequest: Int64 = 6 << 10
 
     /// The size from which a download limited so that its requests are paced
     /// (``pacedRequestSize(forLimit:)``) is fetched in such steps, as a segmented download

@@ -91,6 +91,10 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        core.charge(head, for: task, after: receive(head, task: task))
+    }
+
+    private func receive(_ head: HTTPResponseHead, task: HTTPClient.Task<Void>) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
         let verdict: Verdict
         switch status {

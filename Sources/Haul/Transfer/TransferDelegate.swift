@@ -151,6 +151,10 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        core.charge(head, for: task, after: receive(head, task: task))
+    }
+
+    private func receive(_ head: HTTPResponseHead, task: HTTPClient.Task<Void>) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
         let action = plan.evaluate(status: status) { head.headers.first(name: $0) }
         if let segmentationThreshold, status == 200, case .write(0, _, let total?) = action,
