@@ -39,14 +39,55 @@ struct RateLimitTests {
 
             #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
             // The first request learns the size and is cut after its head; the rest ask
-            // for 64 KiB each, from where the last one ended, over one kept-alive connection
+            // for 64 KiB each, from where the last one ended
             let requests = f.server.requests(path: "/files/paced")
             let ranges = requests.dropFirst().compactMap { request in
                 request.headers.first { $0.name.lowercased() == "range" }?.value
             }
             #expect(requests.first.map { request in !request.headers.contains { $0.name.lowercased() == "range" } } == true)
             #expect(ranges == stride(from: 0, to: 1 << 20, by: 65_536).map { "bytes=\($0)-\($0 + 65_535)" })
-            #expect(Set(requests.dropFirst().map(\.connection)).count == 1)
+        }
+    }
+
+    /// A limit lowered while long range requests run stops them, and the rest is fetched in
+    /// paced steps.
+    @Test func aLimitLoweredMidTransferPacesTheRest() async throws {
+        try await Fixture.with({
+            $0.segmentedConnections = 2
+            $0.segmentationThreshold = 1 << 20
+        }) { f in
+            let bytes = f.serve("lowered", count: 8 << 20)
+            var request = DownloadRequest(url: f.server.url("/files/lowered"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 8 << 20
+            let handle = try await f.manager.download(request)
+            var lowered = false
+            var lifted = false
+            for await event in handle.events {
+                guard case .progress(let progress) = event else {
+                    if event.isTerminal { break }
+                    continue
+                }
+                if !lowered, progress.completedBytes >= 1 << 20 {
+                    // At 256 KiB/s, requests of 16 KiB
+                    await handle.setRateLimit(256 << 10)
+                    lowered = true
+                } else if lowered, !lifted, pacedRanges(f.server.requests(path: "/files/lowered")).count >= 4 {
+                    await handle.setRateLimit(nil)
+                    lifted = true
+                }
+            }
+            let result = try await handle.result
+            #expect(lifted)
+            #expect(sha256(try Data(contentsOf: result.fileURL!)) == sha256(bytes))
+        }
+    }
+
+    /// The ranges of 16 KiB among `requests`.
+    private func pacedRanges(_ requests: [RecordedRequest]) -> [String] {
+        requests.compactMap { request in
+            guard let range = request.headers.first(where: { $0.name.lowercased() == "range" })?.value else { return nil }
+            let bounds = range.dropFirst(6).split(separator: "-").compactMap { Int($0) }
+            return bounds.count == 2 && bounds[1] - bounds[0] + 1 == 16_384 ? range : nil
         }
     }
 

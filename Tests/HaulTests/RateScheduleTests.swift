@@ -190,4 +190,28 @@ struct RateScheduleTests {
         let wire = "HTTP/1.1 206 Partial Content\r\nContent-Length: 6400\r\nContent-Range: bytes 0-6399/1048576\r\n\r\n"
         #expect(JobCore.encodedSize(of: head) == wire.utf8.count)
     }
+
+    @Test func aDownloadExpectsItsShareOfTheLimitsItIsUnder() {
+        var schedule = RateSchedule()
+        #expect(schedule.expectedRate(of: DownloadID("a"), host: "h:80") == nil)
+        schedule.setOverall(4 << 20, at: at(0))
+        // alone, before it runs: the whole limit
+        #expect(schedule.expectedRate(of: DownloadID("a"), host: "h:80") == 4 << 20)
+        // 8 running: an eighth
+        for index in 0..<8 { schedule.began(DownloadID("d\(index)"), host: index < 2 ? "h:80" : "g:80") }
+        #expect(schedule.expectedRate(of: DownloadID("d0"), host: "h:80") == 512 << 10)
+        // one about to start counts itself
+        #expect(schedule.expectedRate(of: DownloadID("new"), host: "h:80") == (4 << 20) / 9)
+        // a host's limit is shared by the downloads from that host only
+        schedule.setPerHost(256 << 10, at: at(0))
+        #expect(schedule.expectedRate(of: DownloadID("d0"), host: "h:80") == 128 << 10)
+        #expect(schedule.expectedRate(of: DownloadID("d5"), host: "g:80") == 256 << 10 / 6)
+        // its own limit, when lower
+        schedule.setLimit(10_000, for: DownloadID("d5"), at: at(0))
+        #expect(schedule.expectedRate(of: DownloadID("d5"), host: "g:80") == 10_000)
+        // stopped transfers no longer share
+        for index in 1..<8 { schedule.ended(DownloadID("d\(index)")) }
+        schedule.setPerHost(nil, at: at(0))
+        #expect(schedule.expectedRate(of: DownloadID("d0"), host: "h:80") == 4 << 20)
+    }
 }

@@ -102,7 +102,9 @@ extension DownloadManager {
             configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
             journaled: job.journaled, reachability: reachability, endpoint: job.endpoint)
         job.journaled = nil
-        rateLimiter.setLimit(job.request.maxBytesPerSecond ?? configuration.maxBytesPerSecondPerDownload, for: job.id)
+        rateLimiter.began(
+            job.id, host: job.endpoint.key,
+            limit: job.request.maxBytesPerSecond ?? configuration.maxBytesPerSecondPerDownload)
         job.core.emit(.started)
         let id = job.id
         job.task = Task {
@@ -113,6 +115,7 @@ extension DownloadManager {
 
     func transferEnded(id: DownloadID, generation: Int, outcome: TransferOutcome) {
         guard let job = jobs[id], job.generation == generation, job.isRunning else { return }
+        rateLimiter.ended(id)
         runningCount -= 1
         hostCounts[job.endpoint.key, default: 1] -= 1
         if hostCounts[job.endpoint.key] == 0 { hostCounts[job.endpoint.key] = nil }

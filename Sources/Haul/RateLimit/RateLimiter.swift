@@ -105,9 +105,29 @@ final class RateLimiter: Sendable {
     }
 
     /// How many bytes each request of the download should ask for under the limits now in
-    /// effect (``RateSchedule/pacedRequestSize(forLimit:)``); `nil`: no need to pace.
+    /// effect, shared with the downloads running (``RateSchedule/expectedRate(of:host:)``,
+    /// ``RateSchedule/pacedRequestSize(forLimit:)``); `nil`: no need to pace.
     func pacedRequestSize(of download: DownloadID, host: String) -> Int64? {
-        effectiveLimit(of: download, host: host).flatMap(RateSchedule.pacedRequestSize(forLimit:))
+        let rate = state.withLockedValue { state in
+            state.isLimited ? state.schedule.expectedRate(of: download, host: host) : nil
+        }
+        return rate.flatMap(RateSchedule.pacedRequestSize(forLimit:))
+    }
+
+    /// A download's transfer started: it shares the limits, and has its own, `limit`.
+    func began(_ download: DownloadID, host: String, limit: Int?) {
+        let now = ContinuousClock.now
+        state.withLockedValue { state in
+            state.schedule.began(download, host: host)
+            state.schedule.setLimit(limit, for: download, at: now)
+        }
+        refreshLimited()
+        wake()
+    }
+
+    /// A download's transfer stopped; its own limit is kept for when it starts again.
+    func ended(_ download: DownloadID) {
+        state.withLockedValue { $0.schedule.ended(download) }
     }
 
     /// The download's own limit.

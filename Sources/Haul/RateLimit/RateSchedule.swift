@@ -78,6 +78,8 @@ struct RateSchedule: Sendable {
     private(set) var waiting: [Part] = []
     /// Bytes released per download: the order of fair release.
     private var served: [DownloadID: Double] = [:]
+    /// The downloads whose transfers run, and their hosts: who shares a limit now.
+    private var running: [DownloadID: String] = [:]
 
     init() {}
 
@@ -141,6 +143,31 @@ struct RateSchedule: Sendable {
         return max(minimumPacedRequest, size)
     }
 
+    /// A download's transfer started (from `host`): it shares the limits from now on.
+    mutating func began(_ download: DownloadID, host: String) {
+        running[download] = host
+    }
+
+    /// A download's transfer stopped (paused, interrupted, waiting to retry or ended).
+    mutating func ended(_ download: DownloadID) {
+        running[download] = nil
+    }
+
+    /// The rate a download from `host` can expect: the lowest of its own limit, its host's
+    /// limit shared evenly among the running downloads from that host, and the overall
+    /// limit shared among all running downloads; `nil` when no limit applies. What its
+    /// requests are paced by.
+    func expectedRate(of download: DownloadID, host: String) -> Int? {
+        guard overall != nil || perHostRate != nil || downloads[download] != nil else { return nil }
+        let extra = running[download] == nil ? 1 : 0
+        let rates = [
+            overall.map { $0.rate / Double(running.count + extra) },
+            perHostRate.map { rate in Double(rate) / Double(running.values.filter { $0 == host }.count + extra) },
+            downloads[download]?.rate,
+        ].compactMap { $0 }
+        return rates.min().map { Int($0) }
+    }
+
     /// The most one read of the socket can bring in (SwiftNIO: 4 reads of 64 KiB).
     static let pacingReadSize: Int64 = 256 << 10
     /// The smallest request a paced download makes.
@@ -172,6 +199,7 @@ struct RateSchedule: Sendable {
     mutating func forget(_ download: DownloadID) -> [UInt64] {
         downloads[download] = nil
         served[download] = nil
+        running[download] = nil
         let dropped = waiting.filter { $0.download == download }.map(\.id)
         waiting.removeAll { $0.download == download }
         return dropped

@@ -32,6 +32,9 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     private let claim: SegmentTable.Claim
+    /// Where the request's range ends (exclusive): the claim's end, or sooner for a paced
+    /// download.
+    private let requestEnd: Int64
     private let table: SegmentTable
     private let file: PartialFile
     private let url: URL
@@ -44,10 +47,11 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     /// - Parameter onWrite: Runs on the I/O pool after each write, with the byte count and
     ///   the time: the checkpointing hook.
     init(
-        claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile, url: URL, core: JobCore,
+        claim: SegmentTable.Claim, requestEnd: Int64, table: SegmentTable, file: PartialFile, url: URL, core: JobCore,
         threadPool: NIOThreadPool, onWrite: @escaping @Sendable (Int, ContinuousClock.Instant) throws -> Void
     ) {
         self.claim = claim
+        self.requestEnd = requestEnd
         self.table = table
         self.file = file
         self.url = url
@@ -69,7 +73,8 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
 
     var verdict: Verdict? { state.withLockedValue { $0.verdict } }
     var failure: DownloadError? { state.withLockedValue { $0.failure } }
-    /// Whether the delegate stopped the request itself because the segment was done.
+    /// Whether the delegate stopped the request itself: the segment was done, or a
+    /// lowered limit asks for paced requests from here on.
     var reachedEnd: Bool { state.withLockedValue { $0.reachedEnd } }
 
     /// Writes what is still batched and waits until every write is done.
@@ -138,6 +143,13 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         }
         // The download's speed limits (shared by its segments) hold the next read back.
         guard let limited = core.throttle(part.readableBytes, on: task.eventLoop) else { return written }
+        // A limit lowered while a long request runs: it stops here, and the rest of the
+        // segment is asked for in paced steps (see `SegmentedTransfer`).
+        if allowed == buffer.readableBytes, let size = core.pacedRequestSize,
+            requestEnd - (offset + Int64(allowed)) > 2 * size
+        {
+            stop(task)
+        }
         return written.and(limited).map { _ in }
     }
 

@@ -241,7 +241,7 @@ struct SegmentedTransfer: Sendable {
         }
         let checkpointer = self.checkpointer
         let delegate = SegmentDelegate(
-            claim: claim, table: table, file: file, url: url, core: core, threadPool: threadPool
+            claim: claim, requestEnd: end, table: table, file: file, url: url, core: core, threadPool: threadPool
         ) { count, now in
             if let checkpointer, checkpointer.wrote(count, at: now) {
                 try checkpoint()
