@@ -30,6 +30,7 @@ struct Resume: AsyncParsableCommand {
     mutating func run() async throws {
         let configuration = try options.managerConfiguration()
         if let client = try ServiceMode.client(journalOptions) {
+            try options.network.refuseForService()
             let code = try await ServiceMode.resume(client, quiet: options.quiet)
             if code != 0 { throw ExitCode(code) }
             return
