@@ -65,8 +65,14 @@ struct NetrcTests {
         }
     }
 
-    @Test func credentialsDescriptionHidesThePassword() {
+    @Test func descriptionsHideThePasswords() throws {
         #expect("\(Netrc.Credentials(login: "alice", password: "s3cret"))" == "alice:***")
+        let netrc = try Netrc(parsing: "machine a.example login alice password s3cret\n")
+        var dumped = ""
+        dump(netrc, to: &dumped)
+        dump(netrc.credentials(forHost: "a.example"), to: &dumped)
+        #expect(!(dumped + "\(netrc)").contains("s3cret"))
+        #expect(dumped.contains("a.example"))
     }
 
     @Test func unreadableFileIsNamed() {

@@ -30,6 +30,10 @@ struct ProxySettingsTests {
         #expect(proxy.description == "http://al@ice:***@proxy.example:3128")
         #expect(!"\(proxy)".contains("secret"))
         #expect(!String(reflecting: proxy).contains("secret"))
+        var dumped = ""
+        dump(proxy, to: &dumped)
+        #expect(!dumped.contains("secret"))
+        #expect(dumped.contains("al@ice"))
     }
 
     @Test(arguments: [

@@ -183,6 +183,39 @@ struct ProxyTests {
         }
     }
 
+    @Test func theServiceTakesTheSameOptions() async throws {
+        try await TinyProxy.with { proxy in
+            try await CLIFixture.with { f, journal in
+                // Given haul serve started with a proxy and a User-Agent
+                let bytes = f.serve("s.bin", count: 30_000)
+                let service = try HaulProcess([
+                    "serve", "--listen", "127.0.0.1:0", "--journal", journal, "-d", f.directory.path,
+                    "--proxy", proxy.url(), "--user-agent", "haul-test/1",
+                ])
+                _ = try #require(await service.line { $0.contains("listening on http://") })
+
+                // When haul get goes through the service
+                let url = f.server.url("/files/s.bin").absoluteString
+                let get = try await Haul.run(["get", "--journal", journal, "-d", f.directory.path, url])
+                // And again with network options of its own
+                let refused = try await Haul.run([
+                    "get", "--journal", journal, "-d", f.directory.path, url, "--user-agent", "mine",
+                ])
+                service.send(SIGTERM)
+                _ = await service.wait()
+
+                // Then the service downloaded through the proxy with its User-Agent, and the
+                // client's own network options were refused rather than ignored
+                #expect(get.status == 0, "\(get.stderr)")
+                #expect(sha256(f.contents("s.bin")) == sha256(bytes))
+                #expect(proxy.requests() == ["CONNECT 127.0.0.1:\(f.server.port) HTTP/1.1"], "\(proxy.log())")
+                #expect(f.server.requests(path: "/files/s.bin").first?.header("User-Agent") == "haul-test/1")
+                #expect(refused.status == 2)
+                #expect(refused.stderr.contains("--user-agent would be ignored"), "\(refused.stderr)")
+            }
+        }
+    }
+
     @Test func commandLineRefusesAMalformedProxy() async throws {
         let run = try await Haul.run(["get", "http://127.0.0.1:1/x", "--proxy", "socks5://u:pw-secret@proxy:1080"])
         #expect(run.status == 2)

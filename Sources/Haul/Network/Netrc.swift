@@ -31,9 +31,11 @@ import Foundation
 /// var configuration = DownloadManager.Configuration()
 /// configuration.netrc = try Netrc(contentsOfFile: Netrc.defaultPath)
 /// ```
-public struct Netrc: Sendable, Hashable {
+public struct Netrc: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// A login and password.
-    public struct Credentials: Sendable, Hashable, CustomStringConvertible {
+    public struct Credentials: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+        CustomReflectable
+    {
         /// The user name.
         public let login: String
         /// The password.
@@ -48,6 +50,12 @@ public struct Netrc: Sendable, Hashable {
         /// The login only: the password is never shown.
         public var description: String { "\(login):***" }
 
+        /// The same as ``description``.
+        public var debugDescription: String { "Credentials(\(description))" }
+
+        /// The login only (what `dump` shows).
+        public var customMirror: Mirror { Mirror(self, children: ["login": login]) }
+
         /// The `Authorization` value for these credentials.
         var basicAuthorization: String {
             "Basic " + Data("\(login):\(password)".utf8).base64EncodedString()
@@ -58,6 +66,16 @@ public struct Netrc: Sendable, Hashable {
     let machines: [String: Credentials]
     /// The `default` entry.
     let fallback: Credentials?
+
+    /// The hosts listed, without any login or password: safe to print.
+    public var description: String {
+        "Netrc(machines: \(machines.keys.sorted()), default: \(fallback != nil))"
+    }
+
+    /// The hosts only (what `dump` shows).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["machines": machines.keys.sorted(), "hasDefault": fallback != nil])
+    }
 
     /// `$NETRC` when set, else `~/.netrc`, as curl looks for it.
     public static var defaultPath: String {

@@ -20,7 +20,9 @@ extension DownloadManager {
     /// ```
     ///
     /// The password never appears in ``description`` or ``debugDescription``.
-    public struct ProxyServer: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    public struct ProxyServer: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+        CustomReflectable
+    {
         /// The proxy's host name or IP address (without brackets).
         public let host: String
         /// The proxy's port.
@@ -97,6 +99,11 @@ extension DownloadManager {
 
         /// The same as ``description``: the password is never shown.
         public var debugDescription: String { "ProxyServer(\(description))" }
+
+        /// Host, port and user name, without the password (what `dump` shows).
+        public var customMirror: Mirror {
+            Mirror(self, children: ["host": host, "port": port, "username": username as Any])
+        }
 
         /// `text` with the password of any `user:password@` replaced by `***`.
         static func redacting(_ text: String) -> String {
