@@ -162,6 +162,29 @@ struct TLSClientTests {
         }
     }
 
+    @Test func expiredCertificateFailsNamingTheProblem() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.expiredTLS()) { nginx in
+                // Given a trusted authority's certificate for this host that expired in 2020
+                try nginx.write([1, 2, 3], at: "/x.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                let manager = DownloadManager(configuration: configuration)
+
+                let handle = try await manager.download(
+                    DownloadRequest(url: nginx.url("/x.bin"), destination: .memory(limit: 1024)))
+                let error = await #expect(throws: DownloadError.self) { try await handle.result }
+                await manager.shutdown()
+
+                // Then the error says it expired, and when
+                #expect(error?.code == .tls)
+                #expect(error?.message.contains("expired certificate") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("2020-01-02") == true)
+                #expect(try nginx.accessLog().isEmpty)
+            }
+        }
+    }
+
     @Test func clientCertificateIsPresentedWhenTheServerDemandsOne() async throws {
         try await TestCertificates.with { certificates in
             try await NginxServer.with(tls: certificates.serverTLSDemandingClientCertificate()) { nginx in
@@ -358,6 +381,14 @@ struct TestCertificates {
         return tls
     }
 
+    /// A certificate signed by the authority for 127.0.0.1 and localhost that expired in
+    /// 2020.
+    func expiredTLS() -> NginxServer.TLS {
+        NginxServer.TLS(
+            certificate: directory.appendingPathComponent("expired.pem").path,
+            key: directory.appendingPathComponent("server.key").path)
+    }
+
     /// A certificate signed by the authority, but for `other.example` only: wrong for
     /// 127.0.0.1 and localhost.
     func wrongHostTLS() -> NginxServer.TLS {
@@ -429,6 +460,29 @@ struct TestCertificates {
                 "-out", path("\(name).pem"),
             ])
         }
+        // An expired certificate: `openssl ca` takes dates in the past (`x509 -days` does
+        // not, and OpenSSL 3.0 has no `-not_after`).
+        let authorityConfig = directory.appendingPathComponent("ca.cnf")
+        try """
+        [ca]
+        default_ca = test
+        [test]
+        database = \(path("index.txt"))
+        new_certs_dir = \(directory.path)
+        serial = \(path("serial"))
+        default_md = sha256
+        policy = anything
+        [anything]
+        commonName = supplied
+
+        """.write(to: authorityConfig, atomically: true, encoding: .utf8)
+        try Data().write(to: directory.appendingPathComponent("index.txt"))
+        try Data("10\n".utf8).write(to: directory.appendingPathComponent("serial"))
+        steps.append([
+            "ca", "-batch", "-config", authorityConfig.path, "-cert", path("ca.pem"), "-keyfile", path("ca.key"),
+            "-in", path("server.csr"), "-out", path("expired.pem"), "-startdate", "20200101000000Z", "-enddate",
+            "20200102000000Z", "-extfile", config.path, "-extensions", "server", "-notext",
+        ])
         for arguments in steps {
             let run = try await HaulProcess(arguments, executable: URL(fileURLWithPath: openssl)).wait()
             try #require(run.status == 0, "openssl \(arguments.joined(separator: " ")): \(run.stderr)")

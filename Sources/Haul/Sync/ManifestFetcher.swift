@@ -68,7 +68,7 @@ struct ManifestFetcher: Sendable {
                 throw DownloadError(
                     .tooLarge, "the manifest at \(url.absoluteString) is larger than \(Self.maxSize / 1_048_576) MiB")
             } catch {
-                throw TransferOperation.translate(error, url: url)
+                throw TransferOperation.translate(await clients.diagnosed(error, url: url), url: url)
             }
             let status = Int(response.status.code)
             switch status {

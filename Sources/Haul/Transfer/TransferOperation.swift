@@ -485,7 +485,7 @@ struct TransferOperation: Sendable {
             }
             return nil
         } catch {
-            return error
+            return await clients.diagnosed(error, url: url)
         }
     }
 
