@@ -7,7 +7,7 @@ import Haul
 struct NetworkOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "Send every request through this HTTP proxy, http://[USER:PASSWORD@]HOST[:PORT] (port 1080 when omitted; https through CONNECT); '' for none. (default: $http_proxy for http, $https_proxy or $HTTPS_PROXY for https, else $all_proxy or $ALL_PROXY)",
+            "Send every request through this HTTP proxy, http://[USER:PASSWORD@]HOST[:PORT] (port 1080 when omitted; https through CONNECT); '' for none. A password here shows in the process list: prefer $https_proxy. (default: $http_proxy for http, $https_proxy or $HTTPS_PROXY for https, else $all_proxy or $ALL_PROXY)",
             valueName: "url"))
     var proxy: String?
 
@@ -155,7 +155,9 @@ struct NetworkOptions: ParsableArguments {
                 settings =
                     proxy.trimmingCharacters(in: .whitespaces).isEmpty
                     ? .direct : .all(try DownloadManager.ProxyServer(url: proxy))
-                settings.noProxy = try DownloadManager.ProxySettings.fromEnvironment(environment).noProxy
+                // The environment's no_proxy still applies, as in curl; its proxies do not.
+                let exceptions = environment.filter { $0.key.lowercased() == "no_proxy" }
+                settings.noProxy = try DownloadManager.ProxySettings.fromEnvironment(exceptions).noProxy
             } else {
                 settings = try .fromEnvironment(environment)
             }

@@ -18,6 +18,29 @@ struct AddressFamilyTests {
         #expect(error?.message.contains("IPv4 address") == true)
     }
 
+    @Test func routesFollowTheProxyAndTheFamily() async throws {
+        let proxy = try DownloadManager.ProxyServer(url: "http://127.0.0.1:3128")
+        var configuration = Fixture.testConfiguration()
+        configuration.proxy = .all(proxy, except: ["direct.example"])
+        let proxiedManager = DownloadManager(configuration: configuration)
+        configuration.proxy = .direct
+        configuration.addressFamily = .ipv4
+        let forcedManager = DownloadManager(configuration: configuration)
+        let (proxied, forced) = (await proxiedManager.clients, await forcedManager.clients)
+        let routes = try await [
+            proxied.route(for: URL(string: "https://example.com/a")!),
+            proxied.route(for: URL(string: "https://direct.example/a")!),
+            forced.route(for: URL(string: "http://localhost:8080/a")!),
+            forced.route(for: URL(string: "http://127.0.0.1:8080/a")!),
+        ]
+        await proxiedManager.shutdown()
+        await forcedManager.shutdown()
+        #expect(
+            routes == [
+                .proxy(proxy, address: nil), .direct, .pinned(host: "localhost", address: "127.0.0.1"), .direct,
+            ])
+    }
+
     @Test func ipv4ReachesAnIPv4OnlyServerByName() async throws {
         try await Fixture.with({ $0.addressFamily = .ipv4 }) { f in
             // Given a server listening on 127.0.0.1 only, named "localhost"
