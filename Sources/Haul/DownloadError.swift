@@ -95,9 +95,9 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let credentialsRequired = Code(base: .credentialsRequired)
         /// A secure (`https`) connection could not be set up: the server's certificate is
         /// not trusted (signed by an authority the manager does not trust, expired, or for
-        /// another host), the TLS handshake failed, or a certificate authority file in
-        /// ``DownloadManager/TLSOptions/additionalTrustRoots`` could not be loaded. The
-        /// message says which. Not retried. Trust a private authority with
+        /// another host), the TLS handshake failed, or a file of
+        /// ``DownloadManager/TLSOptions`` (an authority, a client certificate or its key)
+        /// could not be loaded. The message says which. Not retried. Trust a private authority with
         /// ``DownloadManager/TLSOptions/additionalTrustRoots`` (`haul get --ca-certificate`).
         public static let tls = Code(base: .tls)
         /// A setting of the manager is unusable: a malformed proxy URL

@@ -165,7 +165,8 @@ extension DownloadManager {
         }
     }
 
-    /// Throws the error that loading the configuration's trust roots gave, if any.
+    /// Throws the error that loading the configuration's trust roots or client certificate
+    /// gave, if any.
     nonisolated func checkTLSSetup() throws(DownloadError) {
         if let tlsSetupError { throw tlsSetupError }
     }
@@ -188,7 +189,7 @@ extension TransferOperation {
                     "\(url.absoluteString): untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
                 )
             }
-            if text.contains("CERTIFICATE_REQUIRED") || text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT") {
+            if text.contains("CERTIFICATE_REQUIRED") || (text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT")) {
                 return DownloadError(
                     .tls,
                     "\(url.absoluteString): \(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"

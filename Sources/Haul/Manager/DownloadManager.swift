@@ -42,8 +42,9 @@ public actor DownloadManager {
     let clients: HTTPClients
     /// The speed limits, shared by every transfer of this manager.
     nonisolated let rateLimiter: RateLimiter
-    /// Why the configuration's trust roots could not be loaded, if they could not: every
-    /// download, enqueue and sync fails with it (see ``checkTLSSetup()``).
+    /// Why the configuration's trust roots or client certificate could not be loaded, if
+    /// they could not: every download, enqueue and sync fails with it (see
+    /// ``checkTLSSetup()``).
     nonisolated let tlsSetupError: DownloadError?
     let threadPool: NIOThreadPool
     let logger: Logger

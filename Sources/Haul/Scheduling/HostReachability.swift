@@ -4,8 +4,8 @@ import NIOPosix
 
 /// Tracks hosts that cannot be reached, probing each with backoff until it answers.
 ///
-/// A probe is a plain TCP connect to the host's port (or to its proxy's), closed at once. Restored hosts are
-/// announced on ``restored``.
+/// A probe is a plain TCP connect to the host's port (or to its proxy's), closed at once.
+/// Restored hosts are announced on ``restored``.
 actor HostReachability {
     /// A host and port, with the key the scheduler uses for it.
     struct Endpoint: Hashable, Sendable {
