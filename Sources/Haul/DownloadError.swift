@@ -38,6 +38,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case insecureRedirect
             case credentialsRequired
             case tls
+            case invalidConfiguration
+            case proxy
         }
 
         let base: Base
@@ -93,11 +95,21 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let credentialsRequired = Code(base: .credentialsRequired)
         /// A secure (`https`) connection could not be set up: the server's certificate is
         /// not trusted (signed by an authority the manager does not trust, expired, or for
-        /// another host), the TLS handshake failed, or a certificate authority file in
-        /// ``DownloadManager/TLSOptions/additionalTrustRoots`` could not be loaded. The
-        /// message says which. Not retried. Trust a private authority with
+        /// another host), the TLS handshake failed, or a file of
+        /// ``DownloadManager/TLSOptions`` (an authority, a client certificate or its key)
+        /// could not be loaded. The message says which. Not retried. Trust a private authority with
         /// ``DownloadManager/TLSOptions/additionalTrustRoots`` (`haul get --ca-certificate`).
         public static let tls = Code(base: .tls)
+        /// A setting of the manager is unusable: a malformed proxy URL
+        /// (``DownloadManager/ProxyServer/init(url:)``), a netrc file that cannot be read
+        /// or parsed (``Netrc``), or an address family the host has no address of. The
+        /// message names the setting. Not retried.
+        public static let invalidConfiguration = Code(base: .invalidConfiguration)
+        /// The proxy refused the request: it asked for credentials (`407`), or would not
+        /// open a tunnel (`CONNECT`) to the server. Not retried; the message names the
+        /// proxy, never its password. A proxy that cannot be reached is a
+        /// ``network`` error, retried like any other.
+        public static let proxy = Code(base: .proxy)
 
         public var description: String { base.rawValue }
 

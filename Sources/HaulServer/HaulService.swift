@@ -1,5 +1,5 @@
 import Foundation
-import Haul
+package import Haul
 import Hummingbird
 package import Logging
 import NIOCore
@@ -34,6 +34,9 @@ package enum HaulService {
         package var maxBytesPerSecond: Int?
         package var maxBytesPerSecondPerHost: Int?
         package var maxBytesPerSecondPerDownload: Int?
+        /// The manager's network settings (proxy, TLS, netrc, User-Agent, address family),
+        /// as `haul get` takes them; the settings above replace theirs.
+        package var network = DownloadManager.Configuration()
         package var environment: [String: String] = ProcessInfo.processInfo.environment
 
         package init(journalPath: String, directory: String) {
@@ -100,6 +103,11 @@ package enum HaulService {
             throw StartError(description: error.message)
         }
         var configuration = DownloadManager.Configuration()
+        configuration.proxy = options.network.proxy
+        configuration.tls = options.network.tls
+        configuration.netrc = options.network.netrc
+        configuration.userAgent = options.network.userAgent
+        configuration.addressFamily = options.network.addressFamily
         configuration.maxConcurrentDownloads = options.slots
         configuration.maxConnectionsPerHost = options.perHost
         configuration.maxBytesPerSecond = options.maxBytesPerSecond

@@ -104,9 +104,16 @@ struct Get: AsyncParsableCommand {
         let directory = try outputDirectory()
         if let client = try ServiceMode.client(journalOptions) {
             // A service owns the journal: it downloads, this process follows.
-            if options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil {
-                throw ValidationError(
-                    "a service runs for this journal, and its overall and per-host limits are its own: change them with PATCH /api/v1/settings (or 'haul serve --max-overall-rate'); --limit-rate works.")
+            // The client is closed before a refusal: an HTTP client must not be dropped open.
+            do {
+                try options.network.refuseForService()
+                if options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil {
+                    throw ValidationError(
+                        "a service runs for this journal, and its overall and per-host limits are its own: change them with PATCH /api/v1/settings (or 'haul serve --max-overall-rate'); --limit-rate works.")
+                }
+            } catch {
+                await client.close()
+                throw error
             }
             var inputs: [DownloadInput] = []
             func add(_ entry: InputEntry) {

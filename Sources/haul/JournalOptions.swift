@@ -26,7 +26,7 @@ struct JournalOptions: ParsableArguments {
     }
 }
 
-/// The options of the commands that run downloads: `haul get` and `haul resume`.
+/// The options of the commands that run downloads: `haul get`, `haul resume` and `haul sync`.
 struct DownloadOptions: ParsableArguments {
     @Option(
         name: [.customShort("j"), .customLong("jobs")],
@@ -61,12 +61,7 @@ struct DownloadOptions: ParsableArguments {
         help: "Follow redirects from https to http. (default: refused; credential headers never follow a redirect to another origin)")
     var allowInsecureRedirects = false
 
-    @Option(
-        name: .customLong("ca-certificate"),
-        help: ArgumentHelp(
-            "Trust the certificate authorities in this PEM file for https, besides the system's. Repeatable.",
-            valueName: "file"))
-    var caCertificates: [String] = []
+    @OptionGroup(title: "Network options") var network: NetworkOptions
 
     @Flag(
         name: .customLong("http2"),
@@ -98,13 +93,7 @@ struct DownloadOptions: ParsableArguments {
         var configuration = DownloadManager.Configuration()
         configuration.followsOtherProcesses = !noWait
         configuration.allowsInsecureRedirects = allowInsecureRedirects
-        for file in caCertificates {
-            guard !file.isEmpty else { throw ValidationError("--ca-certificate needs a file path.") }
-            guard FileManager.default.isReadableFile(atPath: file) else {
-                throw ValidationError("--ca-certificate: cannot read \(file).")
-            }
-        }
-        configuration.tls.additionalTrustRoots = caCertificates
+        try network.apply(to: &configuration)
         configuration.tls.allowsHTTP2 = http2
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }

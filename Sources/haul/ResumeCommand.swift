@@ -30,6 +30,12 @@ struct Resume: AsyncParsableCommand {
     mutating func run() async throws {
         let configuration = try options.managerConfiguration()
         if let client = try ServiceMode.client(journalOptions) {
+            do {
+                try options.network.refuseForService()
+            } catch {
+                await client.close()
+                throw error
+            }
             let code = try await ServiceMode.resume(client, quiet: options.quiet)
             if code != 0 { throw ExitCode(code) }
             return

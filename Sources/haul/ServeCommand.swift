@@ -56,6 +56,8 @@ struct Serve: AsyncParsableCommand {
         help: ArgumentHelp("Another name clients reach the service by, accepted in the Host header. Repeatable.", valueName: "name"))
     var hostNames: [String] = []
 
+    @OptionGroup(title: "Network options") var network: NetworkOptions
+
     func run() async throws {
         guard #available(macOS 14, iOS 17, tvOS 17, *) else {
             throw ValidationError("haul serve needs macOS 14 or later.")
@@ -80,6 +82,7 @@ struct Serve: AsyncParsableCommand {
         options.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond
         options.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
+        try network.apply(to: &options.network)
         do {
             try await HaulService.run(options) { address, tokenNote in
                 Console.out("haul serve: listening on http://\(address) (\(tokenNote))\n")

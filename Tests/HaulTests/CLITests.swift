@@ -430,9 +430,18 @@ enum Haul {
     /// Runs `haul` with `arguments` to the end, with `input` on standard input. `signal`
     /// sees each stdout line and may return a signal to send to the process (once).
     static func run(
-        _ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil
+        _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
+        signal: (@Sendable (String) -> Int32?)? = nil
     ) async throws -> Run {
-        try await HaulProcess(arguments, input: input, signal: signal).wait()
+        try await HaulProcess(arguments, input: input, environment: environment, signal: signal).wait()
+    }
+
+    /// The test process's environment without proxy variables, so that a proxy set where
+    /// the tests run does not carry their requests to 127.0.0.1 away: what `haul` runs
+    /// with unless a test gives its own (starting from this).
+    static var environment: [String: String] {
+        let proxyNames: Set = ["http_proxy", "https_proxy", "all_proxy", "no_proxy", "netrc"]
+        return ProcessInfo.processInfo.environment.filter { !proxyNames.contains($0.key.lowercased()) }
     }
 
     /// The jobs `haul list --json` shows (with `--all`: every job).
@@ -457,11 +466,12 @@ final class HaulProcess: @unchecked Sendable {
 
     /// Starts `haul` with `arguments`; see ``Haul/run(_:input:signal:)``.
     init(
-        _ arguments: [String], input: Data? = nil, signal: (@Sendable (String) -> Int32?)? = nil,
-        executable: URL = Haul.executable
+        _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
+        signal: (@Sendable (String) -> Int32?)? = nil, executable: URL = Haul.executable
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
+        process.environment = environment ?? Haul.environment
         process.standardOutput = stdout
         process.standardError = stderr
         let stdin = input.map { _ in Pipe() }

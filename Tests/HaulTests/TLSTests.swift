@@ -131,6 +131,179 @@ struct TLSTests {
     }
 }
 
+/// Certificate checks that name the problem, client certificates, replacing the system's
+/// authorities, and `--insecure`, against nginx with certificates made for each test.
+@Suite(
+    "TLS checks and client certificates",
+    .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
+    .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
+    .timeLimit(.minutes(1)))
+struct TLSClientTests {
+    @Test func wrongHostNameFailsNamingTheProblem() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.wrongHostTLS()) { nginx in
+                // Given a trusted authority's certificate for another host
+                try nginx.write([1, 2, 3], at: "/w.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                let manager = DownloadManager(configuration: configuration)
+
+                let handle = try await manager.download(
+                    DownloadRequest(url: nginx.url("/w.bin"), destination: .memory(limit: 1024)))
+                let error = await #expect(throws: DownloadError.self) { try await handle.result }
+                await manager.shutdown()
+
+                // Then the error says the name is wrong, not that the authority is unknown
+                #expect(error?.code == .tls)
+                #expect(error?.message.contains("wrong host name") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("127.0.0.1") == true)
+                #expect(try nginx.accessLog().isEmpty)
+            }
+        }
+    }
+
+    @Test func expiredCertificateFailsNamingTheProblem() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.expiredTLS()) { nginx in
+                // Given a trusted authority's certificate for this host that expired in 2020
+                try nginx.write([1, 2, 3], at: "/x.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                let manager = DownloadManager(configuration: configuration)
+
+                let handle = try await manager.download(
+                    DownloadRequest(url: nginx.url("/x.bin"), destination: .memory(limit: 1024)))
+                let error = await #expect(throws: DownloadError.self) { try await handle.result }
+                await manager.shutdown()
+
+                // Then the error says it expired, and when
+                #expect(error?.code == .tls)
+                #expect(error?.message.contains("expired certificate") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("2020-01-02") == true)
+                #expect(try nginx.accessLog().isEmpty)
+            }
+        }
+    }
+
+    @Test func clientCertificateIsPresentedWhenTheServerDemandsOne() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLSDemandingClientCertificate()) { nginx in
+                // Given a server that demands a certificate signed by the test authority
+                let bytes = FaultServer.randomBytes(count: 40_000, seed: 41)
+                try nginx.write(bytes, at: "/m.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+
+                // When a download is tried without a client certificate, it is refused
+                let without = DownloadManager(configuration: configuration)
+                let refused = try await without.download(
+                    DownloadRequest(url: nginx.url("/m.bin"), destination: .memory(limit: 1 << 20)))
+                await #expect(throws: DownloadError.self) { try await refused.result }
+                await without.shutdown()
+
+                // And with one it succeeds
+                configuration.tls.clientCertificate = .init(
+                    certificateFile: certificates.clientCertificate, privateKeyFile: certificates.clientKey)
+                let with = DownloadManager(configuration: configuration)
+                let result = try await with.download(
+                    DownloadRequest(url: nginx.url("/m.bin"), destination: .memory(limit: 1 << 20))
+                ).result
+                await with.shutdown()
+                #expect(sha256(result.data) == sha256(bytes))
+            }
+        }
+    }
+
+    @Test func commandLinePresentsCertificateAndKey() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLSDemandingClientCertificate()) { nginx in
+                let bytes = FaultServer.randomBytes(count: 10_000, seed: 42)
+                try nginx.write(bytes, at: "/k.bin", modified: Date())
+                let directory = certificates.directory.appendingPathComponent("out")
+                let journal = certificates.directory.appendingPathComponent("journal.sqlite").path
+                let common = [
+                    "get", nginx.url("/k.bin").absoluteString, "-d", directory.path, "--journal", journal,
+                    "--retries", "0", "--ca-certificate", certificates.authority,
+                ]
+
+                let refused = try await Haul.run(common)
+                let accepted = try await Haul.run(
+                    common + ["--certificate", certificates.clientCertificate, "--private-key", certificates.clientKey])
+                let keyless = try await Haul.run(common + ["--private-key", certificates.clientKey])
+
+                #expect(refused.status != 0)
+                #expect(accepted.status == 0, "\(accepted.stderr)")
+                #expect(sha256(FileManager.default.contents(atPath: directory.appendingPathComponent("k.bin").path)) == sha256(bytes))
+                #expect(keyless.status == 2)
+                #expect(keyless.stderr.contains("--private-key needs --certificate"))
+            }
+        }
+    }
+
+    @Test func onlyTheGivenAuthoritiesAreTrustedWithoutTheSystems() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                try nginx.write([9, 9, 9], at: "/o.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                configuration.tls.trustsSystemRoots = false
+                let manager = DownloadManager(configuration: configuration)
+                let result = try await manager.download(
+                    DownloadRequest(url: nginx.url("/o.bin"), destination: .memory(limit: 1024))
+                ).result
+                await manager.shutdown()
+                #expect(result.data == Data([9, 9, 9]))
+
+                // Without any authority nothing would be trusted: refused at once
+                var none = Fixture.testConfiguration()
+                none.tls.trustsSystemRoots = false
+                let empty = DownloadManager(configuration: none)
+                let error = await #expect(throws: DownloadError.self) {
+                    _ = try await empty.download(
+                        DownloadRequest(url: nginx.url("/o.bin"), destination: .memory(limit: 1024)))
+                }
+                await empty.shutdown()
+                #expect(error?.code == .tls)
+                #expect(error?.message.contains("--ca-certificate") == true)
+
+                // The command line: --no-system-ca needs a --ca-certificate
+                let run = try await Haul.run(["get", nginx.url("/o.bin").absoluteString, "--no-system-ca"])
+                #expect(run.status == 2)
+                #expect(run.stderr.contains("--no-system-ca needs"))
+            }
+        }
+    }
+
+    @Test func insecureDownloadsAndWarnsOnEveryRun() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.wrongHostTLS()) { nginx in
+                // Given a server whose certificate is neither trusted nor for this host
+                let bytes = FaultServer.randomBytes(count: 8_000, seed: 43)
+                try nginx.write(bytes, at: "/i.bin", modified: Date())
+                let directory = certificates.directory.appendingPathComponent("out")
+                let journal = certificates.directory.appendingPathComponent("journal.sqlite").path
+
+                // When haul get runs with --insecure, twice (the second finds it done)
+                var runs: [Haul.Run] = []
+                for _ in 0..<2 {
+                    runs.append(
+                        try await Haul.run([
+                            "get", nginx.url("/i.bin").absoluteString, "-d", directory.path, "--journal", journal,
+                            "--insecure",
+                        ]))
+                }
+
+                // Then both succeed, and both warn on standard error
+                for run in runs {
+                    #expect(run.status == 0, "\(run.stderr)")
+                    #expect(run.stderr.contains("warning: --insecure"), "\(run.stderr)")
+                }
+                #expect(sha256(FileManager.default.contents(atPath: directory.appendingPathComponent("i.bin").path)) == sha256(bytes))
+            }
+        }
+    }
+}
+
 /// Trust roots that cannot be loaded: a clear error on first use, never a crash.
 @Suite("TLS options")
 struct TLSOptionsTests {
@@ -177,8 +350,9 @@ struct TLSOptionsTests {
     }
 }
 
-/// A certificate authority and a server certificate for `localhost` and 127.0.0.1 signed by
-/// it, made with `openssl` in a temporary directory.
+/// A certificate authority and, signed by it, a server certificate for `localhost` and
+/// 127.0.0.1, one for `other.example` only, and a client certificate, made with `openssl`
+/// in a temporary directory.
 struct TestCertificates {
     /// `openssl`, if it is on `PATH` (or in /usr/bin).
     static let openssl: String? = {
@@ -190,10 +364,37 @@ struct TestCertificates {
     /// The authority's certificate (PEM): what a client must trust.
     var authority: String { directory.appendingPathComponent("ca.pem").path }
 
+    /// A client certificate signed by the authority, and its key (PEM).
+    var clientCertificate: String { directory.appendingPathComponent("client.pem").path }
+    var clientKey: String { directory.appendingPathComponent("client.key").path }
+
     func serverTLS(http2: Bool) -> NginxServer.TLS {
         NginxServer.TLS(
             certificate: directory.appendingPathComponent("server.pem").path,
             key: directory.appendingPathComponent("server.key").path, http2: http2)
+    }
+
+    /// The server's TLS, demanding a client certificate signed by the authority.
+    func serverTLSDemandingClientCertificate() -> NginxServer.TLS {
+        var tls = serverTLS(http2: false)
+        tls.clientAuthority = authority
+        return tls
+    }
+
+    /// A certificate signed by the authority for 127.0.0.1 and localhost that expired in
+    /// 2020.
+    func expiredTLS() -> NginxServer.TLS {
+        NginxServer.TLS(
+            certificate: directory.appendingPathComponent("expired.pem").path,
+            key: directory.appendingPathComponent("server.key").path)
+    }
+
+    /// A certificate signed by the authority, but for `other.example` only: wrong for
+    /// 127.0.0.1 and localhost.
+    func wrongHostTLS() -> NginxServer.TLS {
+        NginxServer.TLS(
+            certificate: directory.appendingPathComponent("other.pem").path,
+            key: directory.appendingPathComponent("other.key").path)
     }
 
     /// Runs `body` with fresh certificates, removing them afterwards.
@@ -225,11 +426,20 @@ struct TestCertificates {
         subjectAltName = DNS:localhost,IP:127.0.0.1
         subjectKeyIdentifier = hash
         authorityKeyIdentifier = keyid
+        [other]
+        basicConstraints = CA:FALSE
+        keyUsage = critical,digitalSignature
+        extendedKeyUsage = serverAuth
+        subjectAltName = DNS:other.example
+        [client]
+        basicConstraints = CA:FALSE
+        keyUsage = critical,digitalSignature
+        extendedKeyUsage = clientAuth
 
         """.write(to: config, atomically: true, encoding: .utf8)
         let path = { (name: String) in directory.appendingPathComponent(name).path }
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        let steps: [[String]] = [
+        var steps: [[String]] = [
             ["req", "-x509", "-config", config.path, "-extensions", "ca"] + key
                 + ["-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2"],
             ["req", "-new", "-config", config.path, "-subj", "/CN=localhost"] + key
@@ -240,6 +450,39 @@ struct TestCertificates {
                 "-out", path("server.pem"),
             ],
         ]
+        for (name, subject) in [("other", "/CN=other.example"), ("client", "/CN=Haul Test Client")] {
+            steps.append(
+                ["req", "-new", "-config", config.path, "-subj", subject] + key
+                    + ["-keyout", path("\(name).key"), "-out", path("\(name).csr")])
+            steps.append([
+                "x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-set_serial", name == "other" ? "3" : "4", "-days", "2", "-extfile", config.path, "-extensions", name,
+                "-out", path("\(name).pem"),
+            ])
+        }
+        // An expired certificate: `openssl ca` takes dates in the past (`x509 -days` does
+        // not, and OpenSSL 3.0 has no `-not_after`).
+        let authorityConfig = directory.appendingPathComponent("ca.cnf")
+        try """
+        [ca]
+        default_ca = test
+        [test]
+        database = \(path("index.txt"))
+        new_certs_dir = \(directory.path)
+        serial = \(path("serial"))
+        default_md = sha256
+        policy = anything
+        [anything]
+        commonName = supplied
+
+        """.write(to: authorityConfig, atomically: true, encoding: .utf8)
+        try Data().write(to: directory.appendingPathComponent("index.txt"))
+        try Data("10\n".utf8).write(to: directory.appendingPathComponent("serial"))
+        steps.append([
+            "ca", "-batch", "-config", authorityConfig.path, "-cert", path("ca.pem"), "-keyfile", path("ca.key"),
+            "-in", path("server.csr"), "-out", path("expired.pem"), "-startdate", "20200101000000Z", "-enddate",
+            "20200102000000Z", "-extfile", config.path, "-extensions", "server", "-notext",
+        ])
         for arguments in steps {
             let run = try await HaulProcess(arguments, executable: URL(fileURLWithPath: openssl)).wait()
             try #require(run.status == 0, "openssl \(arguments.joined(separator: " ")): \(run.stderr)")

@@ -56,10 +56,19 @@ extension DownloadManager {
         /// running: follow it from the journal until it ends (`true`, the default), or
         /// fail it at once with ``DownloadError/Code/runningElsewhere`` naming that process.
         public var followsOtherProcesses = true
-        /// Which certificate authorities `https` servers may be signed by, beyond the
-        /// system's. Default: the system's only.
+        /// How `https` servers' certificates are checked, and the client certificate to
+        /// present. Default: the system's authorities, full checks, no client certificate.
         public var tls = TLSOptions()
-        /// The `User-Agent` header.
+        /// Which proxy each download goes through. Default ``ProxySettings/direct``: none,
+        /// whatever the environment says (use ``ProxySettings/fromEnvironment(_:)`` to
+        /// honour `https_proxy` and its kin, as the `haul` command does).
+        public var proxy = ProxySettings.direct
+        /// Credentials to send each origin that has an entry, from a netrc file; `nil` (the
+        /// default) for none. See ``Netrc``.
+        public var netrc: Netrc?
+        /// Which IP version connections use. Default ``AddressFamily/any``.
+        public var addressFamily = AddressFamily.any
+        /// The `User-Agent` header. Default `Haul/0.1`.
         public var userAgent = "Haul/0.1"
         /// How long to wait before first probing a host that could not be reached. Default 1 second.
         public var networkProbeDelay: Duration = .seconds(1)

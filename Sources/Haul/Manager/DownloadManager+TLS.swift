@@ -12,7 +12,8 @@ extension DownloadManager {
     ///
     /// A server's certificate must chain to a trusted certificate authority and name the
     /// host. By default the trusted authorities are the system's; add the authority of a
-    /// private or self-signed server here rather than turning checks off.
+    /// private or self-signed server here rather than turning checks off. A server that
+    /// asks for a client certificate gets ``clientCertificate``.
     ///
     /// ```swift
     /// var configuration = DownloadManager.Configuration()
@@ -23,13 +24,29 @@ extension DownloadManager {
     /// Over TLS the manager speaks HTTP/1.1 unless ``allowsHTTP2`` is set.
     public struct TLSOptions: Sendable, Hashable {
         /// Paths of PEM files of certificate authorities to trust in addition to the
-        /// system's (`haul get --ca-certificate FILE`). A file may hold several
-        /// certificates.
+        /// system's (`haul get --ca-certificate FILE`), or instead of them when
+        /// ``trustsSystemRoots`` is off. A file may hold several certificates.
         ///
         /// The files are read when the manager is created. One that cannot be read or holds
         /// no PEM certificate makes every download, enqueue and sync of that manager fail
         /// with ``DownloadError/Code/tls`` naming the file.
         public var additionalTrustRoots: [String]
+
+        /// Whether the system's certificate authorities are trusted. On by default; off
+        /// (`haul get --no-system-ca`), only the authorities of ``additionalTrustRoots``
+        /// are, which must then name at least one file.
+        public var trustsSystemRoots: Bool
+
+        /// The certificate and key to present to servers that ask for one (mutual TLS,
+        /// `haul get --certificate FILE --private-key FILE`); `nil` (the default) presents
+        /// none.
+        public var clientCertificate: ClientCertificate?
+
+        /// Whether servers' certificates are checked at all. On by default. Turning it off
+        /// (`haul get --insecure`) accepts any certificate for any host, so anyone on the
+        /// path can read and change the downloads: use it only to diagnose, and say so to
+        /// the person running the program (the `haul` command warns on every run).
+        public var verifiesCertificates: Bool
 
         /// Whether to offer HTTP/2 as well as HTTP/1.1 (by ALPN), and use what the server
         /// chooses (`haul get --http2`). Off by default: with the HTTP client Haul runs on,
@@ -38,27 +55,55 @@ extension DownloadManager {
         /// per download spreads over the cores where multiplexed streams share one.
         public var allowsHTTP2: Bool
 
-        /// Creates options; the default trusts the system's authorities only and speaks
-        /// HTTP/1.1.
-        public init(additionalTrustRoots: [String] = [], allowsHTTP2: Bool = false) {
+        /// Creates options; the default trusts the system's authorities only, checks every
+        /// certificate, presents none and speaks HTTP/1.1.
+        public init(
+            additionalTrustRoots: [String] = [], trustsSystemRoots: Bool = true,
+            clientCertificate: ClientCertificate? = nil, verifiesCertificates: Bool = true,
+            allowsHTTP2: Bool = false
+        ) {
             self.additionalTrustRoots = additionalTrustRoots
+            self.trustsSystemRoots = trustsSystemRoots
+            self.clientCertificate = clientCertificate
+            self.verifiesCertificates = verifiesCertificates
             self.allowsHTTP2 = allowsHTTP2
         }
     }
 
+    /// A client certificate for servers that ask for one: PEM files of the certificate
+    /// (with any intermediate certificates after it) and its private key.
+    ///
+    /// ```swift
+    /// configuration.tls.clientCertificate = .init(certificateFile: "me.pem", privateKeyFile: "me.key")
+    /// ```
+    ///
+    /// The files are read when the manager is created; the key must not be encrypted.
+    public struct ClientCertificate: Sendable, Hashable {
+        /// The PEM file of the certificate, then any intermediates.
+        public var certificateFile: String
+        /// The PEM file of the certificate's private key; it may be the same file as
+        /// ``certificateFile``.
+        public var privateKeyFile: String
+
+        /// A certificate and key; without `privateKeyFile` the key is read from
+        /// `certificateFile`.
+        public init(certificateFile: String, privateKeyFile: String? = nil) {
+            self.certificateFile = certificateFile
+            self.privateKeyFile = privateKeyFile ?? certificateFile
+        }
+    }
+
     /// The HTTP client's TLS configuration for `options`: `nil` (the client's default)
-    /// when there is nothing to add.
+    /// when there is nothing to change. Blocking: it reads the files.
     ///
     /// - Throws: ``DownloadError/Code/tls`` naming a file that cannot be read or holds no
-    ///   PEM certificate.
+    ///   PEM certificate or key, or when no authority at all would be trusted.
     static func tlsConfiguration(_ options: TLSOptions) throws(DownloadError) -> TLSConfiguration? {
-        guard !options.additionalTrustRoots.isEmpty else { return nil }
+        guard options != TLSOptions(allowsHTTP2: options.allowsHTTP2) else { return nil }
+        var configuration = TLSConfiguration.makeClientConfiguration()
         var certificates: [NIOSSLCertificate] = []
         for path in options.additionalTrustRoots {
-            guard access(path, R_OK) == 0 else {
-                let reason = String(cString: strerror(errno))
-                throw DownloadError(.tls, "cannot read the CA certificate file \(path): \(reason)")
-            }
+            try checkReadable(path, what: "CA certificate file")
             let loaded: [NIOSSLCertificate]
             do {
                 loaded = try NIOSSLCertificate.fromPEMFile(path)
@@ -72,12 +117,56 @@ extension DownloadManager {
             }
             certificates += loaded
         }
-        var configuration = TLSConfiguration.makeClientConfiguration()
-        configuration.additionalTrustRoots = [.certificates(certificates)]
+        if options.trustsSystemRoots {
+            if !certificates.isEmpty { configuration.additionalTrustRoots = [.certificates(certificates)] }
+        } else {
+            guard !certificates.isEmpty || !options.verifiesCertificates else {
+                throw DownloadError(
+                    .tls,
+                    "the system's certificate authorities are not trusted (--no-system-ca, TLSOptions.trustsSystemRoots) and no other is given: add one with --ca-certificate FILE (TLSOptions.additionalTrustRoots)"
+                )
+            }
+            configuration.trustRoots = .certificates(certificates)
+        }
+        if let client = options.clientCertificate {
+            try checkReadable(client.certificateFile, what: "client certificate file")
+            try checkReadable(client.privateKeyFile, what: "private key file")
+            let chain: [NIOSSLCertificate]
+            do {
+                chain = try NIOSSLCertificate.fromPEMFile(client.certificateFile)
+            } catch {
+                throw DownloadError(
+                    .tls, "\(client.certificateFile) is not a PEM certificate (-----BEGIN CERTIFICATE-----): \(error)")
+            }
+            guard !chain.isEmpty else {
+                throw DownloadError(
+                    .tls, "\(client.certificateFile) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            }
+            let key: NIOSSLPrivateKey
+            do {
+                key = try NIOSSLPrivateKey(file: client.privateKeyFile, format: .pem)
+            } catch {
+                throw DownloadError(
+                    .tls,
+                    "\(client.privateKeyFile) holds no unencrypted PEM private key (-----BEGIN PRIVATE KEY-----): \(error)")
+            }
+            configuration.certificateChain = chain.map { .certificate($0) }
+            configuration.privateKey = .privateKey(key)
+        }
+        if !options.verifiesCertificates { configuration.certificateVerification = .none }
         return configuration
     }
 
-    /// Throws the error that loading the configuration's trust roots gave, if any.
+    /// Throws ``DownloadError/Code/tls`` unless `path` can be read.
+    private static func checkReadable(_ path: String, what: String) throws(DownloadError) {
+        guard access(path, R_OK) == 0 else {
+            let reason = String(cString: strerror(errno))
+            throw DownloadError(.tls, "cannot read the \(what) \(path): \(reason)")
+        }
+    }
+
+    /// Throws the error that loading the configuration's trust roots or client certificate
+    /// gave, if any.
     nonisolated func checkTLSSetup() throws(DownloadError) {
         if let tlsSetupError { throw tlsSetupError }
     }
@@ -97,14 +186,22 @@ extension TransferOperation {
             if text.contains("CERTIFICATE_VERIFY_FAILED") {
                 return DownloadError(
                     .tls,
-                    "\(url.absoluteString): certificate verify failed: \(host)'s certificate is not signed by a trusted authority, or has expired; \(advice)"
+                    "\(url.absoluteString): untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
+                )
+            }
+            if text.contains("CERTIFICATE_REQUIRED") || (text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT")) {
+                return DownloadError(
+                    .tls,
+                    "\(url.absoluteString): \(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"
                 )
             }
             return DownloadError(.tls, "\(url.absoluteString): the TLS handshake with \(host) failed: \(text)")
         }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return DownloadError(
-                .tls, "\(url.absoluteString): the server's certificate is not valid for \(host): \(extra)")
+                .tls,
+                "\(url.absoluteString): wrong host name: the server's certificate is not valid for \(host) (it names other hosts)"
+            )
         }
         return nil
     }

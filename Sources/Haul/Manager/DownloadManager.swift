@@ -37,11 +37,14 @@ public actor DownloadManager {
     /// The journal the manager records downloads in, if any.
     public nonisolated let journal: Journal?
 
-    let client: HTTPClient
+    /// The HTTP clients, one per route (direct, or through a proxy): every request asks
+    /// them for its client.
+    let clients: HTTPClients
     /// The speed limits, shared by every transfer of this manager.
     nonisolated let rateLimiter: RateLimiter
-    /// Why the configuration's trust roots could not be loaded, if they could not: every
-    /// download, enqueue and sync fails with it (see ``checkTLSSetup()``).
+    /// Why the configuration's trust roots or client certificate could not be loaded, if
+    /// they could not: every download, enqueue and sync fails with it (see
+    /// ``checkTLSSetup()``).
     nonisolated let tlsSetupError: DownloadError?
     let threadPool: NIOThreadPool
     let logger: Logger
@@ -132,8 +135,9 @@ public actor DownloadManager {
         } catch {
             self.tlsSetupError = error
         }
-        self.client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: client)
         self.threadPool = Self.fileIOPool
+        self.clients = HTTPClients(
+            base: client, proxies: configuration.proxy, family: configuration.addressFamily, threadPool: threadPool)
         self.rateLimiter = RateLimiter(
             overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost)
     }
@@ -302,6 +306,12 @@ public actor DownloadManager {
     }
 
     func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
+        var endpoint = endpoint
+        // Through a proxy, reaching the proxy is what counts.
+        if let proxy = clients.proxy(for: request.url) {
+            endpoint.proxyHost = proxy.host
+            endpoint.proxyPort = proxy.port
+        }
         let job = Job(
             core: JobCore(id: request.id, managerEvents: managerEvents, rateLimiter: rateLimiter, host: endpoint.key),
             request: request, paths: paths, endpoint: endpoint)
@@ -468,7 +478,7 @@ public actor DownloadManager {
             store.release(owner: me)
             await store.close()
         }
-        try? await client.shutdown()
+        await clients.shutdown()
         managerEvents.finish()
         let waiters = idleWaiters
         idleWaiters = []
@@ -526,9 +536,7 @@ public actor DownloadManager {
         Task { await reachability.shutdown() }
         store?.release(owner: me)
         managerEvents.finish()
-        let client = self.client
-        // The callback holds the client until its shutdown is complete.
-        client.shutdown(queue: .global()) { _ in withExtendedLifetime(client) {} }
+        clients.shutdownWithoutWaiting()
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -4,13 +4,16 @@ import NIOPosix
 
 /// Tracks hosts that cannot be reached, probing each with backoff until it answers.
 ///
-/// A probe is a plain TCP connect to the host's port, closed at once. Restored hosts are
-/// announced on ``restored``.
+/// A probe is a plain TCP connect to the host's port (or to its proxy's), closed at once.
+/// Restored hosts are announced on ``restored``.
 actor HostReachability {
     /// A host and port, with the key the scheduler uses for it.
     struct Endpoint: Hashable, Sendable {
         let host: String
         let port: Int
+        /// The proxy requests to this host go through, if any: what a probe connects to.
+        var proxyHost: String? = nil
+        var proxyPort: Int? = nil
         var key: String { "\(host.lowercased()):\(port)" }
     }
 
@@ -94,7 +97,9 @@ actor HostReachability {
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.nanoseconds(nanoseconds))
         do {
-            let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+            let channel = try await bootstrap.connect(
+                host: endpoint.proxyHost ?? endpoint.host, port: endpoint.proxyPort ?? endpoint.port
+            ).get()
             try? await channel.close()
             return true
         } catch {

@@ -18,7 +18,7 @@ struct ManifestFetcher: Sendable {
     /// The largest manifest accepted (a manifest of a million entries is about 200 MB).
     static let maxSize = 512 * 1024 * 1024
 
-    let client: HTTPClient
+    let clients: HTTPClients
     let configuration: DownloadManager.Configuration
     /// Credential headers for the manifest URL's origin only (see ``RedirectPolicy``).
     var credentials: [(name: String, value: String)] = []
@@ -39,7 +39,8 @@ struct ManifestFetcher: Sendable {
 
     private func attempt(_ original: URL, etag: String?, lastModified: String?) async throws(DownloadError) -> Outcome {
         let policy = RedirectPolicy(
-            url: original, headers: credentials, allowsDowngrade: configuration.allowsInsecureRedirects)
+            url: original, headers: credentials, netrc: configuration.netrc,
+            allowsDowngrade: configuration.allowsInsecureRedirects)
         var redirects = RedirectFollower(
             url: original, policy: policy, maxRedirects: configuration.maxRedirects, subject: .manifest)
         while true {
@@ -54,7 +55,7 @@ struct ManifestFetcher: Sendable {
             let body: ByteBuffer
             do {
                 // The client's read timeout bounds each silence; this only caps the whole fetch.
-                response = try await client.execute(request, timeout: .hours(1))
+                response = try await clients.client(for: url).execute(request, timeout: .hours(1))
                 let status = response.status.code
                 if status == 304 || (300..<400).contains(status) || status >= 400 {
                     // Drain the short body so the connection can be reused.
@@ -67,7 +68,7 @@ struct ManifestFetcher: Sendable {
                 throw DownloadError(
                     .tooLarge, "the manifest at \(url.absoluteString) is larger than \(Self.maxSize / 1_048_576) MiB")
             } catch {
-                throw TransferOperation.translate(error, url: url)
+                throw TransferOperation.translate(await clients.diagnosed(error, url: url), url: url)
             }
             let status = Int(response.status.code)
             switch status {

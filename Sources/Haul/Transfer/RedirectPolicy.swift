@@ -44,16 +44,21 @@ struct RedirectPolicy: Sendable {
     /// Whether an `https` → `http` redirect is followed.
     let allowsDowngrade: Bool
 
-    /// The policy for `request`: its credential headers are bound to its URL's origin.
-    init(request: DownloadRequest, allowsDowngrade: Bool) {
+    /// The policy for `request`: its credential headers are bound to its URL's origin,
+    /// and so is the `netrc` entry of its host, if it has no `Authorization` of its own.
+    init(request: DownloadRequest, netrc: Netrc? = nil, allowsDowngrade: Bool) {
         self.init(
-            url: request.url, headers: request.headers, sensitiveNames: request.sensitiveHeaderNames,
+            url: request.url, headers: request.headers, sensitiveNames: request.sensitiveHeaderNames, netrc: netrc,
             allowsDowngrade: allowsDowngrade)
     }
 
     /// A policy for `headers` given for `url`; `sensitiveNames` adds to the headers always
-    /// treated as credentials (compared case-insensitively).
-    init(url: URL, headers: [Header], sensitiveNames: Set<String> = [], allowsDowngrade: Bool) {
+    /// treated as credentials (compared case-insensitively). Without an `Authorization`
+    /// among `headers`, the `netrc` entry for `url`'s host becomes one, bound to `url`'s
+    /// origin like the others.
+    init(
+        url: URL, headers: [Header], sensitiveNames: Set<String> = [], netrc: Netrc? = nil, allowsDowngrade: Bool
+    ) {
         origin = Origin(url)
         let sensitive = Set(sensitiveNames.map { $0.lowercased() })
         var everywhere: [Header] = []
@@ -64,6 +69,11 @@ struct RedirectPolicy: Sendable {
             } else {
                 everywhere.append(header)
             }
+        }
+        if let netrc, let host = url.host, !headers.contains(where: { $0.name.lowercased() == "authorization" }),
+            let entry = netrc.credentials(forHost: host)
+        {
+            credentials.append((name: "Authorization", value: entry.basicAuthorization))
         }
         self.everywhere = everywhere
         self.credentials = credentials

@@ -26,7 +26,7 @@ struct SegmentedTransfer: Sendable {
         case changed(String)
     }
 
-    let client: HTTPClient
+    let clients: HTTPClients
     /// Where the segments are fetched from (the final URL of the first request).
     let url: URL
     let validator: Validator
@@ -58,12 +58,12 @@ struct SegmentedTransfer: Sendable {
     static let progressInterval: Duration = .milliseconds(100)
 
     init(
-        client: HTTPClient, url: URL, validator: Validator, table: SegmentTable, file: PartialFile, paths: PartialPaths,
+        clients: HTTPClients, url: URL, validator: Validator, table: SegmentTable, file: PartialFile, paths: PartialPaths,
         metadata: PartialMetadata, connections: Int, headers: [(name: String, value: String)],
         configuration: DownloadManager.Configuration, core: JobCore, threadPool: NIOThreadPool,
         checkpointer: Checkpointer?, logger: Logger
     ) {
-        self.client = client
+        self.clients = clients
         self.url = url
         self.validator = validator
         self.table = table
@@ -248,6 +248,12 @@ struct SegmentedTransfer: Sendable {
             } else {
                 try saveProgress(at: now, always: count < BatchWriter.batchSize)
             }
+        }
+        let client: HTTPClient
+        do {
+            client = try await clients.client(for: url)
+        } catch {
+            return .failed(error)
         }
         let task = client.execute(request: request, delegate: delegate, logger: logger)
         var transportError: (any Error)?

@@ -22,7 +22,8 @@ enum TransferOutcome: Sendable {
 struct TransferOperation: Sendable {
     let request: DownloadRequest
     let paths: PartialPaths?
-    let client: HTTPClient
+    /// The manager's clients: each request takes the one for its route.
+    let clients: HTTPClients
     let threadPool: NIOThreadPool
     let configuration: DownloadManager.Configuration
     let core: JobCore
@@ -305,7 +306,7 @@ struct TransferOperation: Sendable {
         metadata: PartialMetadata
     ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         let transfer = SegmentedTransfer(
-            client: client, url: url, validator: validator, table: table, file: file, paths: paths,
+            clients: clients, url: url, validator: validator, table: table, file: file, paths: paths,
             metadata: metadata, connections: connections, headers: policy.headers(for: url), configuration: configuration,
             core: core, threadPool: threadPool, checkpointer: checkpointer, logger: logger)
         let outcome = try await transfer.run()
@@ -457,7 +458,7 @@ struct TransferOperation: Sendable {
 
     /// Which headers go to which hop: credentials only to the request's origin.
     private var policy: RedirectPolicy {
-        RedirectPolicy(request: request, allowsDowngrade: configuration.allowsInsecureRedirects)
+        RedirectPolicy(request: request, netrc: configuration.netrc, allowsDowngrade: configuration.allowsInsecureRedirects)
     }
 
     /// Sends one request with `extraHeaders` (chosen by the redirect policy) and waits for
@@ -475,6 +476,12 @@ struct TransferOperation: Sendable {
         } catch {
             return error
         }
+        let client: HTTPClient
+        do {
+            client = try await clients.client(for: url)
+        } catch {
+            return error
+        }
         let task = client.execute(request: httpRequest, delegate: delegate, logger: logger)
         do {
             try await withTaskCancellationHandler {
@@ -484,7 +491,7 @@ struct TransferOperation: Sendable {
             }
             return nil
         } catch {
-            return error
+            return await clients.diagnosed(error, url: url)
         }
     }
 
@@ -551,6 +558,19 @@ struct TransferOperation: Sendable {
                 return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
             case .remoteConnectionClosed:
                 return DownloadError(.network, "\(url.absoluteString): the server closed the connection early")
+            case .proxyAuthenticationRequired:
+                return DownloadError(
+                    .proxy,
+                    "\(url.absoluteString): the proxy asked for credentials (407 Proxy Authentication Required): give them in the proxy URL, http://USER:PASSWORD@HOST:PORT"
+                )
+            case .invalidProxyResponse:
+                return DownloadError(
+                    .proxy,
+                    "\(url.absoluteString): the proxy refused to open a tunnel (CONNECT) to \(host): it may not accept the credentials given, or not allow this host or port"
+                )
+            case .httpProxyHandshakeTimeout:
+                return DownloadError(
+                    .timeout, "\(url.absoluteString): the proxy did not open a tunnel to \(host) in time")
             default:
                 return DownloadError(.network, "\(url.absoluteString): \(client)")
             }

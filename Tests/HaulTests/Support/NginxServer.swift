@@ -50,6 +50,9 @@ final class NginxServer: Sendable {
         var key: String
         /// Whether to offer HTTP/2 as well as HTTP/1.1.
         var http2 = false
+        /// A PEM file of the authorities client certificates must chain to: with one, the
+        /// server demands a client certificate (`ssl_verify_client on`).
+        var clientAuthority: String? = nil
     }
 
     /// One line of the access log.
@@ -248,6 +251,7 @@ final class NginxServer: Sendable {
                 listen 127.0.0.1:\(port) ssl\(tls.http2 ? " http2" : "");
                         ssl_certificate "\(tls.certificate)";
                         ssl_certificate_key "\(tls.key)";
+                \(tls.clientAuthority.map { "        ssl_client_certificate \"\($0)\";\n        ssl_verify_client on;" } ?? "")
                 """
         } else {
             listen = "listen 127.0.0.1:\(port);"
@@ -366,7 +370,7 @@ final class NginxServer: Sendable {
     }
 
     /// A port that was free a moment ago: bind to port 0 and ask which one the kernel gave.
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let socket = try openSocket()
         defer { close(socket) }
         var address = loopback(port: 0)
@@ -384,7 +388,7 @@ final class NginxServer: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    private static func canConnect(port: Int) -> Bool {
+    static func canConnect(port: Int) -> Bool {
         guard let socket = try? openSocket() else { return false }
         defer { close(socket) }
         var address = loopback(port: port)
@@ -415,7 +419,7 @@ final class NginxServer: Sendable {
 }
 
 /// Whether a process has exited, and a way to wait for it.
-private final class ExitSignal: @unchecked Sendable {
+final class ExitSignal: @unchecked Sendable {
     private let lock = NSLock()
     private var exited = false
     private var waiters: [CheckedContinuation<Void, Never>] = []

@@ -1,0 +1,137 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The way a request leaves: directly, to one pinned address, or through a proxy.
+///
+/// AsyncHTTPClient takes its proxy and its address overrides per client, so a manager
+/// keeps one client per route (see ``HTTPClients``). A pure value: ``HTTPClients/route(for:)``
+/// chooses it from the settings, and the tests check that choice without sockets.
+enum NetworkRoute: Hashable, Sendable {
+    /// Straight to the URL's host, resolved as the system does.
+    case direct
+    /// Straight to `host`, connecting to `address` (an address of the forced family).
+    case pinned(host: String, address: String)
+    /// Through `proxy`, whose host is reached at `address` when one is forced.
+    case proxy(DownloadManager.ProxyServer, address: String?)
+}
+
+/// A manager's HTTP clients, one per ``NetworkRoute``, and the rule choosing one for each
+/// request: every request (downloads, their segments, manifests) asks here, so they all
+/// route the same way.
+///
+/// The direct client exists from the start; the others are made on first use and live
+/// until ``shutdown()``. With ``DownloadManager/AddressFamily/ipv4`` or `ipv6`, each host
+/// name is resolved (on the I/O pool, with `getaddrinfo`) to an address of that family,
+/// and the request goes to a client that maps the name to that address
+/// (AsyncHTTPClient's `dnsOverride`, which keeps the name for TLS checks); a new address
+/// gets a new client.
+final class HTTPClients: Sendable {
+    /// Every client shares this, except for the proxy and address overrides.
+    private let base: HTTPClient.Configuration
+    private let proxies: DownloadManager.ProxySettings
+    private let family: DownloadManager.AddressFamily
+    private let threadPool: NIOThreadPool
+    private let direct: HTTPClient
+    private let others = NIOLockedValueBox<[NetworkRoute: HTTPClient]>([:])
+
+    init(
+        base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
+        family: DownloadManager.AddressFamily, threadPool: NIOThreadPool
+    ) {
+        self.base = base
+        self.proxies = proxies
+        self.family = family
+        self.threadPool = threadPool
+        self.direct = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: base)
+    }
+
+    /// The proxy a request to `url` goes through, if any.
+    func proxy(for url: URL) -> DownloadManager.ProxyServer? { proxies.proxy(for: url) }
+
+    /// The client for a request to `url`.
+    ///
+    /// - Throws: what resolving a name for a forced address family throws (see
+    ///   ``AddressResolver/resolve(_:family:)``); ``DownloadError/Code/cancelled`` after
+    ///   ``shutdown()``.
+    func client(for url: URL) async throws(DownloadError) -> HTTPClient {
+        let route = try await route(for: url)
+        guard route != .direct else { return direct }
+        let client: HTTPClient? = others.withLockedValue { clients in
+            if let client = clients[route] { return client }
+            // After shutdown (marked by the direct entry) no client is made.
+            guard clients[.direct] == nil else { return nil }
+            let client = HTTPClient(
+                eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration(for: route))
+            clients[route] = client
+            return client
+        }
+        guard let client else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
+        }
+        return client
+    }
+
+    /// The route of a request to `url`: through its proxy if the settings give one, else
+    /// direct; pinned to an address of the forced family, if one is forced.
+    func route(for url: URL) async throws(DownloadError) -> NetworkRoute {
+        let family = self.family
+        if let proxy = proxies.proxy(for: url) {
+            guard family != .any else { return .proxy(proxy, address: nil) }
+            let host = proxy.host
+            let address = try await threadPool.perform { () throws(DownloadError) in
+                try AddressResolver.resolve(host, family: family)
+            }
+            return .proxy(proxy, address: address)
+        }
+        guard family != .any, let host = url.host, !host.isEmpty else { return .direct }
+        let address = try await threadPool.perform { () throws(DownloadError) in
+            try AddressResolver.resolve(host, family: family)
+        }
+        return address == host ? .direct : .pinned(host: host, address: address)
+    }
+
+    /// The client configuration for `route`.
+    private func configuration(for route: NetworkRoute) -> HTTPClient.Configuration {
+        var configuration = base
+        switch route {
+        case .direct:
+            break
+        case .pinned(let host, let address):
+            configuration.dnsOverride = [host: address]
+        case .proxy(let proxy, let address):
+            let authorization = proxy.username.map {
+                HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "")
+            }
+            configuration.proxy = .server(host: address ?? proxy.host, port: proxy.port, authorization: authorization)
+        }
+        return configuration
+    }
+
+    /// Shuts every client down, waiting for each.
+    func shutdown() async {
+        let clients = takeAll()
+        for client in clients { try? await client.shutdown() }
+    }
+
+    /// Shuts every client down without waiting (for a manager's `deinit`).
+    func shutdownWithoutWaiting() {
+        for client in takeAll() {
+            // The callback holds the client until its shutdown is complete.
+            client.shutdown(queue: .global()) { _ in withExtendedLifetime(client) {} }
+        }
+    }
+
+    /// Every client, once: later calls get none, and no new client is made after it.
+    private func takeAll() -> [HTTPClient] {
+        others.withLockedValue { clients in
+            guard clients[.direct] == nil else { return [] }
+            let all = Array(clients.values) + [direct]
+            // The direct entry marks the clients as shut down.
+            clients = [.direct: direct]
+            return all
+        }
+    }
+}
