@@ -87,9 +87,11 @@
 # URL is a download of its own.
 # Each runs RUNS times; every run is a column of its table.
 #   global  8 downloads at once, /g/1.bin ... /g/8.bin, under one overall limit, for DURATION s
-#           after the first byte, sampled every 0.1 s as above, per connection (-x 1: one
-#           connection is one download; nginx's access log, with the client's port, tells
-#           which URL each connection fetched, so a download that reconnects is summed):
+#           after the first byte, sampled every 0.1 s as above, per connection. nginx's
+#           access log (client port, URL, and each request's start and end) tells which URL a
+#           connection was fetching at each sample: a download limited to its share of 512
+#           KiB/s is fetched in paced requests of 32 KiB, on kept-alive connections it may
+#           share with the others one request after another:
 #             haul get -q --journal J -d OUT -j 8 --per-host 8 -x 1 --max-overall-rate 4M URL...
 #           Reported: the total's fitted mean from t = 1 s / 4 MiB/s (target 0.95 to 1.05),
 #           its worst 2 s window / 4 MiB/s, and the slowest download's fitted mean / its fair
@@ -387,7 +389,7 @@ error_log $prefix/error.log warn;
 events { worker_connections 1024; }
 http {
 $(nginx_http_basics "$prefix")
-    log_format ports '\$remote_port \$request_uri \$status \$bytes_sent';
+    log_format ports '\$remote_port \$request_uri \$status \$bytes_sent \$msec \$request_time';
     server {
         listen 127.0.0.1:$PORT;
         root $WWW;
@@ -677,7 +679,7 @@ WL_TOTAL=0
 cat >"$WORK/workloads.py" <<'PY'
 # The arithmetic of Haul's workloads. Subcommands append one JSON object per run to RESULTS:
 #   record RESULTS key=value ...                       (numbers stay numbers)
-#   global RESULTS RUN SAMPLES T0 LIMIT N TCK NGINX_LOG EXITED RC LOG
+#   global RESULTS RUN SAMPLES T0 LIMIT N TCK NGINX_LOG EXITED RC LOG LAUNCH (T0 is µs after LAUNCH, a Unix time in µs)
 #   change RESULTS RUN SAMPLES T0 PATCH_START PATCH_END FROM TO PATCH_CODE FILE_BYTES
 #   idle   RESULTS RUN SAMPLES RATE N TCK EXITED RC LOG
 # and `report RESULTS key=value ...` prints the Markdown tables. A sample line: µs since the launch, CPU
@@ -742,24 +744,36 @@ def r3(x, digits=3):
     return None if x is None else round(x, digits)
 
 def cmd_global(a):
-    results, run, samples, t0, limit, n, tck, nginx_log, exited, rc, log = a
+    results, run, samples, t0, limit, n, tck, nginx_log, exited, rc, log, launch = a
+    origin = (int(launch) + int(t0)) / 1e6  # the samples' t = 0 as a Unix time, as nginx logs it
     limit, n, tck = float(limit), int(n), float(tck)
     rows = load(samples, int(t0))
     ts = [r[0] for r in rows]
     ports = sorted({p for r in rows for p in r[2]})
-    # Which URL each connection fetched, from nginx's log ("port uri status bytes"); the last line of a port wins.
-    uri_of = {}
+    # Each download's bytes, from nginx's log ("port uri status bytes end-time duration", one
+    # line per request): a download limited to its share is fetched in paced requests of
+    # 32 KiB, on kept-alive connections it shares with the others, one request after
+    # another, so connections do not tell downloads apart; requests do. A request's bytes
+    # are counted as sent evenly from its start to its end (a paced one takes about no
+    # time). The total stays the sum over the connections, as the client read it.
+    requests = []
     try:
         for line in open(nginx_log):
             f = line.split()
-            if len(f) >= 2:
-                uri_of[f[0]] = f[1]
+            if len(f) >= 6:
+                finish = float(f[4])
+                requests.append((f[1], finish - float(f[5]), finish, int(f[3]), f[0]))
     except OSError:
         pass
-    downloads = {}
-    for p in ports:
-        downloads.setdefault(uri_of.get(p, f"port {p}"), []).append(p)
-    series = {d: [sum(r[2].get(p, (0, 0))[0] for p in ps) for r in rows] for d, ps in downloads.items()}
+    series = {}
+    for uri, start, finish, sent, _ in requests:
+        v = series.setdefault(uri, [0.0] * len(rows))
+        for i, r in enumerate(rows):
+            t_abs = origin + r[0]
+            if t_abs >= finish:
+                v[i] += sent
+            elif t_abs > start:
+                v[i] += sent * (t_abs - start) / (finish - start)
     total = [sum(r[2].get(p, (0, 0))[0] for p in ports) for r in rows]
     fair = limit / n
     per = {d: slope(ts, v, 1.0) for d, v in series.items()}
@@ -778,7 +792,7 @@ def cmd_global(a):
         "min_share": r3(rates[0]), "max_share": r3(rates[-1]),
         "shares": [r3(x, 2) for x in rates],
         "downloads": len([d for d, v in series.items() if v[-1] > 0]), "connections": len(ports),
-        "mapped": sum(1 for p in ports if p in uri_of),
+        "mapped": len({r[4] for r in requests}),
         "cpu_pct": r3(100 * cpu_s / wall if wall > 0 else None, 1), "mib": r3(total[-1] / 1048576, 1),
     })
 
@@ -890,7 +904,7 @@ def report(a):
                 ("fastest download / fair share", "–", lambda r: fmt(r["max_share"])),
                 ("every download / fair share", "–", lambda r: " ".join(f"{x:.2f}" for x in r["shares"])),
                 ("initial burst of the total (KiB over limit × 0.5 s)", "–", lambda r: fmt(r["burst_kib"], 0)),
-                ("downloads that read (connections; mapped to a URL by nginx's log)", f"{knobs['global_n']}",
+                ("downloads that read (connections the client used; connections in nginx's log)", f"{knobs['global_n']}",
                  lambda r: f"{r['downloads']} ({r['connections']}; {r['mapped']})"),
                 ("CPU (% of a core, from the start)", "–", lambda r: fmt(r["cpu_pct"], 1, "%")),
             ], good)
@@ -1066,7 +1080,7 @@ wl_global() { # RUN
         return
     fi
     python3 "$WORK/workloads.py" global "$WL_RESULTS" "$run" "$SAMPLES" "$T0" "$(numfmt --from=iec "$GLOBAL_RATE")" \
-        "$GLOBAL_N" "$TICKS" "$WORK/samples/global-$run.nginx" "$EXITED" "$RC" "$(first_line "$logfile")"
+        "$GLOBAL_N" "$TICKS" "$WORK/samples/global-$run.nginx" "$EXITED" "$RC" "$(first_line "$logfile")" "$launch"
     log "global run $run: $(tail -n1 "$WL_RESULTS" | cut -c1-300)"
 }
 
