@@ -435,7 +435,10 @@ package actor Aria2RPC {
     /// and what RPC gave it.
     private func optionsOf(_ id: DownloadID, _ view: DownloadView) async -> Aria2Options {
         var values = await globalOptions().values
-        for name in ["max-concurrent-downloads", "max-overall-download-limit"] { values[name] = nil }
+        // Global-only options are not a download's (aria2 leaves them out of getOption).
+        for name in ["max-concurrent-downloads", "max-overall-download-limit", "max-overall-upload-limit", "enable-rpc", "rpc-listen-port", "check-certificate"] {
+            values[name] = nil
+        }
         var result = (options[id] ?? Aria2Options()).over(Aria2Options(values))
         result.values["dir"] = .string((view.destination as NSString).deletingLastPathComponent)
         result.values["out"] = .string(view.name)
