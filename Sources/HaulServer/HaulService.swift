@@ -2,6 +2,7 @@ import Foundation
 package import Haul
 import Hummingbird
 package import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
 
@@ -29,6 +30,8 @@ package enum HaulService {
         package var roots: [String] = []
         /// More names the `Host` header may use (a host name the service is reached by).
         package var hostNames: [String] = []
+        /// Other sites' origins whose pages may call the aria2 JSON-RPC interface, with CORS.
+        package var rpcOrigins: [String] = []
         /// Speed limits in bytes per second (`nil`: none): all downloads together, each
         /// host, and each download without one of its own.
         package var maxBytesPerSecond: Int?
@@ -126,16 +129,22 @@ package enum HaulService {
 
         let host = options.host
         let names = options.hostNames
-        let rules = AccessRulesBox(AccessRules(token: token, allowedHosts: []))
-        let router = ServiceRouter.make(core: core, rules: rules)
+        let rpcOrigins = Set(options.rpcOrigins)
+        let rules = AccessRulesBox(AccessRules(token: token, allowedHosts: [], rpcOrigins: rpcOrigins))
+        // aria2.shutdown stops the service as SIGTERM does.
+        let running = NIOLockedValueBox<ServiceGroup?>(nil)
+        let rpc = Aria2RPC(core: core, rules: rules) { await running.withLockedValue { $0 }?.triggerGracefulShutdown() }
+        let router = ServiceRouter.make(core: core, rules: rules, rpc: rpc)
         let app = Application(
             router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: WebSocketRouter.make(core: core, rules: rules, rpc: rpc)),
             configuration: ApplicationConfiguration(address: .hostname(host, port: options.port), serverName: nil),
-            services: [Stopper(core: core)],
+            services: [Stopper(core: core, rpc: rpc)],
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? options.port
                 rules.rules = AccessRules(
-                    token: token, allowedHosts: AccessRules.hosts(listeningOn: host, port: port, names: names))
+                    token: token, allowedHosts: AccessRules.hosts(listeningOn: host, port: port, names: names),
+                    rpcOrigins: rpcOrigins)
                 let address = "\(host.contains(":") ? "[\(host)]" : host):\(port)"
                 do throws(ServiceFiles.Failure) {
                     try files.writeAddress(address)
@@ -148,6 +157,7 @@ package enum HaulService {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        running.withLockedValue { $0 = group }
         try await group.run()
         try? FileManager.default.removeItem(atPath: files.addressPath)
     }
@@ -158,11 +168,13 @@ package enum HaulService {
 @available(macOS 14, iOS 17, tvOS 17, *)
 struct Stopper: Service {
     let core: ServiceCore
+    let rpc: Aria2RPC
 
     func run() async throws {
         try? await gracefulShutdown()
         await core.cancelBackground()
         await core.hub.finish()
+        rpc.notifier.finish()
         // Running downloads stop with their partial files checkpointed, recorded as paused
         // by the stop: the next start resumes them.
         await core.manager.shutdown()

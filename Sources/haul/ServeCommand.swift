@@ -17,6 +17,10 @@ struct Serve: AsyncParsableCommand {
             JOURNAL-serve.token (created on first start, mode 0600). It is never taken from the \
             command line. Listening on an address other than loopback needs a token you set.
 
+            aria2's JSON-RPC interface is at /jsonrpc (POST and WebSocket), for aria2 front-ends \
+            such as AriaNg and browser extensions: their secret is the same token. Pages of other \
+            sites may call it only from an origin listed with --rpc-allow-origin.
+
             While a service runs, 'haul get', 'list', 'pause', 'cancel', 'retry' and 'resume' \
             with the same journal go through it.
             """)
@@ -56,6 +60,14 @@ struct Serve: AsyncParsableCommand {
         help: ArgumentHelp("Another name clients reach the service by, accepted in the Host header. Repeatable.", valueName: "name"))
     var hostNames: [String] = []
 
+    @Option(
+        name: .customLong("rpc-allow-origin"),
+        help: ArgumentHelp(
+            "An origin whose pages may call the aria2 JSON-RPC interface (/jsonrpc) with CORS, such as "
+                + "https://ariang.example or chrome-extension://ID. Repeatable. (default: none)",
+            valueName: "origin"))
+    var rpcOrigins: [String] = []
+
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
     func run() async throws {
@@ -69,6 +81,9 @@ struct Serve: AsyncParsableCommand {
         guard (1...SettingsAPI.maximumPerHost).contains(perHost) else {
             throw ValidationError("--per-host must be between 1 and \(SettingsAPI.maximumPerHost).")
         }
+        for origin in rpcOrigins where AccessRules.normalizedOrigin(origin) == nil {
+            throw ValidationError("--rpc-allow-origin takes an origin such as https://ariang.example, without a path: '\(origin)'.")
+        }
         if let path = journalOptions.path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
         let directory = URL(fileURLWithPath: self.directory).standardizedFileURL.path
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -79,6 +94,7 @@ struct Serve: AsyncParsableCommand {
         options.perHost = perHost
         options.roots = roots.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         options.hostNames = hostNames
+        options.rpcOrigins = rpcOrigins
         options.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond
         options.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond

@@ -29,7 +29,9 @@ struct CLITests {
 
     @Test func progressLinesCarryTheLimitInEffect() async throws {
         try await CLIFixture.with { f, journal in
-            f.serve("l.bin", count: 300_000)
+            // About a second at 1 MiB/s, past the first quarter second's burst: progress
+            // lines are printed while it runs
+            f.serve("l.bin", count: 1_300_000)
             let url = f.server.url("/files/l.bin").absoluteString
             let run = try await Haul.run(
                 ["get", url, "-d", f.directory.path, "--json", "--limit-rate", "1M", "--journal", journal])

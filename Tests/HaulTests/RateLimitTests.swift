@@ -127,6 +127,25 @@ struct RateLimitTests {
         }
     }
 
+    /// The progress a download ends with says which limit it ran under (the manager has
+    /// forgotten the download's own limit by then).
+    @Test func theLastProgressCarriesTheLimit() async throws {
+        try await Fixture.with { f in
+            f.serve("last", count: 100_000)
+            var request = DownloadRequest(url: f.server.url("/files/last"), destination: .directory(f.directory))
+            request.maxBytesPerSecond = 4 << 20
+            let handle = try await f.manager.download(request)
+            var last: DownloadProgress?
+            for await event in handle.events {
+                if case .progress(let progress) = event { last = progress }
+                if event.isTerminal { break }
+            }
+            _ = try await handle.result
+            #expect(last?.completedBytes == 100_000)
+            #expect(last?.limit == 4 << 20)
+        }
+    }
+
     @Test func manySmallFilesAreLimitedAsAWhole() async throws {
         try await Fixture.with({ $0.maxBytesPerSecond = 256 << 10 }) { f in
             var requests: [DownloadRequest] = []

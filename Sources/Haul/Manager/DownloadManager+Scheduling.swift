@@ -187,6 +187,7 @@ extension DownloadManager {
     ) {
         job.lifecycle.finish()
         jobs[job.id] = nil
+        let limit = job.core.currentLimit
         rateLimiter.forget(job.id)
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
         queue.remove(job.id)
@@ -206,7 +207,7 @@ extension DownloadManager {
                 record(job, error.code == .diskFull ? .paused : .failed, errorCode: error.code.description, error: error.message)
             }
         }
-        job.core.finish(outcome)
+        job.core.finish(outcome, limit: limit)
         checkIdle()
     }
 

@@ -86,12 +86,21 @@ final class JobCore: Sendable {
         return progress
     }
 
-    /// Ends the download: a terminal event, then the result for every waiter.
-    func finish(_ outcome: Result<DownloadResult, DownloadError>) {
+    /// The speed limit in effect for the download now.
+    var currentLimit: Int? {
+        rateLimiter?.effectiveLimit(of: id, host: host)
+    }
+
+    /// Ends the download: a terminal event, then the result for every waiter. `limit` is the
+    /// speed limit it ran under, for its last progress (the manager forgets a download's
+    /// own limit as it ends).
+    func finish(_ outcome: Result<DownloadResult, DownloadError>, limit: Int? = nil) {
         meter.stop()
         switch outcome {
         case .success(let result):
-            emit(.progress(meter.snapshot()))
+            var progress = meter.snapshot()
+            progress.limit = limit
+            emit(.progress(progress))
             emit(.completed(result))
         case .failure(let error):
             if error.code == .cancelled, let reason = error.cancellationReason {

@@ -24,7 +24,10 @@ package struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
         let host = presented.first { !rules.allowedHosts.contains($0.lowercased()) } ?? presented.first
         let path = request.uri.path
         let verdict: AccessRules.Verdict
-        if !path.hasPrefix("/api/") || path == "/api/v1/session" {
+        if path == Aria2API.path {
+            // The aria2 JSON-RPC interface: the token travels inside each call.
+            verdict = rules.checkRPC(host: host, origin: request.headers[.origin])
+        } else if !path.hasPrefix("/api/") || path == "/api/v1/session" {
             verdict = rules.check(host: host, origin: request.headers[.origin])
         } else {
             verdict = rules.check(

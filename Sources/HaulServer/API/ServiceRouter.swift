@@ -1,12 +1,14 @@
 package import Hummingbird
+package import HummingbirdWebSocket
 
 /// The service's router: the API's error bodies around everything, the access rules in
-/// front of every route, the API under `/api/v1`, and the dashboard at `/`.
+/// front of every route, the API under `/api/v1`, aria2's JSON-RPC at `/jsonrpc`, and the
+/// dashboard at `/`.
 @available(macOS 14, iOS 17, tvOS 17, *)
 package enum ServiceRouter {
-    package static func make(core: ServiceCore, rules: AccessRulesBox, dashboard: DashboardFiles = DashboardFiles())
-        -> Router<BasicRequestContext>
-    {
+    package static func make(
+        core: ServiceCore, rules: AccessRulesBox, rpc: Aria2RPC? = nil, dashboard: DashboardFiles = DashboardFiles()
+    ) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: APIErrorMiddleware())
         router.add(middleware: AccessMiddleware(rules: rules, sessions: core.sessions))
@@ -16,7 +18,23 @@ package enum ServiceRouter {
         SettingsAPI(core: core).addRoutes(to: api)
         SyncsAPI(core: core).addRoutes(to: api)
         EventsAPI(core: core).addRoutes(to: api)
+        Aria2API(rpc: rpc ?? Aria2RPC(core: core, rules: rules), rules: rules).addRoutes(to: router)
         dashboard.addRoutes(to: router)
+        return router
+    }
+}
+
+/// The router the server consults for WebSocket upgrades: aria2's JSON-RPC at `/jsonrpc`,
+/// behind the same access rules. A refused upgrade goes on to the HTTP router, which
+/// refuses it again with the API's error body.
+@available(macOS 14, iOS 17, tvOS 17, *)
+package enum WebSocketRouter {
+    package static func make(core: ServiceCore, rules: AccessRulesBox, rpc: Aria2RPC)
+        -> Router<BasicWebSocketRequestContext>
+    {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.add(middleware: AccessMiddleware(rules: rules, sessions: core.sessions))
+        Aria2API(rpc: rpc, rules: rules).addWebSocketRoutes(to: router)
         return router
     }
 }

@@ -32,10 +32,48 @@ package struct AccessRules: Sendable {
     package let token: String
     /// `host[:port]` values the `Host` header may take, lowercased.
     package let allowedHosts: Set<String>
+    /// Other sites' origins that may call the aria2 JSON-RPC interface (`/jsonrpc`) from a
+    /// browser, with CORS (`haul serve --rpc-allow-origin`), as ``normalizedOrigin(_:)``
+    /// writes them.
+    package let rpcOrigins: Set<String>
 
-    package init(token: String, allowedHosts: Set<String>) {
+    package init(token: String, allowedHosts: Set<String>, rpcOrigins: Set<String> = []) {
         self.token = token
         self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
+        self.rpcOrigins = Set(rpcOrigins.compactMap(Self.normalizedOrigin))
+    }
+
+    /// `scheme://host[:port]` lowercased, for an origin a browser sends or a user lists
+    /// (`https://ariang.example`, `chrome-extension://abc…`); `nil` for anything with a path,
+    /// a query or no host.
+    package static func normalizedOrigin(_ origin: String) -> String? {
+        var lowered = origin.lowercased()
+        if lowered.hasSuffix("/") { lowered.removeLast() }
+        guard let separator = lowered.range(of: "://"), separator.lowerBound != lowered.startIndex else { return nil }
+        let scheme = lowered[..<separator.lowerBound]
+        let rest = lowered[separator.upperBound...]
+        guard scheme.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "+" || $0 == "." }), !rest.isEmpty,
+            !rest.contains(where: { "/?#@ ".contains($0) })
+        else { return nil }
+        return lowered
+    }
+
+    /// Decides a request to the aria2 JSON-RPC interface before its token (inside the body)
+    /// is checked: its `Host` must name the service, and its `Origin`, when it has one,
+    /// must be the service's own or one the user listed with `--rpc-allow-origin`.
+    package func checkRPC(host: String?, origin: String?) -> Verdict {
+        if let origin, let normalized = Self.normalizedOrigin(origin), rpcOrigins.contains(normalized) {
+            return check(host: host)
+        }
+        return check(host: host, origin: origin)
+    }
+
+    /// The origin to allow with CORS headers: `origin` when the user listed it.
+    package func corsOrigin(_ origin: String?) -> String? {
+        guard let origin, let normalized = Self.normalizedOrigin(origin), rpcOrigins.contains(normalized) else {
+            return nil
+        }
+        return origin
     }
 
     /// The `Host` values for a service listening on `host:port`: that address, and the
