@@ -29,7 +29,6 @@ package actor Aria2RPC {
     package let notifier: Aria2Notifier
     private let shutdown: @Sendable () async -> Void
     private var index = Aria2GIDIndex()
-    private var indexLoaded = false
     /// Global options set through RPC (the live ones are read from the service each time).
     private var global = Aria2Options()
     /// Options each download was added or changed with through RPC.
@@ -505,7 +504,6 @@ package actor Aria2RPC {
         var fresh = Aria2GIDIndex()
         for id in ids { fresh.insert(id) }
         index = fresh
-        indexLoaded = true
     }
 
     private func views(_ ids: [DownloadID]) async throws(Aria2Error) -> [DownloadView] {
