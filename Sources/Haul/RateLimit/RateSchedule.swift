@@ -162,7 +162,9 @@ struct RateSchedule: Sendable {
         let extra = running[download] == nil ? 1 : 0
         let rates = [
             overall.map { $0.rate / Double(running.count + extra) },
-            perHostRate.map { rate in Double(rate) / Double(running.values.filter { $0 == host }.count + extra) },
+            perHostRate.map { rate in
+                Double(rate) / Double(running.values.reduce(extra) { $1 == host ? $0 + 1 : $0 })
+            },
             downloads[download]?.rate,
         ].compactMap { $0 }
         return rates.min().map { Int($0) }
