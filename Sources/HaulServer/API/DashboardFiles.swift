@@ -44,7 +44,8 @@ package struct DashboardFiles: Sendable {
             if name == "index.html" {
                 throw APIError(
                     .notFound, code: "notFound",
-                    message: "the dashboard's files are not installed next to the haul executable (Haul_HaulServer.resources)")
+                    message:
+                        "the dashboard's files are not installed next to the haul executable, nor in ../share/haul (Haul_HaulServer.resources)")
             }
             throw APIError.notFound("dashboard file \(name)")
         }
@@ -72,11 +73,14 @@ package struct DashboardFiles: Sendable {
     }
 
     /// `Dashboard` inside the resource bundle SwiftPM puts next to the executable (or the
-    /// test runner): `*_HaulServer.resources`.
+    /// test runner): `*_HaulServer.resources`; for an installed `PREFIX/bin/haul`, the one
+    /// `scripts/install.sh` puts in `PREFIX/share/haul`.
     static func resourceDirectory() -> String? {
         var places: [String] = []
         if let executable = Bundle.main.executableURL?.resolvingSymlinksInPath() {
-            places.append(executable.deletingLastPathComponent().path)
+            let directory = executable.deletingLastPathComponent()
+            places.append(directory.path)
+            places.append(directory.deletingLastPathComponent().appendingPathComponent("share/haul").path)
         }
         places.append(Bundle.main.bundlePath)
         for place in places {
