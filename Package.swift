@@ -52,6 +52,8 @@ let package = Package(
             dependencies: [
                 "Haul", "HaulServer", "HaulPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -67,7 +67,7 @@ extension PostgresQueue {
     static let claimLock: Int64 = 0x6861_756C_636C_6D
 
     /// Applies the migrations not yet applied.
-    func migrate() async throws {
+    public func migrate() async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLock))", logger: logger)
             try await connection.query(
