@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "Haul", targets: ["Haul"]),
         .library(name: "HaulTestSupport", targets: ["HaulTestSupport"]),
+        .library(name: "HaulPostgres", targets: ["HaulPostgres"]),
         .executable(name: "haul", targets: ["haul"]),
     ],
     dependencies: [
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(name: "CHaulShims"),
@@ -49,8 +51,10 @@ let package = Package(
         .executableTarget(
             name: "haul",
             dependencies: [
-                "Haul", "HaulServer",
+                "Haul", "HaulServer", "HaulPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -75,6 +79,21 @@ let package = Package(
             resources: [.copy("Dashboard")],
             swiftSettings: swiftSettings
         ),
+        // The shared queue (`haul worker`): a job store on PostgreSQL through postgres-nio, kept
+        // out of `Haul` so that the library stays free of it (and builds for iOS).
+        .target(
+            name: "HaulPostgres",
+            dependencies: [
+                "Haul",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HaulTestSupport",
             dependencies: [
@@ -87,7 +106,8 @@ let package = Package(
         .testTarget(
             name: "HaulTests",
             dependencies: [
-                "Haul", "HaulServer", "HaulTestSupport",
+                "Haul", "HaulServer", "HaulTestSupport", "HaulPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

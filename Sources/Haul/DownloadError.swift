@@ -206,3 +206,15 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         return DownloadError(.fileSystem, "cannot \(operation) \(path): \(reason)")
     }
 }
+
+extension DownloadError {
+    /// A failure to reach or use a shared queue's database: retried like a network failure.
+    package static func sharedQueue(_ message: String) -> DownloadError {
+        DownloadError(.network, message)
+    }
+
+    /// Another process runs (or ran) the job: a shared queue's lease was taken over.
+    package static func runningElsewhere(_ message: String) -> DownloadError {
+        DownloadError(.runningElsewhere, message)
+    }
+}

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HaulPostgres
 import Foundation
 import Haul
 
@@ -21,7 +22,16 @@ struct Pause: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup var queueOptions: QueueOptions
+
     mutating func run() async throws {
+        if let address = try queueOptions.address() {
+            let wanted = ids
+            guard !wanted.isEmpty else { throw ValidationError("give the IDs of the jobs") }
+            let count = try await QueueOptions.with(address) { queue in try await queue.pause(wanted) }
+            Console.out("pause: \(count) job(s)\n")
+            return
+        }
         try JobControl.validate(ids: ids, all: all, allFlag: "--all")
         if let client = try ServiceMode.client(journalOptions) {
             try await ServiceMode.control(client, "pause", done: "paused", ids: ids, all: all ? [.queued, .running, .waiting] : nil)
@@ -54,7 +64,16 @@ struct Cancel: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup var queueOptions: QueueOptions
+
     mutating func run() async throws {
+        if let address = try queueOptions.address() {
+            let wanted = ids
+            guard !wanted.isEmpty else { throw ValidationError("give the IDs of the jobs") }
+            let count = try await QueueOptions.with(address) { queue in try await queue.cancel(wanted) }
+            Console.out("cancel: \(count) job(s)\n")
+            return
+        }
         try JobControl.validate(ids: ids, all: all, allFlag: "--all")
         if let client = try ServiceMode.client(journalOptions) {
             try await ServiceMode.control(
@@ -88,7 +107,15 @@ struct Retry: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup var queueOptions: QueueOptions
+
     mutating func run() async throws {
+        if let address = try queueOptions.address() {
+            let wanted = ids
+            let count = try await QueueOptions.with(address) { queue in try await queue.retry(wanted) }
+            Console.out("retry: \(count) job(s)\n")
+            return
+        }
         try JobControl.validate(ids: ids, all: allFailed, allFlag: "--all-failed")
         if let client = try ServiceMode.client(journalOptions) {
             try await ServiceMode.control(client, "retry", done: "queued", ids: ids, all: allFailed ? [.failed] : nil)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HaulPostgres
 import Foundation
 import Haul
 import HaulServer
@@ -91,7 +92,13 @@ struct Get: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup var queueOptions: QueueOptions
+
     mutating func run() async throws {
+        if let address = try queueOptions.address() {
+            try await enqueue(into: address)
+            return
+        }
         let configuration = try options.managerConfiguration()
         let headers = try Self.parsedHeaders(self.headers, option: "--header")
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
@@ -335,5 +342,21 @@ struct Get: AsyncParsableCommand {
             throw ExitCode.failure
         }
         return url
+    }
+}
+
+extension Get {
+    /// `haul get --queue`: adds the URLs to the shared queue for `haul worker` to run.
+    func enqueue(into address: QueueAddress) async throws {
+        guard inputFile == nil else { throw ValidationError("-i with --queue is not supported yet: give the URLs") }
+        guard !urls.isEmpty else { throw ValidationError("give at least one URL") }
+        var requests: [QueueRequest] = []
+        for text in urls {
+            guard let url = URL(string: text) else { throw ValidationError("'\(text)' is not a URL") }
+            do { requests.append(try QueueRequest(url: url)) } catch { throw ValidationError(error.message) }
+        }
+        let wanted = requests
+        let added = try await QueueOptions.with(address) { queue in try await queue.enqueue(wanted) }
+        Console.out("queued \(added) of \(requests.count) (\(requests.count - added) already in the queue)\n")
     }
 }

@@ -17,7 +17,7 @@ struct Haul: AsyncParsableCommand {
         version: "0.1.0",
         subcommands: [
             Get.self, Resume.self, List.self, Pause.self, Cancel.self, Retry.self, Clean.self, ManifestCommand.self,
-            SyncCommand.self, Serve.self,
+            SyncCommand.self, Serve.self, Worker.self,
         ])
 
     /// Exit status for invalid arguments.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HaulPostgres
 import Foundation
 import Haul
 
@@ -42,7 +43,19 @@ struct List: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup var queueOptions: QueueOptions
+
     mutating func run() async throws {
+        if let address = try queueOptions.address() {
+            let jobs = try await QueueOptions.with(address) { queue in try await queue.jobs() }
+            for job in jobs {
+                let size = job.totalBytes.map { "\(job.bytesCommitted)/\($0)" } ?? "\(job.bytesCommitted)"
+                var line = "\(job.state)\t\(job.attempt)/\(job.maxAttempts)\t\(size)\t\(job.id)"
+                if let error = job.lastError { line += "\t" + error }
+                Console.out(line + "\n")
+            }
+            return
+        }
         let states: Set<JobState>? = all ? nil : [.queued, .running, .paused, .waiting, .failed]
         let jobs: [JobSnapshot]
         if let client = try ServiceMode.client(journalOptions) {

@@ -204,7 +204,11 @@ extension DownloadManager {
             finished.failed += 1
             if !journaled {
                 // A full disk pauses the job in the journal: `haul resume` continues it.
-                record(job, error.code == .diskFull ? .paused : .failed, errorCode: error.code.description, error: error.message)
+                if error.code == .diskFull {
+                    record(job, .paused, errorCode: error.code.description, error: error.message)
+                } else if job.paths != nil {
+                    store?.recordFailed(job.id, error)
+                }
             }
         }
         job.core.finish(outcome, limit: limit)

@@ -101,7 +101,7 @@ public actor DownloadManager {
 
     /// Creates a manager that keeps its jobs in `store` (see ``JobStore``); `journal`, if
     /// any, also keeps content sync's manifests and digests.
-    init(
+    package init(
         configuration: Configuration, journal: Journal?, store: (any JobStore)?,
         connectivityMonitor: (any ConnectivityMonitor)?, logger: Logger
     ) {

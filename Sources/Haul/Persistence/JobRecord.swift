@@ -1,62 +1,62 @@
-import Foundation
+package import Foundation
 
 /// One job as a ``JobStore`` keeps it: a row of the journal's `job` table.
 ///
 /// Plain values only; how the SQLite journal reads and writes it is in
 /// `JobRecord+Database.swift`.
-struct JobRecord: Codable, Hashable, Sendable {
-    var id: String
-    var url: String
-    var finalURL: String?
+package struct JobRecord: Codable, Hashable, Sendable {
+    package var id: String
+    package var url: String
+    package var finalURL: String?
     /// `file` (destinationPath is the file) or `directory` (destinationPath is the folder).
-    var destinationKind: String
-    var destinationPath: String
-    var destinationName: String?
-    var partialPath: String
-    var state: JobState
-    var priority: Int
-    var attempts: Int
+    package var destinationKind: String
+    package var destinationPath: String
+    package var destinationName: String?
+    package var partialPath: String
+    package var state: JobState
+    package var priority: Int
+    package var attempts: Int
     /// Bytes of the partial file known to be on stable storage.
-    var bytesCommitted: Int64
-    var totalBytes: Int64?
+    package var bytesCommitted: Int64
+    package var totalBytes: Int64?
     /// The validator, as `etag:VALUE` or `last-modified:VALUE`.
-    var validator: String?
-    var expectedSize: Int64?
+    package var validator: String?
+    package var expectedSize: Int64?
     /// `ALGORITHM=HEX`.
-    var checksum: String?
+    package var checksum: String?
     /// JSON array of `[name, value]` pairs.
-    var headers: String?
-    var lastError: String?
-    var createdAt: Date
-    var updatedAt: Date
-    var finishedAt: Date?
+    package var headers: String?
+    package var lastError: String?
+    package var createdAt: Date
+    package var updatedAt: Date
+    package var finishedAt: Date?
     // Added by migration v2.
     /// The owner token (see ``OwnerLocks``) of the process that holds the job while it is
     /// queued, running or paused in that process.
-    var owner: Int64?
+    package var owner: Int64?
     /// The owner token of the process that should run the job: the one that added or
     /// adopted it.
-    var session: Int64?
+    package var session: Int64?
     /// The boot of the machine that last checkpointed the job (see ``ProcessIdentity``).
-    var bootID: String?
+    package var bootID: String?
     /// A command left by another process: `pause`, `cancel` or `resume`.
-    var command: String?
-    var errorCode: String?
-    var bytesPerSecond: Double
+    package var command: String?
+    package var errorCode: String?
+    package var bytesPerSecond: Double
     // Added by migration v6: the completed file, for a conditional request next time.
     /// Where the completed file was saved.
-    var filePath: String?
-    var fileSize: Int64?
+    package var filePath: String?
+    package var fileSize: Int64?
     /// Its modification time, in nanoseconds since 1970.
-    var fileModified: Int64?
+    package var fileModified: Int64?
     /// The validator its content came with (as ``validator``).
-    var fileValidator: String?
+    package var fileValidator: String?
     // Added by migration v5.
     /// The credential headers the job was started with, as a ``CredentialReference``;
     /// `nil` when it has none.
-    var credentials: String?
+    package var credentials: String?
     /// The download's own speed limit in bytes per second, if any.
-    var maxBytesPerSecond: Int?
+    package var maxBytesPerSecond: Int?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -122,7 +122,7 @@ struct JobRecord: Codable, Hashable, Sendable {
     }
 
     /// The token of the process holding the row, if any.
-    var holder: Int64? { owner ?? session }
+    package var holder: Int64? { owner ?? session }
 
     /// The completed file this row describes, when it is still there unchanged and may be
     /// revalidated with a conditional request instead of downloaded again.
@@ -133,7 +133,7 @@ struct JobRecord: Codable, Hashable, Sendable {
     }
 
     /// The request this record describes.
-    func request() throws(DownloadError) -> DownloadRequest {
+    package func request() throws(DownloadError) -> DownloadRequest {
         guard let url = URL(string: url) else { throw .invalid("journal entry \(id) has a bad URL '\(self.url)'") }
         let destination: DownloadDestination =
             destinationKind == "file"

@@ -21,7 +21,7 @@
 ///   checkpoint it acknowledged through ``flush()``.
 ///
 /// The rows are ``JobRecord`` values: the whole job as the journal keeps it.
-protocol JobStore: AnyObject, Sendable {
+package protocol JobStore: AnyObject, Sendable {
     // MARK: Owners
 
     /// This store instance's owner token, taken (with whatever proves it alive) on first use.
@@ -74,6 +74,9 @@ protocol JobStore: AnyObject, Sendable {
     func recordStarted(_ id: DownloadID, owner: Int64)
     /// Job `id` is in `state` now, with the error that put it there, if any.
     func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?)
+    /// Job `id` failed with `error`. A store may decide to try it again later (the shared
+    /// queue's retries with backoff); the journal records it as failed.
+    func recordFailed(_ id: DownloadID, _ error: DownloadError)
     /// Job `id` completed: `bytes` bytes, saved to `file`, from `finalURL`. Gives up its ownership.
     func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?)
     /// The first `bytes` bytes of job `id`'s partial file are on stable storage.
@@ -86,14 +89,35 @@ protocol JobStore: AnyObject, Sendable {
     /// Gives up ownership of every unfinished job `owner` holds; running ones become paused.
     func release(owner: Int64)
 
+    // MARK: Fencing
+
+    /// Whether a transfer must win ``confirmCompletion(_:bytes:)`` before it renames its file
+    /// into place: true for a store whose jobs another process may take over while this one
+    /// still runs them (a lease that expired).
+    var fencesCompletion: Bool { get }
+    /// Records job `id` as completed with `bytes` bytes if this process still holds it, and
+    /// throws ``DownloadError/Code/runningElsewhere`` if it does not: the transfer then
+    /// leaves its file where it is. Called only when ``fencesCompletion``.
+    func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError)
+
     /// Waits until every write made before this call is durable.
     func flush() async
     /// Flushes, then stops whatever the store runs for this manager. Called once, at shutdown.
     func close() async
 }
 
+extension JobStore {
+    package func recordFailed(_ id: DownloadID, _ error: DownloadError) {
+        recordState(id, .failed, errorCode: error.code.description, error: error.message)
+    }
+
+    package var fencesCompletion: Bool { false }
+
+    package func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {}
+}
+
 /// What claiming one job found.
-enum JobClaim: Sendable {
+package enum JobClaim: Sendable {
     /// The row is this process's now; `journaled` is what it knew of the job's partial
     /// or completed file.
     case claimed(journaled: TransferOperation.JournaledProgress?)
@@ -102,11 +126,11 @@ enum JobClaim: Sendable {
 }
 
 /// A job another live process holds, which this one follows from the store.
-struct JobAttachment: Sendable {
-    var id: DownloadID
+package struct JobAttachment: Sendable {
+    package var id: DownloadID
     /// The holder's owner token.
-    var holder: Int64
-    var owner: JournalOwner
+    package var holder: Int64
+    package var owner: JournalOwner
     /// The row as it was found.
-    var record: JobRecord
+    package var record: JobRecord
 }

@@ -14,7 +14,7 @@
 /// ```
 ///
 /// A cancel outranks a pause, and the first cancel reason wins.
-struct JobLifecycle: Hashable, Sendable {
+package struct JobLifecycle: Hashable, Sendable {
     enum Phase: Hashable, Sendable {
         case queued
         case running
@@ -46,7 +46,7 @@ struct JobLifecycle: Hashable, Sendable {
     }
 
     /// A command for another process that runs the download.
-    enum Command: String, Hashable, Sendable {
+    package enum Command: String, Hashable, Sendable {
         case pause, cancel, resume
     }
 

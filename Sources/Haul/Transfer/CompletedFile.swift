@@ -10,7 +10,7 @@ import Darwin
 /// modified, and the validator its content came with. While the file is still there
 /// unchanged, the same download is a conditional request (`If-None-Match`, else
 /// `If-Modified-Since`), and a `304 Not Modified` completes it without a body.
-struct CompletedFile: Sendable, Hashable {
+package struct CompletedFile: Sendable, Hashable {
     var path: String
     var size: Int64
     /// Nanoseconds since 1970.

@@ -19,7 +19,7 @@ enum TransferOutcome: Sendable {
 /// Runs one download to its end: attempts, redirects, resume, retries, verification and
 /// the final atomic rename. One Swift task per download, no thread: the bytes are
 /// handled by ``TransferDelegate`` on the event loop and the I/O pool.
-struct TransferOperation: Sendable {
+package struct TransferOperation: Sendable {
     let request: DownloadRequest
     let paths: PartialPaths?
     /// The manager's clients: each request takes the one for its route.
@@ -38,7 +38,7 @@ struct TransferOperation: Sendable {
     let endpoint: HostReachability.Endpoint
 
     /// A journal's view of a partial file, from before this process started the job.
-    struct JournaledProgress: Sendable {
+    package struct JournaledProgress: Sendable {
         /// Bytes the journal knows are on stable storage.
         var committed: Int64
         /// The machine boot during which they were recorded.
@@ -355,10 +355,13 @@ struct TransferOperation: Sendable {
         // A body kept in memory for a file created on demand is the whole file, and no
         // sidecar was written for it: nothing to cut or clean up.
         let wholeInMemory = unwritten != nil && file.createdOnDemand
-        let attributes = try await io { () throws(DownloadError) in
+        let prepare: @Sendable () throws(DownloadError) -> Void = { () throws(DownloadError) in
             if let unwritten { try file.write(unwritten, at: 0) }
             if !wholeInMemory { try file.truncate(to: size) }
             try file.sync()
+        }
+        let commit: @Sendable () throws(DownloadError) -> (size: Int64, modified: Int64)? = {
+            () throws(DownloadError) in
             try file.commit(to: destination)
             if !wholeInMemory {
                 _ = unlink(paths.metadata)
@@ -366,6 +369,20 @@ struct TransferOperation: Sendable {
             }
             // Only worth a stat when there is a validator to revalidate with.
             return validator == nil ? nil : CompletedFile.attributes(path: destination.path)
+        }
+        let attributes: (size: Int64, modified: Int64)?
+        if let fence = checkpointer, fence.fencesCompletion {
+            // Another process may have taken the job over (a shared queue's lease that
+            // expired): the file goes into place only once the store says this run still
+            // holds the job, so a stale run never renames its file over a newer one.
+            try await io(prepare)
+            try await fence.confirmCompletion(bytes: size)
+            attributes = try await io(commit)
+        } else {
+            attributes = try await io { () throws(DownloadError) in
+                try prepare()
+                return try commit()
+            }
         }
         let result = DownloadResult(
             id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,

@@ -1,0 +1,280 @@
+public import Foundation
+public import Logging
+import NIOCore
+import PostgresNIO
+public import ServiceLifecycle
+
+/// A download queue shared by many machines, in PostgreSQL: what `haul get --queue`
+/// adds to, `haul list/pause/cancel/retry --queue` look at and change, and `haul worker`
+/// (a ``QueueWorker``) takes jobs from.
+///
+/// The queue owns a pooled `PostgresClient`, which only works while ``run()`` runs (it is
+/// a `Service`); ``withRunning(_:)`` runs it around a piece of work.
+///
+/// ```swift
+/// let queue = PostgresQueue(address: try QueueAddress(parsing: url, fromCommandLine: false))
+/// try await queue.withRunning {
+///     try await queue.migrate()
+///     _ = try await queue.enqueue([QueueRequest(url: fileURL)])
+/// }
+/// ```
+public final class PostgresQueue: Service, Sendable {
+    public let address: QueueAddress
+    let client: PostgresClient
+    let logger: Logger
+
+    /// The channel `NOTIFY` wakes workers on.
+    static let channel = "haul_jobs"
+
+    /// Attempts a job gets by default (the first and its retries), as a single process's
+    /// default retry policy gives.
+    public static let defaultMaxAttempts = 6
+
+    public init(address: QueueAddress, logger: Logger? = nil) {
+        self.address = address
+        let logger = logger ?? Logger(label: "haul.queue", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger
+        var configuration: PostgresClient.Configuration
+        if let socket = address.socketPath {
+            configuration = .init(
+                unixSocketPath: socket, username: address.user, password: address.password, database: address.database)
+        } else {
+            let tls: PostgresClient.Configuration.TLS =
+                switch address.tls {
+                case .disable: .disable
+                case .prefer: .prefer(.makeClientConfiguration())
+                case .require: .require(.makeClientConfiguration())
+                }
+            configuration = .init(
+                host: address.host ?? "localhost", port: address.port, username: address.user,
+                password: address.password, database: address.database, tls: tls)
+        }
+        configuration.options.connectTimeout = .seconds(5)
+        configuration.options.maximumConnections = 8
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    }
+
+    /// Runs the connection pool until cancelled (or a graceful shutdown).
+    public func run() async throws {
+        await cancelWhenGracefulShutdown { await self.client.run() }
+    }
+
+    /// Runs `body` with the connection pool running, then stops it.
+    public func withRunning<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self, returning: T.self) { group in
+            group.addTask { await self.client.run() }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
+
+    // MARK: - Adding jobs
+
+    /// Adds `requests` to the queue, skipping those whose ID (the deduplication key) is
+    /// queued already, and wakes the workers. Returns how many were added.
+    @discardableResult
+    public func enqueue(_ requests: [QueueRequest]) async throws -> Int {
+        guard !requests.isEmpty else { return 0 }
+        var keys: [String] = [], urls: [String] = [], hosts: [String] = [], names: [String] = []
+        var options: [String] = [], priorities: [Int] = [], attempts: [Int] = []
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for request in requests {
+            keys.append(request.id)
+            urls.append(request.url.absoluteString)
+            hosts.append(Self.hostKey(request.url))
+            names.append(request.name ?? "")
+            options.append(String(decoding: try encoder.encode(request.options), as: UTF8.self))
+            priorities.append(request.priority)
+            attempts.append(request.maxAttempts)
+        }
+        var added = 0
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                INSERT INTO haul_jobs (key, url, host, destination, options, priority, max_attempts)
+                SELECT k, u, h, NULLIF(d, ''), o::jsonb, p, m
+                FROM unnest(\(keys)::text[], \(urls)::text[], \(hosts)::text[], \(names)::text[], \(options)::text[],
+                            \(priorities)::int8[], \(attempts)::int8[]) AS t(k, u, h, d, o, p, m)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING id
+                """, logger: logger)
+            for try await _ in rows.decode(Int64.self) { added += 1 }
+            try await connection.query("SELECT pg_notify(\(Self.channel), '')", logger: logger)
+        }
+        return added
+    }
+
+    /// The key jobs are capped by: the URL's host and port.
+    static func hostKey(_ url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? "http"
+        return "\(url.host?.lowercased() ?? ""):\(url.port ?? (scheme == "https" ? 443 : 80))"
+    }
+
+    // MARK: - Looking and changing
+
+    /// The jobs in the queue, oldest first (`ids` empty: all of them).
+    public func jobs(_ ids: [String] = []) async throws -> [QueueJob] {
+        let rows = try await client.query(
+            """
+            SELECT key, state, url, attempt, max_attempts, bytes_committed, total_bytes, lease_owner,
+                   last_error, scheduled_at, priority
+            FROM haul_jobs WHERE cardinality(\(ids)::text[]) = 0 OR key = ANY(\(ids)::text[])
+            ORDER BY id
+            """, logger: logger)
+        var jobs: [QueueJob] = []
+        for try await (key, state, url, attempt, maxAttempts, bytes, total, owner, error, scheduled, priority) in rows
+            .decode((String, String, String, Int, Int, Int64, Int64?, Int64?, String?, Date, Int).self)
+        {
+            jobs.append(
+                QueueJob(
+                    id: key, state: state, url: url, attempt: attempt, maxAttempts: maxAttempts, bytesCommitted: bytes,
+                    totalBytes: total, leaseOwner: owner, lastError: error, scheduledAt: scheduled, priority: priority))
+        }
+        return jobs
+    }
+
+    /// The workers that have registered and not stopped, with their last heartbeat.
+    public func workers() async throws -> [QueueWorkerInfo] {
+        let rows = try await client.query(
+            "SELECT id, host, pid, started_at, heartbeat_at FROM haul_workers ORDER BY id", logger: logger)
+        var workers: [QueueWorkerInfo] = []
+        for try await (id, host, pid, started, heartbeat) in rows.decode((Int64, String, Int32, Date, Date).self) {
+            workers.append(QueueWorkerInfo(id: id, host: host, pid: pid, startedAt: started, heartbeatAt: heartbeat))
+        }
+        return workers
+    }
+
+    /// Pauses jobs: those that wait are paused at once; a running one's worker is asked to
+    /// stop it (it keeps the partial). Returns how many jobs were found unfinished.
+    @discardableResult
+    public func pause(_ ids: [String]) async throws -> Int {
+        try await command("pause", ids: ids, waiting: "paused", from: ["available", "retryable"])
+    }
+
+    /// Cancels jobs: waiting or paused ones at once; a running one's worker is asked to.
+    @discardableResult
+    public func cancel(_ ids: [String]) async throws -> Int {
+        try await command("cancel", ids: ids, waiting: "cancelled", from: ["available", "retryable", "paused"])
+    }
+
+    private func command(_ command: String, ids: [String], waiting: String, from states: [String]) async throws -> Int {
+        var changed = 0
+        try await client.withTransaction(logger: logger) { connection in
+            let direct = try await connection.query(
+                """
+                UPDATE haul_jobs SET state = \(waiting), updated_at = now(),
+                    finished_at = CASE WHEN \(waiting) = 'cancelled' THEN now() ELSE finished_at END
+                WHERE key = ANY(\(ids)::text[]) AND state = ANY(\(states)::text[]) RETURNING id
+                """, logger: logger)
+            for try await _ in direct.decode(Int64.self) { changed += 1 }
+            let running = try await connection.query(
+                """
+                UPDATE haul_jobs SET command = \(command), updated_at = now()
+                WHERE key = ANY(\(ids)::text[]) AND state = 'running' RETURNING id
+                """, logger: logger)
+            for try await _ in running.decode(Int64.self) { changed += 1 }
+        }
+        return changed
+    }
+
+    /// Queues failed, cancelled or paused jobs again (all of them when `ids` is empty),
+    /// with `attempts` more attempts each; the attempt count itself never goes back (it
+    /// fences, see ``QueueWorker``). Returns how many.
+    @discardableResult
+    public func retry(_ ids: [String], attempts: Int = PostgresQueue.defaultMaxAttempts) async throws -> Int {
+        var changed = 0
+        try await client.withTransaction(logger: logger) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE haul_jobs SET state = 'available', scheduled_at = now(), max_attempts = attempt + \(attempts),
+                    last_error = NULL, last_error_code = NULL, finished_at = NULL, command = NULL, updated_at = now()
+                WHERE (cardinality(\(ids)::text[]) = 0 OR key = ANY(\(ids)::text[]))
+                  AND state IN ('failed', 'cancelled', 'paused')
+                RETURNING id
+                """, logger: logger)
+            for try await _ in rows.decode(Int64.self) { changed += 1 }
+            try await connection.query("SELECT pg_notify(\(Self.channel), '')", logger: logger)
+        }
+        return changed
+    }
+}
+
+/// A download to add to the shared queue. Its file goes into the worker's download
+/// directory (`haul worker -d DIR`), under `name` or the name the URL and the response
+/// give it.
+public struct QueueRequest: Sendable, Hashable {
+    /// What the job stores besides its URL: the same checks a single process makes.
+    struct Options: Codable, Hashable, Sendable {
+        var expectedSize: Int64?
+        /// `ALGORITHM=HEX`.
+        var checksum: String?
+        /// Header pairs (no credentials: the queue refuses them).
+        var headers: [[String]]?
+        var maxBytesPerSecond: Int?
+    }
+
+    public var url: URL
+    /// The deduplication key: a job with the same ID is never queued twice.
+    public var id: String
+    /// The file's name (or path) inside the worker's directory; `nil` names it from the URL.
+    public var name: String?
+    public var priority: Int
+    public var maxAttempts: Int
+    var options: Options
+
+    /// A request for `url`. `checksum` is `ALGORITHM=HEX`; `headers` must not hold
+    /// credentials (`Authorization`, `Cookie`): the queue stores them in the clear, so it
+    /// refuses them.
+    public init(
+        url: URL, id: String? = nil, name: String? = nil, priority: Int = 0, expectedSize: Int64? = nil,
+        checksum: String? = nil, headers: [(name: String, value: String)] = [], maxBytesPerSecond: Int? = nil,
+        maxAttempts: Int = PostgresQueue.defaultMaxAttempts
+    ) throws(QueueError) {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+            throw QueueError("'\(url.absoluteString)' is not an http or https URL")
+        }
+        if let name, name.split(separator: "/").contains("..") || name.hasPrefix("/") {
+            throw QueueError("'\(name)': a queued file's name must stay inside the worker's directory")
+        }
+        let secret = ["authorization", "proxy-authorization", "cookie"]
+        if let header = headers.first(where: { secret.contains($0.name.lowercased()) }) {
+            throw QueueError(
+                "\(header.name): the shared queue stores headers in the clear, so it does not take credentials")
+        }
+        self.url = url
+        self.id = id ?? (name.map { url.absoluteString + " -> " + $0 } ?? url.absoluteString)
+        self.name = name
+        self.priority = priority
+        self.maxAttempts = max(1, maxAttempts)
+        options = Options(
+            expectedSize: expectedSize, checksum: checksum,
+            headers: headers.isEmpty ? nil : headers.map { [$0.name, $0.value] }, maxBytesPerSecond: maxBytesPerSecond)
+    }
+}
+
+/// A job of the shared queue, as `haul list --queue` shows it.
+public struct QueueJob: Sendable, Hashable {
+    public var id: String
+    /// `available`, `running`, `retryable`, `paused`, `completed`, `failed` or `cancelled`.
+    public var state: String
+    public var url: String
+    public var attempt: Int
+    public var maxAttempts: Int
+    public var bytesCommitted: Int64
+    public var totalBytes: Int64?
+    /// The worker that holds (or last held) it.
+    public var leaseOwner: Int64?
+    public var lastError: String?
+    public var scheduledAt: Date
+    public var priority: Int
+}
+
+/// A registered worker.
+public struct QueueWorkerInfo: Sendable, Hashable {
+    public var id: Int64
+    public var host: String
+    public var pid: Int32
+    public var startedAt: Date
+    public var heartbeatAt: Date
+}

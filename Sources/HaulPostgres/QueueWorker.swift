@@ -1,0 +1,184 @@
+public import Foundation
+public import Haul
+import NIOConcurrencyHelpers
+public import Logging
+import PostgresNIO
+public import ServiceLifecycle
+
+/// Runs jobs of a shared ``PostgresQueue`` on this machine: `haul worker`.
+///
+/// A worker is a ``DownloadManager`` whose job store is the queue (see
+/// `PostgresJobStore`): the manager's admission claims jobs with leases, and its transfer,
+/// resume and verification run them as they would any download. Around it the worker:
+/// - registers itself in `haul_workers` (its ID is the owner of its leases);
+/// - renews its leases every quarter of the lease (``Settings/lease``), stopping the
+///   transfers whose lease another worker took, and stopping all of them, partials kept,
+///   when it could not renew for three quarters of the lease (see ``LeaseGuard``);
+/// - wakes on `NOTIFY haul_jobs` (new or requeued jobs), and polls as a fallback
+///   (``Settings/pollInterval``), which also picks up retries when they fall due and
+///   leases that expired.
+///
+/// Run it as a `Service` (SIGTERM stops it in order: its jobs go back to the queue with
+/// their partial files) or with ``run()`` in a task that is cancelled to stop it.
+public final class QueueWorker: Service, Sendable {
+    /// How a worker runs.
+    public struct Settings: Sendable {
+        /// Jobs run at once (`-j`).
+        public var slots: Int = 4
+        /// Jobs run at once per host by all the workers of the queue together (`--per-host`);
+        /// `nil` for no cap. Give every worker the same value.
+        public var perHost: Int?
+        /// Where files go (`-d`). Workers sharing this directory (shared storage) resume one
+        /// another's partial files.
+        public var directory: URL
+        /// How long a claim or a renewal holds a job.
+        public var lease: Duration = .seconds(30)
+        /// How often to look for work without a notification.
+        public var pollInterval: Duration = .seconds(1)
+        /// The backoff between attempts (its `maxRetries` is not used: each job has its own
+        /// `max_attempts`).
+        public var retry = RetryPolicy()
+        /// The manager's configuration (timeouts, TLS, proxies, speed limits, …). Its slots,
+        /// per-host cap, retries and segmentation are set from the settings above.
+        public var configuration = DownloadManager.Configuration()
+
+        public init(directory: URL) {
+            self.directory = directory
+        }
+    }
+
+    public let queue: PostgresQueue
+    public let settings: Settings
+    let logger: Logger
+    /// The manager of the run under way, for tests.
+    private let current = NIOLockedValueBox<ManagerBox?>(nil)
+
+    /// Returns once the manager of the run under way has nothing queued or running.
+    func waitUntilIdle() async {
+        await current.withLockedValue { $0 }?.manager?.waitUntilIdle()
+    }
+
+    public init(queue: PostgresQueue, settings: Settings, logger: Logger? = nil) {
+        self.queue = queue
+        self.settings = settings
+        self.logger = logger ?? Logger(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+
+    /// Runs until cancelled or a graceful shutdown; then stops the transfers (keeping
+    /// their partials) and gives their jobs back to the queue. `started` hears the worker's
+    /// ID once it is registered and listens for notifications. The queue's connection pool
+    /// must be running.
+    public func run(started: @escaping @Sendable (Int64) -> Void) async throws {
+        try await queue.migrate()
+        let owner = try await register()
+        let box = ManagerBox()
+        let store = PostgresJobStore(
+            queue: queue, owner: owner, settings: settings, logger: logger,
+            onLost: { ids in Task { await box.manager?.relinquish(ids) } })
+        var configuration = settings.configuration
+        configuration.maxConcurrentDownloads = settings.slots
+        configuration.maxConnectionsPerHost = settings.perHost.map { min($0, settings.slots) } ?? settings.slots
+        // One connection per job, so that the per-host cap counts connections.
+        configuration.segmentedConnections = 1
+        // Retries are new claims, after a backoff the queue keeps (scheduled_at).
+        configuration.retry.maxRetries = 0
+        configuration.admissionWindow = settings.slots
+        configuration.journalPollInterval = settings.pollInterval
+        configuration.followsOtherProcesses = false
+        let manager = DownloadManager(
+            configuration: configuration, journal: nil, store: store, connectivityMonitor: nil, logger: logger)
+        await box.set(manager)
+        current.withLockedValue { $0 = box }
+        await manager.wake()
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.renewLeases(store: store, manager: manager) }
+                group.addTask { await self.listen(manager: manager, started: { started(owner) }) }
+                await group.waitForAll()
+            }
+        }
+        await manager.shutdown()
+        // In a task of its own: this one may be cancelled, which would cancel the query.
+        let queue = self.queue
+        let logger = self.logger
+        await Task {
+            _ = try? await queue.client.query("DELETE FROM haul_workers WHERE id = \(owner)", logger: logger)
+        }.value
+    }
+
+    /// ``run(started:)`` as a `Service`.
+    public func run() async throws {
+        try await run(started: { _ in })
+    }
+
+    /// Inserts this worker's row; returns its ID.
+    private func register() async throws -> Int64 {
+        let host = ProcessInfo.processInfo.hostName
+        let pid = Int32(ProcessInfo.processInfo.processIdentifier)
+        let rows = try await queue.client.query(
+            "INSERT INTO haul_workers (host, pid) VALUES (\(host), \(pid)) RETURNING id", logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw QueueError("the queue did not register the worker")
+    }
+
+    /// Renews the leases every quarter of the lease; stops the transfers that lost theirs,
+    /// and all of them when renewing failed for too long.
+    private func renewLeases(store: PostgresJobStore, manager: DownloadManager) async {
+        let clock = ContinuousClock()
+        var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
+        while !Task.isCancelled {
+            let sent = clock.now
+            do {
+                let lost = try await store.renewLeases()
+                guardian.renewed(sentAt: sent)
+                if !lost.isEmpty {
+                    logger.debug("leases lost", metadata: ["ids": "\(lost)"])
+                    await manager.relinquish(lost)
+                }
+            } catch {
+                logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            if guardian.mustStop(at: clock.now) {
+                // Before any other worker can take the jobs over: stop them here.
+                let dropped = store.dropAllLeases()
+                if !dropped.isEmpty { await manager.relinquish(dropped) }
+            }
+            // Wake at the next renewal, or when the leases stop being safe if sooner.
+            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
+            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
+                return
+            }
+        }
+    }
+
+    /// Wakes the manager on every notification of new work; listens again after the
+    /// connection breaks (the polling fallback covers the gap).
+    private func listen(manager: DownloadManager, started: @escaping @Sendable () -> Void) async {
+        var announced = false
+        while !Task.isCancelled {
+            do {
+                try await queue.client.withConnection { connection in
+                    try await connection.listen(on: PostgresQueue.channel) { notifications in
+                        if !announced {
+                            announced = true
+                            started()
+                            // Whatever was added before the listening began.
+                            await manager.wake()
+                        }
+                        for try await _ in notifications { await manager.wake() }
+                    }
+                }
+            } catch {
+                logger.debug("listening stopped", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            do { try await Task.sleep(for: settings.pollInterval) } catch { return }
+        }
+    }
+}
+
+/// The manager, once made: the store's loss callback needs it before it exists.
+actor ManagerBox {
+    var manager: DownloadManager?
+
+    func set(_ manager: DownloadManager) { self.manager = manager }
+}
