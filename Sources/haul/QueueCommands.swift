@@ -79,6 +79,8 @@ struct Worker: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long a lease holds a job, in seconds. (default: 30)", valueName: "seconds"))
     var lease = 30
 
+    @OptionGroup(title: "Network options") var network: NetworkOptions
+
     func validate() throws {
         guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
         if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
@@ -93,6 +95,7 @@ struct Worker: AsyncParsableCommand {
         settings.slots = jobs
         settings.perHost = perHost
         settings.lease = .seconds(lease)
+        try network.apply(to: &settings.configuration)
         let queue = PostgresQueue(address: address)
         let worker = QueueWorker(queue: queue, settings: settings)
         Console.err("haul worker: jobs of \(address) into \(url.path)\n")

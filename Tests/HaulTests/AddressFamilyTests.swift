@@ -103,4 +103,14 @@ struct AddressFamilyTests {
         #expect(run.status == 2)
         #expect(run.stderr.contains("-4 and -6"))
     }
+
+    /// `haul worker` takes the network options too, checked before it reaches the queue.
+    @Test func workerTakesTheNetworkOptions() async throws {
+        let run = try await Haul.run(["worker", "--queue", "postgres://haul@127.0.0.1:1/haul", "-4", "-6"])
+        #expect(run.status == 2)
+        #expect(run.stderr.contains("-4 and -6"))
+        let proxy = try await Haul.run(["worker", "--queue", "postgres://haul@127.0.0.1:1/haul", "--proxy", "bad url"])
+        #expect(proxy.status == 2)
+        #expect(proxy.stderr.contains("is not a proxy URL"))
+    }
 }
