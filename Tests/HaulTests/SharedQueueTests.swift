@@ -14,7 +14,8 @@ import Testing
     "Shared queue on PostgreSQL",
     .enabled(
         if: PostgresCluster.isAvailable,
-        "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"))
+        "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"),
+    .timeLimit(.minutes(2)))
 struct SharedQueueTests {
     /// A queue in a fresh database, a fault server, and workers started on demand.
     final class Fixture: Sendable {
@@ -72,18 +73,40 @@ struct SharedQueueTests {
             return rows
         }
 
-        /// Waits (checking the database every few milliseconds) until `condition` holds of
-        /// the rows; fails the test after a minute.
+        /// The channel a test-only trigger notifies on every change to the jobs table.
+        static let rowsChannel = "haul_test_rows"
+
+        /// Adds the trigger that announces every change to the jobs table on ``rowsChannel``.
+        func notifyRowChanges() async throws {
+            try await queue.client.query(
+                """
+                CREATE FUNCTION haul_test_rows_changed() RETURNS trigger AS $$
+                BEGIN PERFORM pg_notify('haul_test_rows', ''); RETURN NULL; END $$ LANGUAGE plpgsql
+                """)
+            try await queue.client.query(
+                """
+                CREATE TRIGGER haul_test_rows AFTER INSERT OR UPDATE OR DELETE ON haul_jobs
+                FOR EACH STATEMENT EXECUTE FUNCTION haul_test_rows_changed()
+                """)
+        }
+
+        /// Waits until `condition` holds of the rows: checked once listening for changes has
+        /// begun, then again on each change (no polling; the suite's time limit ends a wait
+        /// that never comes true). `what` names it for a failure.
         func waitForRows(
             _ what: String, _ condition: ([(key: String, state: String, attempt: Int, owner: Int64?)]) -> Bool
         ) async throws {
-            let deadline = ContinuousClock.now.advanced(by: .seconds(60))
-            while ContinuousClock.now < deadline {
-                if condition(try await rows()) { return }
-                try await Task.sleep(for: .milliseconds(20))
+            let held = try await queue.client.withConnection { connection in
+                try await connection.listen(on: Self.rowsChannel) { notifications in
+                    if condition(try await self.rows()) { return true }
+                    for try await _ in notifications where condition(try await self.rows()) { return true }
+                    return false
+                }
             }
-            Issue.record("timed out waiting for \(what): \(try await rows())")
-            throw QueueError("timed out")
+            if !held {
+                Issue.record("stopped listening before \(what): \(try await rows())")
+                throw QueueError("stopped listening")
+            }
         }
 
         func close() async throws {
@@ -96,6 +119,7 @@ struct SharedQueueTests {
         let fixture = try await Fixture()
         try await fixture.queue.withRunning {
             try await fixture.queue.migrate()
+            try await fixture.notifyRowChanges()
             try await body(fixture)
         }
         try await fixture.close()
