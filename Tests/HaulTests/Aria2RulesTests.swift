@@ -1,5 +1,5 @@
 import Foundation
-import Haul
+@testable import Haul
 import HaulServer
 import Testing
 
@@ -278,12 +278,25 @@ struct Aria2RulesTests {
         #expect(fields["bitfield"] == nil)
     }
 
-    @Test func notificationsFollowTheManagersEvents() {
-        #expect(Aria2Notifier.kind(of: .started) == .start)
-        #expect(Aria2Notifier.kind(of: .paused) == .pause)
-        #expect(Aria2Notifier.kind(of: .cancelled(.userRequested)) == .stop)
-        #expect(Aria2Notifier.kind(of: .cancelled(.shutdown)) == nil)
-        #expect(Aria2Notifier.kind(of: .queued) == nil)
+    @Test func notificationsFollowTheManagersEventsAsAria2Notifies() {
+        var tracker = Aria2Notifier.Tracker()
+        let a = DownloadID("a")
+        let b = DownloadID("b")
+        // A running download is notified as it starts, pauses, starts again and stops
+        #expect(tracker.notification(for: .queued, of: a) == nil)
+        #expect(tracker.notification(for: .started, of: a) == .start)
+        #expect(tracker.notification(for: .progress(DownloadProgress(completedBytes: 1, totalBytes: 2)), of: a) == nil)
+        #expect(tracker.notification(for: .paused, of: a) == .pause)
+        #expect(tracker.notification(for: .started, of: a) == .start)
+        #expect(tracker.notification(for: .cancelled(.userRequested), of: a) == .stop)
+        // One that only waited is paused and removed without a word, as aria2 does
+        #expect(tracker.notification(for: .queued, of: b) == nil)
+        #expect(tracker.notification(for: .paused, of: b) == nil)
+        #expect(tracker.notification(for: .cancelled(.userRequested), of: b) == nil)
+        // A shutdown is not a stop; completions and errors are always told
+        #expect(tracker.notification(for: .started, of: b) == .start)
+        #expect(tracker.notification(for: .cancelled(.shutdown), of: b) == nil)
+        #expect(tracker.notification(for: .failed(DownloadError(.httpStatus, "404")), of: b) == .error)
     }
 
     @Test func rpcOriginsAreListedExactly() {

@@ -489,6 +489,11 @@ final class HaulProcess: @unchecked Sendable {
             exited.finish()
         }
         try process.run()
+        // Foundation's termination handler has been seen not to fire on Linux for a child
+        // that had exited, with many tests spawning processes at once: a thread of its own
+        // also waits for the exit, without reaping the child (WNOWAIT; Foundation still
+        // does), and the first of the two to hear it gives the status.
+        Self.watchExit(of: process.processIdentifier, into: exited)
         // Blocking reads on threads of their own rather than `readabilityHandler`: on Linux
         // a dispatch read source can outlive its descriptor and crash libdispatch's event
         // loop when the number is reused.
@@ -504,6 +509,26 @@ final class HaulProcess: @unchecked Sendable {
                 try? writer.close()
             }
         }
+    }
+
+    /// Waits on a thread of its own for process `pid` to exit, leaving it unreaped, and
+    /// yields its exit status, or the signal that ended it (as Foundation's
+    /// `terminationStatus` does).
+    private static func watchExit(of pid: Int32, into exited: AsyncStream<Int32>.Continuation) {
+        Thread {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 {
+                // ECHILD: Foundation reaped it first, and its handler gives the status.
+                guard errno == EINTR else { return }
+            }
+            #if os(Linux)
+                let status = info._sifields._sigchld.si_status
+            #else
+                let status = info.si_status
+            #endif
+            exited.yield(status)
+            exited.finish()
+        }.start()
     }
 
     /// Reads `descriptor` to its end on a thread of its own, then calls `end`; the stream

@@ -85,6 +85,32 @@ struct ServiceAPITests {
         }
     }
 
+    @Test func downloadsAddedPausedStartOnlyWhenResumed() async throws {
+        try await Self.with { client, f, _ in
+            // Given a file on the fault server, added paused
+            let a = f.serve("a", count: 30_000)
+            let body = #"{"downloads": [{"url": "\#(f.server.url("/files/a"))"}], "paused": true}"#
+            let added = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
+            #expect(added.status == .created)
+            let id = try #require((try Self.json(added)["ids"] as? [String])?.first)
+            let path = "/api/v1/downloads/\(id.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+
+            // Then it is listed paused, and the server never saw a request for it
+            await f.manager.waitUntilIdle()
+            #expect(try Self.json(try await client.execute(uri: path, method: .get, headers: Self.headers))["state"] as? String == "paused")
+            #expect(f.server.requests(path: "/files/a").isEmpty)
+
+            // When it is resumed, it completes
+            let resumed = try await client.execute(
+                uri: path, method: .patch, headers: Self.headers, body: ByteBuffer(string: #"{"state": "queued"}"#))
+            #expect(resumed.status == .ok)
+            await f.manager.waitUntilIdle()
+            #expect(try Self.json(try await client.execute(uri: path, method: .get, headers: Self.headers))["state"] as? String == "completed")
+            #expect(sha256(f.contents("a")) == sha256(a))
+        }
+    }
+
     @Test func aBatchWithOneBadFieldAddsNothingAndNamesIt() async throws {
         try await Self.with { client, f, _ in
             let body = """

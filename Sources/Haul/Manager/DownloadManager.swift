@@ -175,6 +175,11 @@ public actor DownloadManager {
     ///   download with this ID saves somewhere else (give the request a distinct ID);
     ///   ``DownloadError/Code/tls`` when a file of ``Configuration/tls`` could not be loaded.
     public func download(_ request: DownloadRequest) async throws(DownloadError) -> DownloadHandle {
+        try await download(request, paused: false)
+    }
+
+    /// ``download(_:)``, the new download left paused when `paused` (it starts once resumed).
+    func download(_ request: DownloadRequest, paused: Bool) async throws(DownloadError) -> DownloadHandle {
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
@@ -185,13 +190,13 @@ public actor DownloadManager {
             startBackgroundWork()
             let job = add(request, paths: paths, endpoint: endpoint)
             let handle = makeHandle(for: job)
-            enqueue(job)
-            schedule()
+            queueOrPause(job, paused: paused)
             return handle
         }
         let me = try ownerToken()
         startBackgroundWork()
         vault.deposit(request, into: &record)
+        if paused { record.state = .paused }
         let claim = try await store.claim(record, owner: me, force: request.forceDownload)
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
@@ -203,12 +208,21 @@ public actor DownloadManager {
         switch claim {
         case .claimed(let journaled):
             job.journaled = journaled
-            enqueue(job)
-            schedule()
+            queueOrPause(job, paused: paused)
         case .heldElsewhere(let attachment):
             follow(job, attachment)
         }
         return handle
+    }
+
+    /// Queues a new job for a slot, or leaves it paused.
+    private func queueOrPause(_ job: Job, paused: Bool) {
+        if paused {
+            perform(job.lifecycle.stop(.pause), for: job)
+        } else {
+            enqueue(job)
+            schedule()
+        }
     }
 
     /// A handle on the active download `request` duplicates, by ID or destination, if any.
@@ -237,9 +251,15 @@ public actor DownloadManager {
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
     ///   nothing is queued then. ``DownloadError/Code/tls`` as for ``download(_:)``.
     public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
+        try await enqueue(requests, paused: false)
+    }
+
+    /// ``enqueue(_:)``; with `paused`, the downloads are added paused: they wait, in the
+    /// journal, until resumed (aria2's `addUri` with `pause: true`).
+    package func enqueue(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) {
         try checkTLSSetup()
         guard let store else {
-            for request in requests { _ = try await download(request) }
+            for request in requests { _ = try await download(request, paused: paused) }
             return
         }
         var records: [JobRecord] = []
@@ -250,10 +270,11 @@ public actor DownloadManager {
             let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
-                _ = try await download(request)
+                _ = try await download(request, paused: paused)
                 continue
             }
             record.session = me
+            if paused { record.state = .paused }
             vault.deposit(request, into: &record)
             records.append(record)
             if request.forceDownload { forced.insert(record.id) }
@@ -268,6 +289,7 @@ public actor DownloadManager {
                 follow(request: request, attachment)
             }
         }
+        guard !paused else { return }
         journalMayHaveWork = true
         await admit()
     }

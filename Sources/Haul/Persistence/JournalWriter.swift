@@ -242,7 +242,8 @@ final class JournalWriter: Sendable {
         return .claimed(journaled: nil)
     }
 
-    /// Inserts `record`, or takes over the row with its ID: a finished row, or one for
+    /// Inserts `record` (queued, or paused when the record is: a download added paused), or
+    /// takes over the row with its ID: a finished row, or one for
     /// another URL or partial file, starts again from zero; an unfinished one keeps its
     /// committed bytes. A row another live process holds is left alone (needs
     /// ``Journal/refreshLiveOwners(_:)`` first in the transaction): returns whether the
@@ -259,7 +260,7 @@ final class JournalWriter: Sendable {
                 INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
                     priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
                     updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond)
-                VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
                 ON CONFLICT(id) DO UPDATE SET
                     bytesCommitted = CASE
                         WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -275,7 +276,7 @@ final class JournalWriter: Sendable {
                     fileValidator = CASE WHEN \(keepsFile) THEN job.fileValidator END,
                     url = excluded.url, destinationKind = excluded.destinationKind,
                     destinationPath = excluded.destinationPath, destinationName = excluded.destinationName,
-                    partialPath = excluded.partialPath, state = 'queued', priority = excluded.priority,
+                    partialPath = excluded.partialPath, state = excluded.state, priority = excluded.priority,
                     attempts = 0, totalBytes = COALESCE(excluded.totalBytes, job.totalBytes),
                     expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
                     updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
@@ -286,7 +287,8 @@ final class JournalWriter: Sendable {
         ).execute(
             arguments: [
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
-                record.partialPath, record.priority, record.totalBytes, record.expectedSize, record.checksum,
+                record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
+                record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, record.createdAt, record.updatedAt, record.owner, record.session,
                 record.credentials, record.maxBytesPerSecond, force, force, force, force, me, me,
             ])

@@ -50,6 +50,8 @@ package struct DownloadsAPI: Sendable {
 
     struct AddBody: Decodable {
         var downloads: [DownloadInput]
+        /// Add them paused: they wait until resumed.
+        var paused: Bool?
     }
 
     struct Added: Encodable {
@@ -65,7 +67,7 @@ package struct DownloadsAPI: Sendable {
             throw APIError.invalid(error.field, error.message)
         }
         do {
-            try await manager.enqueue(requests)
+            try await manager.enqueue(requests, paused: input.paused ?? false)
         } catch {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }

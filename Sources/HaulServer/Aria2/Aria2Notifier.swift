@@ -2,15 +2,47 @@ import Foundation
 package import Haul
 import NIOConcurrencyHelpers
 
-/// Hands aria2's notifications to every WebSocket client: the manager's events for the
-/// downloads it runs (started, paused, completed, failed, removed), and those the RPC
-/// methods post for downloads that changed only in the journal (a queued download paused
-/// before it was admitted).
+/// Hands aria2's notifications to every WebSocket client, made from the manager's events
+/// by ``Tracker``.
 package final class Aria2Notifier: Sendable {
     private struct State {
         var clients: [UInt64: AsyncStream<Aria2Notification>.Continuation] = [:]
         var next: UInt64 = 0
         var finished = false
+    }
+
+    /// Which manager events aria2 would notify, as aria2 does: a download that is active
+    /// (its transfer started) is notified when it pauses or stops; one that only waits,
+    /// queued or paused, is not (aria2 pauses and removes a waiting download silently).
+    /// Starts, completions and errors are always notified.
+    package struct Tracker: Sendable {
+        private var active: Set<DownloadID> = []
+
+        package init() {}
+
+        /// The notification `event` of download `id` makes, if any.
+        package mutating func notification(for event: DownloadEvent, of id: DownloadID) -> Aria2Notification.Kind? {
+            switch event {
+            case .started:
+                active.insert(id)
+                return .start
+            case .paused:
+                return active.remove(id) != nil ? .pause : nil
+            case .completed:
+                active.remove(id)
+                return .complete
+            case .failed:
+                active.remove(id)
+                return .error
+            case .cancelled(let reason):
+                // A shutdown or a withdrawn waiter leaves the download paused in the
+                // journal; aria2 says nothing when it stops either.
+                let wasActive = active.remove(id) != nil
+                return wasActive && reason != .shutdown && reason != .noLongerWanted ? .stop : nil
+            default:
+                return nil
+            }
+        }
     }
 
     private let state = NIOLockedValueBox(State())
@@ -22,27 +54,13 @@ package final class Aria2Notifier: Sendable {
     package func start(following manager: DownloadManager) {
         let events = manager.events(includingProgress: false)
         let task = Task { [weak self] in
+            var tracker = Tracker()
             for await event in events {
-                guard let self, let kind = Self.kind(of: event.event) else { continue }
+                guard let self, let kind = tracker.notification(for: event.event, of: event.id) else { continue }
                 self.post(Aria2Notification(kind, Aria2GID(event.id)))
             }
         }
         follower.withLockedValue { $0 = task }
-    }
-
-    /// The notification a manager event makes, if any.
-    package static func kind(of event: DownloadEvent) -> Aria2Notification.Kind? {
-        switch event {
-        case .started: .start
-        case .paused: .pause
-        case .completed: .complete
-        case .failed: .error
-        case .cancelled(let reason):
-            // A shutdown or a withdrawn waiter leaves the download paused in the journal; aria2
-            // says nothing when it stops either.
-            reason == .shutdown || reason == .noLongerWanted ? nil : .stop
-        default: nil
-        }
     }
 
     /// A stream of every notification from now on, and its client number for ``unsubscribe(_:)``.

@@ -132,11 +132,11 @@ package actor Aria2RPC {
         case "aria2.remove", "aria2.forceRemove": return try await remove(p)
         case "aria2.pause", "aria2.forcePause": return try await pause(p)
         case "aria2.pauseAll", "aria2.forcePauseAll":
-            try await applyAll(.pause, states: [.queued, .running, .waiting], notify: .pause)
+            try await applyAll(.pause, states: [.queued, .running, .waiting])
             return "OK"
         case "aria2.unpause": return try await unpause(p)
         case "aria2.unpauseAll":
-            try await applyAll(.resume, states: [.paused], notify: nil)
+            try await applyAll(.resume, states: [.paused])
             return "OK"
         case "aria2.tellStatus":
             let (id, view) = try await download(p, 0)
@@ -220,7 +220,8 @@ package actor Aria2RPC {
             throw Aria2Error(error.message)
         }
         do {
-            try await manager.enqueue(requests)
+            // Added paused, it never starts (aria2 notifies nothing for it).
+            try await manager.enqueue(requests, paused: given["pause"] == "true")
         } catch {
             throw Aria2Error(error.message)
         }
@@ -228,7 +229,6 @@ package actor Aria2RPC {
         let gid = index.insert(id)
         mirrors[id] = uris
         if !given.values.isEmpty { options[id] = given }
-        if given["pause"] == "true" { _ = try await apply(.pause, to: [id], notify: .pause) }
         if let position { _ = try await move(id, to: position, origin: .set) }
         await publish([id])
         return .string(gid.hex)
@@ -238,7 +238,7 @@ package actor Aria2RPC {
 
     private func remove(_ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
         let (id, view) = try await download(p, 0)
-        guard view.state.isUnfinished, !(try await apply(.cancel, to: [id], notify: .stop)).isEmpty else {
+        guard view.state.isUnfinished, !(try await apply(.cancel, to: [id])).isEmpty else {
             throw Aria2Error("GID#\(Aria2GID(id).hex) cannot be removed now")
         }
         return .string(Aria2GID(id).hex)
@@ -247,7 +247,7 @@ package actor Aria2RPC {
     private func pause(_ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
         let (id, view) = try await download(p, 0)
         let status = Aria2Status(view.state)
-        guard status == .active || status == .waiting, !(try await apply(.pause, to: [id], notify: .pause)).isEmpty else {
+        guard status == .active || status == .waiting, !(try await apply(.pause, to: [id])).isEmpty else {
             throw Aria2Error("GID#\(Aria2GID(id).hex) cannot be paused now")
         }
         return .string(Aria2GID(id).hex)
@@ -255,35 +255,29 @@ package actor Aria2RPC {
 
     private func unpause(_ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
         let (id, view) = try await download(p, 0)
-        guard view.state == .paused, !(try await apply(.resume, to: [id], notify: nil)).isEmpty else {
+        guard view.state == .paused, !(try await apply(.resume, to: [id])).isEmpty else {
             throw Aria2Error("GID#\(Aria2GID(id).hex) cannot be unpaused now")
         }
         return .string(Aria2GID(id).hex)
     }
 
-    private func applyAll(_ action: ServiceAction, states: Set<JobState>, notify: Aria2Notification.Kind?)
-        async throws(Aria2Error)
+    private func applyAll(_ action: ServiceAction, states: Set<JobState>) async throws(Aria2Error)
     {
         await manager.flushJournal()
         let ids = try await io { (journal: Journal) throws(DownloadError) in try journal.ids(in: states) }
-        _ = try await apply(action, to: ids, notify: notify)
+        _ = try await apply(action, to: ids)
     }
 
-    /// Applies `action` through the manager, tells the dashboard, and posts `notify` for the
-    /// downloads that changed only in the journal (the manager reports those it holds).
-    private func apply(_ action: ServiceAction, to ids: [DownloadID], notify: Aria2Notification.Kind?)
-        async throws(Aria2Error) -> [DownloadID]
-    {
+    /// Applies `action` through the manager and tells the dashboard. (aria2's notifications
+    /// come from the manager's events: a download that changed only in the journal was
+    /// waiting, and aria2 pauses or removes a waiting download without a notification.)
+    private func apply(_ action: ServiceAction, to ids: [DownloadID]) async throws(Aria2Error) -> [DownloadID] {
         guard !ids.isEmpty else { return [] }
-        let held = await manager.liveStatus(of: ids)
         let changed: [DownloadID]
         do {
             changed = try await manager.apply(action, to: ids)
         } catch {
             throw Aria2Error(error.message)
-        }
-        if let notify {
-            for id in changed where held[id] == nil { notifier.post(Aria2Notification(notify, Aria2GID(id))) }
         }
         await publish(changed)
         return changed
@@ -372,7 +366,7 @@ package actor Aria2RPC {
         let priorities = queue.map { DownloadPriority(rawValue: $0.priority) ?? .normal }
         let target = origin.target(pos: pos, current: current, count: queue.count)
         let priority = Aria2QueueMove.priority(queue: priorities, current: current, target: target)
-        if priority != priorities[current] { _ = try await apply(.priority(priority), to: [id], notify: nil) }
+        if priority != priorities[current] { _ = try await apply(.priority(priority), to: [id]) }
         return try await self.queue().firstIndex { $0.id == id } ?? current
     }
 
@@ -390,7 +384,7 @@ package actor Aria2RPC {
             guard view.state.isUnfinished else {
                 throw Aria2Error("GID#\(Aria2GID(id).hex) has ended: its speed limit cannot change.")
             }
-            _ = try await apply(.rateLimit(limit == 0 ? nil : limit), to: [id], notify: nil)
+            _ = try await apply(.rateLimit(limit == 0 ? nil : limit), to: [id])
         }
         options[id] = given.over(options[id] ?? Aria2Options())
         return "OK"
