@@ -53,7 +53,7 @@ enum ServiceMode {
         }
         return try await with(client) { client in
             // Follow first, so that no end is missed.
-            let events = detach ? nil : try await client.events()
+            let events = detach ? nil : try await client.events(filter: filter(quiet: quiet))
             var ids: [String] = []
             var part = firstPart
             while ids.count < inputs.count {
@@ -103,7 +103,7 @@ enum ServiceMode {
     /// every unfinished one to its end; returns the exit status, as `get` does.
     static func resume(_ client: ServiceClient, quiet: Bool) async throws -> Int32 {
         try await with(client) { client in
-            let events = try await client.events()
+            let events = try await client.events(filter: filter(quiet: quiet))
             let unfinished = try await client.list(states: [.queued, .running, .waiting, .paused])
             guard !unfinished.isEmpty else {
                 if !quiet { Console.out("nothing to resume\n") }
@@ -113,6 +113,12 @@ enum ServiceMode {
             if !paused.isEmpty { _ = try await client.bulk("resume", ids: paused) }
             return try await follow(unfinished.map(\.id), on: client, events: events, quiet: quiet)
         }
+    }
+
+    /// The events a follower needs: quiet, only the ends of downloads (and removals), since
+    /// it prints nothing else; otherwise every state change and the progress.
+    static func filter(quiet: Bool) -> EventFilter {
+        quiet ? EventFilter(types: ["download", "removed"], states: [.completed, .failed, .cancelled]) : .all
     }
 
     /// Follows `ids` on the event stream until each has ended (see ``DownloadFollower``).
@@ -148,7 +154,7 @@ enum ServiceMode {
             events = nil
             if client.serviceRuns, fruitless < 5 {
                 fruitless += 1
-                events = try? await client.events(after: follower.lastEventID)
+                events = try? await client.events(after: follower.lastEventID, filter: filter(quiet: quiet))
                 if events != nil { continue }
             }
             Console.err(

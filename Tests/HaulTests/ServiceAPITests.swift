@@ -148,6 +148,9 @@ struct ServiceAPITests {
             #expect(badQuery.status == .badRequest)
             let badState = try await client.execute(uri: "/api/v1/downloads?state=done", method: .get, headers: Self.headers)
             #expect(badState.status == .badRequest)
+            let badFilter = try await client.execute(uri: "/api/v1/events?types=download,gossip", method: .get, headers: Self.headers)
+            #expect(badFilter.status == .badRequest)
+            #expect(try Self.errorCode(badFilter) == "invalidField")
         }
     }
 

@@ -245,6 +245,8 @@ struct ServiceControlTests {
                 manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
             await core.hub.start()
             let (_, live, client) = await core.hub.subscribe(after: nil)
+            let endsOnly = EventFilter(types: ["download", "removed"], states: [.completed, .failed, .cancelled])
+            let (_, ends, endsClient) = await core.hub.subscribe(after: nil, filter: endsOnly)
 
             // When a download is added and completes
             f.serve("e", count: 50_000)
@@ -276,9 +278,22 @@ struct ServiceControlTests {
             #expect(ids.count == events.count)
             #expect(zip(ids, ids.dropFirst()).allSatisfy { $0 < $1 })
 
+            // A client that asked for the ends only was sent the completion and nothing else
+            var endParser = EventStreamParser()
+            let sent = try #require(await ends.next())
+            let endEvents = endParser.feed(sent.readableBytesView)
+            #expect(endEvents.map(\.kind) == ["download"])
+            #expect(try endEvents.map { try ServiceJSON.decoder.decode(DownloadView.self, from: $0.data).state } == [.completed])
+            #expect(endEvents.first?.id == events.last { $0.kind == "download" }?.id)
+
             // A client that saw only the first frame is replayed the rest, in order
             let (replay, _, second) = await core.hub.subscribe(after: ids[0])
             #expect(replay.map(\.id).prefix(ids.count - 1) == ids.dropFirst())
+            // and, filtered, only what its filter admits
+            let (endsReplay, _, fourth) = await core.hub.subscribe(after: ids[0], filter: endsOnly)
+            #expect(endsReplay.map(\.id) == endEvents.compactMap(\.id))
+            await core.hub.unsubscribe(fourth)
+            await core.hub.unsubscribe(endsClient)
             // One from another run (an unknown, older number) is told to resync
             let (stale, _, third) = await core.hub.subscribe(after: 1)
             #expect(stale.map(\.kind) == ["resync"])

@@ -102,6 +102,29 @@ struct ServiceRulesTests {
 
     // MARK: - Progress throttle
 
+    @Test func anEventFilterKeepsTheKindsAndStatesAskedFor() throws {
+        let ends = try EventFilter.parse(types: "download,removed", states: "completed,failed,cancelled").get()
+        #expect(ends.admits(kind: "download", state: .completed))
+        #expect(ends.admits(kind: "download", state: .failed))
+        #expect(!ends.admits(kind: "download", state: .queued))
+        #expect(!ends.admits(kind: "download", state: .running))
+        #expect(!ends.admits(kind: "progress", state: nil))
+        #expect(!ends.admits(kind: "stats", state: nil))
+        #expect(ends.admits(kind: "removed", state: nil))
+        // A resync reaches every client: it says that what it missed is lost
+        #expect(ends.admits(kind: "resync", state: nil))
+        // States alone narrow the download events only
+        let paused = try EventFilter.parse(types: nil, states: "paused").get()
+        #expect(paused.admits(kind: "progress", state: nil))
+        #expect(!paused.admits(kind: "download", state: .running))
+        #expect(EventFilter.all.admits(kind: "download", state: .queued))
+        // Unknown names are refused, naming the parameter
+        #expect(throws: FieldError.self) { try EventFilter.parse(types: "download,gossip", states: nil).get() }
+        #expect(throws: FieldError.self) { try EventFilter.parse(types: nil, states: "done").get() }
+        #expect(throws: FieldError.self) { try EventFilter.parse(types: "", states: nil).get() }
+        if case .failure(let error) = EventFilter.parse(types: nil, states: "done") { #expect(error.field == "states") }
+    }
+
     @Test func progressIsCoalescedToTwiceASecondAndStatesFlushIt() {
         var throttle = ProgressThrottle<String, Int>(interval: .milliseconds(500))
         let start = ContinuousClock.now

@@ -5,7 +5,8 @@ import ServiceLifecycle
 
 /// `GET /api/v1/events`: the service's live events as Server-Sent Events (see
 /// ``EventHub``). A client that reconnects with `Last-Event-ID` first gets what it missed,
-/// or a `resync` event when that is no longer kept. The stream ends when the service
+/// or a `resync` event when that is no longer kept. `?types=` and `?states=` narrow what
+/// it is sent (see ``EventFilter``). The stream ends when the service
 /// stops, so a graceful shutdown never waits for it.
 @available(macOS 14, iOS 17, tvOS 17, *)
 package struct EventsAPI: Sendable {
@@ -16,11 +17,17 @@ package struct EventsAPI: Sendable {
     }
 
     package func addRoutes<Context: RequestContext>(to group: RouterGroup<Context>) {
-        group.get("events") { request, _ in await self.events(request) }
+        group.get("events") { request, _ in try await self.events(request) }
     }
 
-    func events(_ request: Request) async -> Response {
+    func events(_ request: Request) async throws -> Response {
         let lastID = request.headers[HTTPField.Name("Last-Event-ID")!].flatMap { UInt64($0) }
+        let filter: EventFilter
+        switch EventFilter.parse(types: request.uri.queryParameters["types"].map(String.init),
+                                 states: request.uri.queryParameters["states"].map(String.init)) {
+        case .success(let wanted): filter = wanted
+        case .failure(let error): throw APIError.invalid(error.field, error.message)
+        }
         let hub = core.hub
         return Response(
             status: .ok,
@@ -29,7 +36,7 @@ package struct EventsAPI: Sendable {
                 HTTPField.Name("X-Accel-Buffering")!: "no",
             ],
             body: ResponseBody { writer in
-                let (replay, live, client) = await hub.subscribe(after: lastID)
+                let (replay, live, client) = await hub.subscribe(after: lastID, filter: filter)
                 do {
                     // Reconnect after 2 s; then what was missed, in one write.
                     var first = ByteBuffer(string: "retry: 2000\n\n")

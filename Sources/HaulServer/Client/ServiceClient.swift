@@ -103,10 +103,17 @@ package final class ServiceClient: Sendable {
         return try decode(Affected.self, try await call(.POST, "/api/v1/downloads/bulk", body: body)).affected
     }
 
-    /// The service's events until the service stops; after `lastEventID`, when given, so that
-    /// a reconnection first gets what it missed (or a `resync` event).
-    package func events(after lastEventID: UInt64? = nil) async throws(Failure) -> AsyncThrowingStream<ServiceEvent, any Error> {
-        var request = HTTPClientRequest(url: "http://\(address)/api/v1/events")
+    /// The service's events until the service stops, those `filter` admits; after
+    /// `lastEventID`, when given, so that a reconnection first gets what it missed (or a
+    /// `resync` event).
+    package func events(after lastEventID: UInt64? = nil, filter: EventFilter = .all) async throws(Failure)
+        -> AsyncThrowingStream<ServiceEvent, any Error>
+    {
+        var query: [String] = []
+        if let types = filter.types { query.append("types=" + types.sorted().joined(separator: ",")) }
+        if let states = filter.states { query.append("states=" + states.map(\.rawValue).sorted().joined(separator: ",")) }
+        let path = "/api/v1/events" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+        var request = HTTPClientRequest(url: "http://\(address)\(path)")
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Accept", value: "text/event-stream")
         if let lastEventID { request.headers.add(name: "Last-Event-ID", value: String(lastEventID)) }

@@ -22,6 +22,8 @@ package actor EventHub {
     package struct Frame: Sendable {
         package let id: UInt64
         package let kind: String
+        /// The download's state, for a `download` event (clients filter by it).
+        package let state: JobState?
         /// The whole frame: `id:`, `event:` and `data:` lines and the blank line.
         package let bytes: ByteBuffer
     }
@@ -35,7 +37,7 @@ package actor EventHub {
     private let journal: Journal
     private var log: EventLog<Frame>
     private var throttle = ProgressThrottle<DownloadID, DownloadProgress>(interval: EventHub.progressInterval)
-    private var clients: [UInt64: EventMailbox] = [:]
+    private var clients: [UInt64: (mailbox: EventMailbox, filter: EventFilter)] = [:]
     private var nextClient: UInt64 = 0
     /// The views of downloads the manager runs or the API added, by ID, so that a state
     /// change does not read the journal each time; at most ``viewCacheLimit`` of them.
@@ -85,26 +87,29 @@ package actor EventHub {
         isFinished = true
         for task in tasks { task.cancel() }
         tasks = []
-        for client in clients.values { client.finish() }
+        for client in clients.values { client.mailbox.finish() }
         clients = [:]
     }
 
     // MARK: - Clients
 
     /// A new client: what it missed since `lastEventID` (or a `resync` frame when that is
-    /// too old or unknown), then the live frames.
-    package func subscribe(after lastEventID: UInt64?) -> (replay: [Frame], live: EventMailbox, client: UInt64) {
+    /// too old or unknown), then the live frames; of both, those `filter` admits.
+    package func subscribe(after lastEventID: UInt64?, filter: EventFilter = .all)
+        -> (replay: [Frame], live: EventMailbox, client: UInt64)
+    {
         let mailbox = EventMailbox(byteLimit: Self.bufferLimit)
         nextClient += 1
         if isFinished {
             mailbox.finish()
         } else {
-            clients[nextClient] = mailbox
+            clients[nextClient] = (mailbox, filter)
         }
         var replay: [Frame] = []
         if let lastEventID {
             switch log.replay(after: lastEventID) {
-            case .events(let entries): replay = entries.map(\.event)
+            case .events(let entries):
+                replay = entries.map(\.event).filter { filter.admits(kind: $0.kind, state: $0.state) }
             case .resync(let latest): replay = [Self.frame(id: latest, kind: "resync", json: "{}")]
             }
         }
@@ -112,7 +117,7 @@ package actor EventHub {
     }
 
     package func unsubscribe(_ client: UInt64) {
-        clients.removeValue(forKey: client)?.finish()
+        clients.removeValue(forKey: client)?.mailbox.finish()
     }
 
     /// How many clients are connected.
@@ -275,7 +280,7 @@ package actor EventHub {
 
     private func send(_ kind: String, _ view: DownloadView) {
         guard !isFinished else { return }
-        send(kind, json: EventJSON.download(view))
+        send(kind, json: EventJSON.download(view), state: view.state)
     }
 
     private func send(_ kind: String, _ progress: ProgressView) {
@@ -283,19 +288,22 @@ package actor EventHub {
         send(kind, json: EventJSON.progress(progress))
     }
 
-    private func send(_ kind: String, json: String) {
+    private func send(_ kind: String, json: String, state: JobState? = nil) {
         guard !isFinished else { return }
         let id = log.nextID
-        let frame = Self.frame(id: id, kind: kind, json: json)
+        let frame = Self.frame(id: id, kind: kind, json: json, state: state)
         log.append(frame)
-        for (client, mailbox) in clients where !mailbox.post(frame.bytes) {
+        for (client, subscriber) in clients where subscriber.filter.admits(kind: kind, state: state) {
+            guard !subscriber.mailbox.post(frame.bytes) else { continue }
             // Too far behind: cut off; it reconnects and is replayed or resynced.
             clients[client] = nil
         }
     }
 
-    static func frame(id: UInt64, kind: String, json: String) -> Frame {
+    static func frame(id: UInt64, kind: String, json: String, state: JobState? = nil) -> Frame {
         // JSON from JSONEncoder has no line breaks, so one `data:` line carries it.
-        Frame(id: id, kind: kind, bytes: ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n"))
+        Frame(
+            id: id, kind: kind, state: state,
+            bytes: ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n"))
     }
 }
