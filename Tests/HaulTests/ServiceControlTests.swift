@@ -238,6 +238,51 @@ struct ServiceControlTests {
         }
     }
 
+    @Test func eventsNoClientWantedAreReplayedWhole() async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let core = ServiceCore(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            await core.hub.start()
+            // Given only a client that wants the ends
+            let endsOnly = EventFilter(types: ["download"], states: [.completed])
+            let (_, ends, endsClient) = await core.hub.subscribe(after: nil, filter: endsOnly)
+
+            let before = await core.hub.latestEventID
+
+            // When a download is added and completes
+            f.serve("w", count: 20_000)
+            let request = DownloadRequest(url: f.server.url("/files/w"), destination: .directory(f.directory))
+            try await f.manager.enqueue([request])
+            var parser = EventStreamParser()
+            let sent = try #require(await ends.next())
+            let completion = try #require(parser.feed(sent.readableBytesView).first)
+
+            // Then a client replayed from before it is sent every state change, whole, in order
+            let (replay, _, other) = await core.hub.subscribe(after: 1_000)
+            #expect(replay.map(\.kind) == ["resync"])
+            #expect(completion.id != nil)
+            let (missed, _, another) = await core.hub.subscribe(after: before)
+            var replayParser = EventStreamParser()
+            var states: [JobState] = []
+            for frame in missed {
+                for event in replayParser.feed(frame.bytes.readableBytesView) where event.kind == "download" {
+                    let view = try ServiceJSON.decoder.decode(DownloadView.self, from: event.data)
+                    #expect(view.id == request.id.rawValue)
+                    #expect(event.id == frame.id)
+                    states.append(view.state)
+                }
+            }
+            #expect(states.first == .queued)
+            #expect(states.contains(.running))
+            #expect(states.last == .completed)
+            await core.hub.unsubscribe(endsClient)
+            await core.hub.unsubscribe(other)
+            await core.hub.unsubscribe(another)
+            await core.hub.finish()
+        }
+    }
+
     @Test func eventsComeInOrderWithFullSnapshotsAndReplayFromLastEventID() async throws {
         try await Fixture.with(journal: true) { f in
             let root = f.directory.path

@@ -18,14 +18,28 @@ package import NIOCore
 /// is cut off: its browser reconnects with `Last-Event-ID` and is replayed what it
 /// missed, or told to resync.
 package actor EventHub {
-    /// One encoded event.
+    /// One event.
     package struct Frame: Sendable {
         package let id: UInt64
         package let kind: String
         /// The download's state, for a `download` event (clients filter by it).
         package let state: JobState?
+        /// Its JSON, or the download it is about when no client wanted it as it happened:
+        /// then it is encoded only if a reconnecting client is replayed it.
+        let payload: Payload
+
+        enum Payload: Sendable {
+            case encoded(ByteBuffer)
+            case download(DownloadView)
+        }
+
         /// The whole frame: `id:`, `event:` and `data:` lines and the blank line.
-        package let bytes: ByteBuffer
+        package var bytes: ByteBuffer {
+            switch payload {
+            case .encoded(let bytes): bytes
+            case .download(let view): EventHub.frame(id: id, kind: kind, json: EventJSON.download(view)).bytes
+            }
+        }
     }
 
     /// The most progress events per download: 2 a second.
@@ -122,6 +136,9 @@ package actor EventHub {
 
     /// How many clients are connected.
     package var clientCount: Int { clients.count }
+
+    /// The number of the last event sent.
+    package var latestEventID: UInt64 { log.latestID }
 
     // MARK: - Publishing
 
@@ -280,6 +297,11 @@ package actor EventHub {
 
     private func send(_ kind: String, _ view: DownloadView) {
         guard !isFinished else { return }
+        guard clients.values.contains(where: { $0.filter.admits(kind: kind, state: view.state) }) else {
+            // Nobody wants it now: kept for replays, encoded if one asks for it.
+            log.append(Frame(id: log.nextID, kind: kind, state: view.state, payload: .download(view)))
+            return
+        }
         send(kind, json: EventJSON.download(view), state: view.state)
     }
 
@@ -304,6 +326,6 @@ package actor EventHub {
         // JSON from JSONEncoder has no line breaks, so one `data:` line carries it.
         Frame(
             id: id, kind: kind, state: state,
-            bytes: ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n"))
+            payload: .encoded(ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n")))
     }
 }
