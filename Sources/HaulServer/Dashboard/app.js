@@ -1285,6 +1285,7 @@ async function onClusterAdd(event) {
 
 function bindClusterEvents() {
   $("#cluster-tab").addEventListener("click", showCluster);
+  $("#cluster-tab").addEventListener("keydown", onTabKey);
   $("#cluster-state").addEventListener("change", (event) => {
     cluster.state = event.target.value;
     cluster.offset = 0;
@@ -1371,14 +1372,15 @@ function changeView(changes) {
 }
 
 function onTabKey(event) {
-  const tabs = $$("[data-tab]");
+  const tabs = [...$$("[data-tab]"), ...(cluster.available ? [$("#cluster-tab")] : [])];
   const index = tabs.indexOf(event.target);
   const moves = { ArrowRight: 1, ArrowLeft: -1, Home: -index, End: tabs.length - 1 - index };
   if (!(event.key in moves)) return;
   event.preventDefault();
   const next = tabs[(index + moves[event.key] + tabs.length) % tabs.length];
   next.focus();
-  changeView({ tab: next.dataset.tab });
+  if (next.id === "cluster-tab") showCluster();
+  else changeView({ tab: next.dataset.tab });
 }
 
 function onSortHeader(th) {

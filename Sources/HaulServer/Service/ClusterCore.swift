@@ -1,6 +1,5 @@
 import Foundation
 package import HaulPostgres
-import Logging
 
 /// The shared queue a service shows beside its own downloads (`haul serve --queue`): the
 /// queue, whose connection pool runs as long as the service, and the monitor that turns
@@ -14,11 +13,6 @@ package final class ClusterCore: Sendable {
     package init(queue: PostgresQueue, hub: EventHub, interval: Duration = ClusterMonitor.interval) {
         self.queue = queue
         monitor = ClusterMonitor(queue: queue, hub: hub, interval: interval)
-    }
-
-    /// The queue's numbers now; throws when its database cannot be read.
-    package func summary() async throws -> ClusterSummaryView {
-        try await Self.summary(of: queue)
     }
 
     /// How long a request waits for the database: while it is down, postgres-nio's pool
@@ -41,6 +35,7 @@ package final class ClusterCore: Sendable {
         }
     }
 
+    /// The queue's numbers now; throws when its database cannot be read.
     static func summary(of queue: PostgresQueue) async throws -> ClusterSummaryView {
         let summary = try await queue.summary()
         let workers = try await queue.workerStatuses()
@@ -60,6 +55,9 @@ package final class ClusterCore: Sendable {
 /// `LISTEN` would only bring new jobs forward by under a second, for a connection held
 /// for good. Reads go through the queue's connection pool, which connects again once the
 /// database is back after a restart; meanwhile the event carries ``ClusterSummaryView/error``.
+///
+/// Events say what changed; a client reads the state it starts from with `GET /cluster`
+/// (a client joining others is not sent the unchanged numbers again).
 package actor ClusterMonitor {
     /// How often it looks by default.
     package static let interval: Duration = .seconds(1)
