@@ -59,11 +59,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The service (`haul serve`): its rules as plain values (`Rules/`) and the HTTP API
-        // on Hummingbird (`API/`).
+        // on Hummingbird (`API/`); with `--queue`, the shared queue's jobs and workers too
+        // (through HaulPostgres, which `haul` links anyway).
         .target(
             name: "HaulServer",
             dependencies: [
-                "Haul",
+                "Haul", "HaulPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),

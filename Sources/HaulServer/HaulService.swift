@@ -1,5 +1,6 @@
 import Foundation
 package import Haul
+package import HaulPostgres
 import Hummingbird
 package import Logging
 import NIOConcurrencyHelpers
@@ -40,6 +41,9 @@ package enum HaulService {
         /// The manager's network settings (proxy, TLS, netrc, User-Agent, address family),
         /// as `haul get` takes them; the settings above replace theirs.
         package var network = DownloadManager.Configuration()
+        /// A shared queue on PostgreSQL whose jobs and workers the service shows and
+        /// controls besides its own downloads (`--queue`); `nil` for none.
+        package var queue: QueueAddress?
         package var environment: [String: String] = ProcessInfo.processInfo.environment
 
         package init(journalPath: String, directory: String) {
@@ -92,6 +96,28 @@ package enum HaulService {
         }
         defer { lock.release() }
 
+        guard let address = options.queue else {
+            try await serve(options, token: token, tokenNote: tokenNote, files: files, queue: nil, logger: logger, ready: ready)
+            return
+        }
+        // The queue's connection pool runs as long as the service.
+        let queue = PostgresQueue(address: address)
+        try await queue.withRunning {
+            do {
+                try await ClusterCore.within(ClusterCore.requestTimeout) { try await queue.migrate() }
+            } catch {
+                throw StartError(description: "cannot use the shared queue at \(address): \(PostgresQueue.reason(error))")
+            }
+            try await serve(options, token: token, tokenNote: tokenNote, files: files, queue: queue, logger: logger, ready: ready)
+        }
+    }
+
+    /// Runs the service once its token and lock are settled and its queue, if any, is
+    /// reachable.
+    private static func serve(
+        _ options: Options, token: String, tokenNote: String, files: ServiceFiles, queue: PostgresQueue?, logger: Logger,
+        ready: @escaping @Sendable (_ address: String, _ tokenNote: String) -> Void
+    ) async throws {
         let batch: DownloadBatch
         do {
             batch = try DownloadBatch(
@@ -118,8 +144,9 @@ package enum HaulService {
         configuration.maxBytesPerSecondPerDownload = options.maxBytesPerSecondPerDownload
         configuration.connectionPoolLimit = SettingsAPI.maximumPerHost
         let manager = DownloadManager(configuration: configuration, journal: journal)
-        let core = ServiceCore(manager: manager, journal: journal, batch: batch)
+        let core = ServiceCore(manager: manager, journal: journal, batch: batch, queue: queue)
         await core.hub.start()
+        await core.cluster?.monitor.start()
         do {
             try await manager.resumeUnfinished(keepingPaused: true)
         } catch {
@@ -173,6 +200,7 @@ struct Stopper: Service {
     func run() async throws {
         try? await gracefulShutdown()
         await core.cancelBackground()
+        await core.cluster?.monitor.finish()
         await core.hub.finish()
         rpc.notifier.finish()
         // Running downloads stop with their partial files checkpointed, recorded as paused

@@ -18,11 +18,15 @@ struct QueueOptions: ParsableArguments {
             valueName: "url"))
     var queue: String?
 
-    /// The queue named by `--queue` or `$HAUL_QUEUE_URL`, if any.
-    func address(required: Bool = false) throws -> QueueAddress? {
+    /// The queue named by `--queue`, or by `$HAUL_QUEUE_URL` where the command needs a queue
+    /// (`required`) or takes one from the environment (`fromEnvironment`: `haul serve`);
+    /// `nil` when none is.
+    func address(required: Bool = false, fromEnvironment: Bool = false) throws -> QueueAddress? {
         do {
             if let queue { return try QueueAddress(parsing: queue, fromCommandLine: true) }
-            if let text = ProcessInfo.processInfo.environment["HAUL_QUEUE_URL"], !text.isEmpty, required {
+            if let text = ProcessInfo.processInfo.environment["HAUL_QUEUE_URL"], !text.isEmpty,
+                required || fromEnvironment
+            {
                 return try QueueAddress(parsing: text, fromCommandLine: false)
             }
         } catch {

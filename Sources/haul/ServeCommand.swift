@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
+import HaulPostgres
 import HaulServer
 
 /// `haul serve`: the download manager as a service, with an HTTP API and a dashboard.
@@ -68,6 +69,8 @@ struct Serve: AsyncParsableCommand {
             valueName: "origin"))
     var rpcOrigins: [String] = []
 
+    @OptionGroup var queueOptions: QueueOptions
+
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
     func run() async throws {
@@ -99,9 +102,11 @@ struct Serve: AsyncParsableCommand {
         options.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         try network.apply(to: &options.network)
+        options.queue = try queueOptions.address(fromEnvironment: true)
+        let queueNote = options.queue.map { "; the shared queue at \($0)" } ?? ""
         do {
             try await HaulService.run(options) { address, tokenNote in
-                Console.out("haul serve: listening on http://\(address) (\(tokenNote))\n")
+                Console.out("haul serve: listening on http://\(address) (\(tokenNote)\(queueNote))\n")
             }
         } catch let error as HaulService.StartError {
             Console.err("haul serve: \(error.description)\n")

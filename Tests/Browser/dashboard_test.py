@@ -3,11 +3,13 @@
 
     HAUL_TOKEN=... python3 Tests/Browser/dashboard_test.py --base http://127.0.0.1:PORT \
         --url DOWNLOAD_URL --file EXPECTED_ABSOLUTE_PATH --sha256 HEX --name FILENAME \
-        [--screenshot PATH]
+        [--cluster-job KEY [--cluster-worker HOST]] [--screenshot PATH]
 
 The token comes from the environment only (argv is visible in `ps`). The download URL is
 expected to stall its first response after part of the body, so the download can be seen
-moving and paused before it completes.
+moving and paused before it completes. With --cluster-job (a service started with --queue, whose
+shared queue holds a waiting job with that key), the Cluster tab must show, list the job and pause
+it, and list the worker HOST when --cluster-worker is given.
 
 Exit status: 0 and `PASS` on success; 1 and `FAIL: step N (...)` on failure (with the
 browser console and a screenshot at /tmp/haul-dashboard-failure.png); 77 and `SKIP: reason`
@@ -55,6 +57,8 @@ def parse_args():
     parser.add_argument("--sha256", required=True, help="the file's expected SHA-256, hex")
     parser.add_argument("--name", required=True, help="the file name to type in the Add dialog")
     parser.add_argument("--screenshot", help="save a screenshot here once the download completed")
+    parser.add_argument("--cluster-job", help="the key of a waiting job of the service's shared queue")
+    parser.add_argument("--cluster-worker", help="the host of a worker registered in the shared queue")
     return parser.parse_args()
 
 
@@ -188,6 +192,8 @@ class DashboardTest:
         self.check_file()
         self.remove_keeping_file()
         self.speed_limit()
+        if self.args.cluster_job:
+            self.cluster()
 
     def sign_in(self):
         self.step(1, "sign in")
@@ -330,6 +336,35 @@ class DashboardTest:
         self.click("#rate-apply")
         self.wait(lambda d: self.settings().get("maxBytesPerSecond") == 0,
                   "clearing the speed limit in the dashboard did not lift it")
+
+
+    def cluster_row(self):
+        return self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#cluster-rows tr[data-key]'))"
+            ".find((row) => row.dataset.key === arguments[0]) || null;", self.args.cluster_job)
+
+    def cluster(self):
+        self.step(9, "the Cluster tab lists the shared queue's job, pauses it, and lists the worker")
+        self.click("#cluster-tab")
+        self.visible("#cluster-view")
+        if self.css("#downloads-view").is_displayed():
+            raise StepFailed("the downloads list stayed on screen beside the Cluster tab")
+
+        def listed(_driver):
+            row = self.cluster_row()
+            return row if row is not None and row.get_attribute("data-state") == "available" else False
+        row = self.wait(listed, f"no available job {self.args.cluster_job!r} in the Cluster tab")
+        button = row.find_element(By.CSS_SELECTOR, ".cluster-pause")
+        if not button.is_displayed():
+            raise StepFailed("the waiting job's Pause button is not shown")
+        button.click()
+        self.wait(lambda d: (self.cluster_row() is not None
+                             and self.cluster_row().get_attribute("data-state") == "paused"),
+                  "the job never showed as paused after pressing Pause")
+        if self.args.cluster_worker:
+            self.wait(lambda d: any(cell.text.strip() == self.args.cluster_worker for cell in
+                                    self.driver.find_elements(By.CSS_SELECTOR, "#cluster-worker-rows td")),
+                      f"the worker {self.args.cluster_worker!r} is not listed")
 
 
 def report_failure(driver, test, error):

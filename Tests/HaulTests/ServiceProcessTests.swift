@@ -2,6 +2,8 @@ import Foundation
 import HaulTestSupport
 import Testing
 
+@testable import HaulPostgres
+
 /// `haul serve` as a process: the CLI as its client, a `kill -9` in the middle of
 /// downloads, and the dashboard in a real headless Chromium.
 /// The suites whose processes load the machine the most (a headless browser) or measure
@@ -18,9 +20,9 @@ struct ServiceProcessTests {
         let address: String
 
         /// Starts `haul serve` on a free loopback port for `journal`, saving into `directory`.
-        static func start(journal: String, directory: String) async throws -> Service {
+        static func start(journal: String, directory: String, arguments: [String] = []) async throws -> Service {
             let process = try HaulProcess(
-                ["serve", "--listen", "127.0.0.1:0", "--journal", journal, "-d", directory])
+                ["serve", "--listen", "127.0.0.1:0", "--journal", journal, "-d", directory] + arguments)
             let line = try #require(await process.line { $0.contains("listening on http://") })
             let address = try #require(line.split(separator: " ").first { $0.hasPrefix("http://") }).dropFirst(7)
             return Service(process: process, address: String(address))
@@ -152,7 +154,23 @@ struct ServiceProcessTests {
         try await CLIFixture.with { f, journal in
             let directory = f.directory.path
             let bytes = f.serve("browser.bin", count: 3_000_000, seed: 7)
-            let service = try await Service.start(journal: journal, directory: directory)
+            // With PostgreSQL here, the service shows a shared queue holding a waiting job and a worker.
+            var cluster: [String] = []
+            var serveArguments: [String] = []
+            if PostgresCluster.isAvailable {
+                let address = try await PostgresCluster.makeDatabase()
+                let queue = PostgresQueue(address: address)
+                try await queue.withRunning {
+                    try await queue.migrate()
+                    try await queue.enqueue([try QueueRequest(url: URL(string: "http://cluster.example/job.bin")!, id: "browser-job")])
+                    try await queue.client.query("INSERT INTO haul_workers (host, pid) VALUES ('browser-worker', 4242)")
+                }
+                serveArguments = ["--queue", address.description]
+                cluster = ["--cluster-job", "browser-job", "--cluster-worker", "browser-worker"]
+            } else {
+                print("the dashboard's Cluster tab is not tried: PostgreSQL 15 is not installed")
+            }
+            let service = try await Service.start(journal: journal, directory: directory, arguments: serveArguments)
             let token = try String(contentsOfFile: journal + "-serve.token", encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             // The first response stalls halfway: the bar moves, then waits for the pause.
@@ -163,7 +181,7 @@ struct ServiceProcessTests {
             python.arguments = [
                 script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
                 "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
-            ] + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? [])
+            ] + cluster + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? [])
             var environment = ProcessInfo.processInfo.environment
             environment["HAUL_TOKEN"] = token  // the token travels in the environment, never in argv
             python.environment = environment
@@ -184,6 +202,7 @@ struct ServiceProcessTests {
             #expect(status == 0, "\(text)")
             #expect(text.contains("PASS"))
             #expect(text.contains("step 8: set and lift the speed limit"), "\(text)")
+            if !cluster.isEmpty { #expect(text.contains("step 9: the Cluster tab"), "\(text)") }
         }
     }
 }

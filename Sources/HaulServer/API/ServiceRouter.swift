@@ -2,8 +2,8 @@ package import Hummingbird
 package import HummingbirdWebSocket
 
 /// The service's router: the API's error bodies around everything, the access rules in
-/// front of every route, the API under `/api/v1`, aria2's JSON-RPC at `/jsonrpc`, and the
-/// dashboard at `/`.
+/// front of every route, the API under `/api/v1` (with the shared queue's under
+/// `/api/v1/cluster`), aria2's JSON-RPC at `/jsonrpc`, and the dashboard at `/`.
 @available(macOS 14, iOS 17, tvOS 17, *)
 package enum ServiceRouter {
     package static func make(
@@ -18,6 +18,7 @@ package enum ServiceRouter {
         SettingsAPI(core: core).addRoutes(to: api)
         SyncsAPI(core: core).addRoutes(to: api)
         EventsAPI(core: core).addRoutes(to: api)
+        ClusterAPI(core: core).addRoutes(to: api)
         Aria2API(rpc: rpc ?? Aria2RPC(core: core, rules: rules), rules: rules).addRoutes(to: router)
         dashboard.addRoutes(to: router)
         return router

@@ -177,6 +177,7 @@ function enterApp() {
   loadStats();
   loadList();
   loadSettings();
+  loadClusterInfo();
   requestChart();
 }
 
@@ -861,11 +862,14 @@ function startEvents() {
     backoff = 1000;
     if (missedEvents) {
       missedEvents = false;
-      scheduleRefresh();
+      onResync();
     }
   });
   source.addEventListener("error", onEventsError);
-  const handlers = { download: onDownload, progress: onProgress, removed: onRemoved, stats: onStats, resync: scheduleRefresh, sync: onSync };
+  const handlers = {
+    download: onDownload, progress: onProgress, removed: onRemoved, stats: onStats, resync: onResync, sync: onSync,
+    cluster: onCluster,
+  };
   for (const [name, handler] of Object.entries(handlers)) {
     source.addEventListener(name, (event) => {
       let data;
@@ -960,10 +964,347 @@ function onStats(s) {
   addSample(s.bytesPerSecond);
 }
 
+/** Events were missed: look everything up again. */
+function onResync() {
+  scheduleRefresh();
+  if (cluster.available) loadClusterInfo();
+}
+
 function onSync(s) {
   if (s.state === "completed" || s.state === "failed") {
     toast(`Sync ${s.state}${s.message ? `: ${s.message}` : "."}`, s.state === "failed");
   }
+}
+
+
+// ---------------------------------------------------------------------------
+// Cluster: the shared queue of `haul serve --queue`, every job and worker of it. The tab
+// shows only when the service has a queue (GET /cluster answers 404 otherwise); `cluster`
+// events say when the queue changed, and the tab then reads its page again.
+
+const CLUSTER_PAGE = 50;
+const CLUSTER_LABELS = {
+  available: "Available", running: "Running", retryable: "Retrying", paused: "Paused",
+  completed: "Completed", failed: "Failed", cancelled: "Cancelled",
+};
+const CLUSTER_UNFINISHED = ["available", "running", "retryable", "paused"];
+const cluster = { available: false, shown: false, state: "", offset: 0, total: 0 };
+const clusterRows = new Map(); // job id -> { job, tr }
+let clusterSummary = {}; // the last numbers shown (GET /cluster, a `cluster` event, a page)
+let clusterSeq = 0;
+let clusterTimer = null;
+let clusterLastRefresh = 0;
+
+/** Whether the service has a queue: shows the tab (and its numbers) or hides it. */
+async function loadClusterInfo() {
+  try {
+    applyClusterSummary(await api("GET", "/cluster"));
+    setClusterAvailable(true);
+  } catch (error) {
+    if (error.status === 404) setClusterAvailable(false);
+    else if (error.status === 503) {
+      // A queue whose database is down for now: the tab says so.
+      setClusterAvailable(true);
+      $("#cluster-error").textContent = error.message;
+    } else if (error.status !== 401) console.warn("cluster:", error.message);
+  }
+}
+
+function setClusterAvailable(available) {
+  cluster.available = available;
+  $("#cluster-tab").hidden = !available;
+  if (!available && cluster.shown) {
+    changeView({});
+    return;
+  }
+  if (available && cluster.shown) showCluster();
+}
+
+/** The queue's numbers, from GET /cluster or a `cluster` event. */
+function applyClusterSummary(s) {
+  clusterSummary = s;
+  const counts = s.counts || {};
+  const unfinished = CLUSTER_UNFINISHED.reduce((sum, state) => sum + (counts[state] || 0), 0);
+  $(".count", $("#cluster-tab")).textContent = String(unfinished);
+  const workers = `${s.workers || 0} worker${s.workers === 1 ? "" : "s"}` +
+    (s.staleWorkers ? ` (+${s.staleWorkers} stale)` : "");
+  const queue = $("#cluster-queue");
+  queue.textContent = `${workers} · ${s.queue || ""}`;
+  queue.title = s.queue || "";
+  for (const option of $$("#cluster-state option")) {
+    const label = option.value ? CLUSTER_LABELS[option.value] : "All jobs";
+    const n = option.value ? counts[option.value] || 0 : s.total || 0;
+    option.textContent = `${label} (${n})`;
+  }
+  $("#cluster-error").textContent = s.error || "";
+}
+
+function onCluster(s) {
+  if (!cluster.available) setClusterAvailable(true);
+  applyClusterSummary(s);
+  if (cluster.shown) scheduleClusterRefresh();
+}
+
+function showCluster() {
+  cluster.shown = true;
+  syncControls();
+  saveHash();
+  loadCluster();
+}
+
+/** Re-reads the page and the workers soon, at most twice a second. */
+function scheduleClusterRefresh() {
+  if (clusterTimer || !signedIn) return;
+  const wait = Math.max(0, clusterLastRefresh + REFRESH_INTERVAL - Date.now());
+  clusterTimer = setTimeout(() => {
+    clusterTimer = null;
+    clusterLastRefresh = Date.now();
+    loadCluster();
+  }, wait);
+}
+
+async function loadCluster() {
+  if (!signedIn || !cluster.shown) return;
+  const seq = ++clusterSeq;
+  const table = $("#cluster-jobs");
+  table.setAttribute("aria-busy", "true");
+  const params = new URLSearchParams({ offset: cluster.offset, limit: CLUSTER_PAGE, sort: "created", order: "desc" });
+  if (cluster.state) params.set("state", cluster.state);
+  try {
+    const [page, workers] = await Promise.all([api("GET", `/cluster/jobs?${params}`), api("GET", "/cluster/workers")]);
+    if (seq !== clusterSeq) return;
+    if (page.jobs.length === 0 && page.total > 0 && cluster.offset > 0) {
+      cluster.offset = Math.floor((page.total - 1) / CLUSTER_PAGE) * CLUSTER_PAGE;
+      loadCluster();
+      return;
+    }
+    renderClusterJobs(page);
+    renderWorkers(workers.workers || []);
+    $("#cluster-error").textContent = "";
+    table.setAttribute("aria-busy", "false");
+  } catch (error) {
+    if (seq !== clusterSeq) return;
+    table.setAttribute("aria-busy", "false");
+    if (error.status === 404) setClusterAvailable(false);
+    else if (error.status !== 401) $("#cluster-error").textContent = error.message;
+  }
+}
+
+function renderClusterJobs(page) {
+  const tbody = $("#cluster-rows");
+  const seen = new Set();
+  page.jobs.forEach((job, index) => {
+    seen.add(job.id);
+    let entry = clusterRows.get(job.id);
+    if (!entry) {
+      entry = { job, tr: createClusterRow(job) };
+      clusterRows.set(job.id, entry);
+    }
+    entry.job = job;
+    updateClusterRow(entry);
+    if (tbody.children[index] !== entry.tr) tbody.insertBefore(entry.tr, tbody.children[index] || null);
+  });
+  for (const [id, entry] of clusterRows) {
+    if (!seen.has(id)) {
+      entry.tr.remove();
+      clusterRows.delete(id);
+    }
+  }
+  cluster.total = page.total;
+  const first = page.total === 0 ? 0 : cluster.offset + 1;
+  const last = Math.min(cluster.offset + clusterRows.size, page.total);
+  $("#cluster-range").textContent = page.total === 0 ? "0 of 0" : `${first}–${last} of ${page.total}`;
+  $("#cluster-prev").disabled = cluster.offset === 0;
+  $("#cluster-next").disabled = cluster.offset + CLUSTER_PAGE >= page.total;
+  $("#cluster-empty").hidden = clusterRows.size > 0;
+  // The page's counts are as fresh as its rows.
+  if (page.counts) {
+    const total = Object.values(page.counts).reduce((sum, n) => sum + n, 0);
+    applyClusterSummary({ ...clusterSummary, counts: page.counts, total });
+  }
+}
+
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  if (className) el.className = className;
+  if (text != null) el.textContent = text;
+  return el;
+}
+
+function createClusterRow(job) {
+  const tr = element("tr");
+  tr.dataset.key = job.id;
+  const state = element("td", "col-state");
+  state.append(element("span", "state-badge"));
+  const name = element("td", "col-name");
+  name.append(element("span", "name"), element("span", "url muted"), element("span", "error"));
+  const progress = element("td", "col-progress");
+  const bar = element("div", "progress");
+  bar.setAttribute("role", "progressbar");
+  bar.setAttribute("aria-valuemin", "0");
+  bar.setAttribute("aria-valuemax", "100");
+  bar.append(element("div", "bar"));
+  progress.append(bar, element("span", "percent"));
+  const actions = element("td", "col-actions");
+  for (const action of ["pause", "resume", "retry", "cancel"]) {
+    const button = element("button", `icon cluster-${action}`, action[0].toUpperCase() + action.slice(1));
+    button.type = "button";
+    button.dataset.action = action;
+    actions.append(button);
+  }
+  tr.append(state, name, progress, element("td", "col-attempt"), element("td", "col-worker"), actions);
+  return tr;
+}
+
+function updateClusterRow({ job, tr }) {
+  tr.dataset.state = job.state;
+  const badge = $(".state-badge", tr);
+  const pending = job.command === "pause" ? " (pausing)" : job.command === "cancel" ? " (cancelling)" : "";
+  badge.textContent = (CLUSTER_LABELS[job.state] || job.state) + pending;
+  badge.dataset.state = job.state;
+  badge.title = job.state === "retryable" && job.scheduledAt ? `Next attempt at ${new Date(job.scheduledAt).toLocaleString()}` : "";
+  $(".name", tr).textContent = job.name || job.url;
+  $(".name", tr).title = job.id;
+  $(".url", tr).textContent = job.url;
+  $(".url", tr).title = job.url;
+  $(".error", tr).textContent = job.error && job.state !== "completed" ? job.error : "";
+  const done = job.state === "completed";
+  const percent = done ? 100 : job.totalBytes ? Math.min(100, Math.floor((job.bytes / job.totalBytes) * 1000) / 10) : 0;
+  const bar = $(".progress", tr);
+  bar.dataset.percent = String(percent);
+  bar.setAttribute("aria-valuenow", String(percent));
+  bar.setAttribute("aria-label", `Progress of ${job.name || job.url}`);
+  $(".bar", bar).style.width = `${percent}%`;
+  const parts = [];
+  if (job.totalBytes || done) parts.push(`${percent}%`);
+  if (job.totalBytes) parts.push(`${formatBytes(job.bytes)} of ${formatBytes(job.totalBytes)}`);
+  else if (job.bytes > 0) parts.push(formatBytes(job.bytes));
+  $(".percent", tr).textContent = parts.join(" · ");
+  $(".col-attempt", tr).textContent = `${job.attempt}/${job.maxAttempts}`;
+  const worker = $(".col-worker", tr);
+  worker.textContent = job.worker ? `${job.workerHost || "?"} #${job.worker}` : "–";
+  worker.title = job.worker ? (job.state === "running" ? "Runs it now" : "Ran it last") : "";
+  worker.classList.toggle("muted", job.state !== "running");
+  const show = {
+    pause: ["available", "retryable"].includes(job.state) || (job.state === "running" && !job.command),
+    resume: job.state === "paused" || (job.state === "running" && job.command === "pause"),
+    retry: ["failed", "cancelled"].includes(job.state),
+    cancel: CLUSTER_UNFINISHED.includes(job.state) && job.command !== "cancel",
+  };
+  for (const [action, visible] of Object.entries(show)) {
+    const button = $(`.cluster-${action}`, tr);
+    button.hidden = !visible;
+    button.setAttribute("aria-label", `${button.textContent} ${job.name || job.url}`);
+  }
+}
+
+function formatAge(seconds) {
+  return seconds < 1 ? "just now" : `${formatDuration(seconds)} ago`;
+}
+
+function renderWorkers(workers) {
+  const tbody = $("#cluster-worker-rows");
+  const alive = workers.filter((w) => w.status === "alive").length;
+  applyClusterSummary({ ...clusterSummary, workers: alive, staleWorkers: workers.length - alive });
+  tbody.replaceChildren(...workers.map((w) => {
+    const tr = element("tr");
+    tr.dataset.worker = String(w.id);
+    const status = element("td", "col-state");
+    const badge = element("span", "state-badge", w.status === "alive" ? "Alive" : "Stale");
+    badge.dataset.state = w.status;
+    status.append(badge);
+    const heartbeat = element("td", "col-time", formatAge(w.heartbeatAge));
+    heartbeat.title = new Date(w.heartbeatAt).toLocaleString();
+    tr.append(
+      element("td", "col-worker-id", `#${w.id}`), element("td", null, w.host), element("td", "col-pid", String(w.pid)),
+      element("td", "col-time", new Date(w.startedAt).toLocaleString()), heartbeat, status,
+      element("td", "col-jobs", String(w.runningJobs)), element("td", "col-size", formatBytes(w.bytes)));
+    return tr;
+  }));
+  $("#cluster-no-workers").hidden = workers.length > 0;
+}
+
+const clusterPath = (id) => `/cluster/jobs/${encodeURIComponent(id)}`;
+
+async function onClusterAction(button) {
+  const entry = clusterRows.get(button.closest("tr").dataset.key);
+  if (!entry) return;
+  const { id } = entry.job;
+  button.disabled = true;
+  try {
+    let job;
+    switch (button.dataset.action) {
+      case "pause": job = await api("PATCH", clusterPath(id), { state: "paused" }); break;
+      case "resume": job = await api("PATCH", clusterPath(id), { state: "queued" }); break;
+      case "retry": job = await api("POST", `${clusterPath(id)}/retry`); break;
+      case "cancel": job = await api("DELETE", clusterPath(id)); break;
+    }
+    if (job) {
+      entry.job = job;
+      updateClusterRow(entry);
+    }
+    scheduleClusterRefresh();
+  } catch (error) {
+    reportError(error);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function onClusterAdd(event) {
+  event.preventDefault();
+  const input = $("#cluster-add-urls");
+  const error = $("#cluster-add-error");
+  const urls = input.value.split(/\s+/).filter(Boolean);
+  if (urls.length === 0) {
+    error.textContent = "Enter at least one URL.";
+    input.setAttribute("aria-invalid", "true");
+    return;
+  }
+  const submit = $("#cluster-add-submit");
+  submit.disabled = true;
+  try {
+    const result = await api("POST", "/cluster/jobs", { jobs: urls.map((url) => ({ url })) });
+    const added = result && result.added != null ? result.added : urls.length;
+    const already = urls.length - added;
+    toast(`Queued ${added} job${added === 1 ? "" : "s"} for the workers${already ? ` (${already} already queued)` : ""}.`);
+    input.value = "";
+    error.textContent = "";
+    input.removeAttribute("aria-invalid");
+    scheduleClusterRefresh();
+  } catch (e) {
+    if (e.status === 401) return;
+    // "jobs[1].url: …" says which URL: the second.
+    const match = (e.field || "").match(/^jobs\[(\d+)\]\.(\w+)/);
+    error.textContent = match ? `${urls[Number(match[1])]}: ${e.message.replace(/^[\w.[\]]+:\s*/, "")}` : e.message;
+    input.setAttribute("aria-invalid", "true");
+  } finally {
+    submit.disabled = false;
+  }
+}
+
+function bindClusterEvents() {
+  $("#cluster-tab").addEventListener("click", showCluster);
+  $("#cluster-tab").addEventListener("keydown", onTabKey);
+  $("#cluster-state").addEventListener("change", (event) => {
+    cluster.state = event.target.value;
+    cluster.offset = 0;
+    loadCluster();
+  });
+  $("#cluster-prev").addEventListener("click", () => {
+    cluster.offset = Math.max(0, cluster.offset - CLUSTER_PAGE);
+    loadCluster();
+  });
+  $("#cluster-next").addEventListener("click", () => {
+    cluster.offset += CLUSTER_PAGE;
+    loadCluster();
+  });
+  $("#cluster-rows").addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-action]");
+    if (button) onClusterAction(button);
+  });
+  $("#cluster-add-form").addEventListener("submit", onClusterAdd);
+  $("#cluster-add-urls").addEventListener("input", (e) => e.target.removeAttribute("aria-invalid"));
 }
 
 // ---------------------------------------------------------------------------
@@ -972,6 +1313,7 @@ function onSync(s) {
 function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (TABS[params.get("tab")]) view.tab = params.get("tab");
+  cluster.shown = params.get("tab") === "cluster";
   view.q = params.get("q") || "";
   if ($(`#sort option[value="${params.get("sort")}"]`)) view.sort = params.get("sort");
   if (["asc", "desc"].includes(params.get("order"))) view.order = params.get("order");
@@ -979,7 +1321,7 @@ function readHash() {
 }
 
 function saveHash() {
-  const params = new URLSearchParams({ tab: view.tab, sort: view.sort, order: view.order });
+  const params = new URLSearchParams({ tab: cluster.shown ? "cluster" : view.tab, sort: view.sort, order: view.order });
   if (view.q) params.set("q", view.q);
   if (view.offset) params.set("offset", view.offset);
   history.replaceState(null, "", `#${params}`);
@@ -988,10 +1330,15 @@ function saveHash() {
 /** Reflects `view` in the controls. */
 function syncControls() {
   for (const button of $$("[data-tab]")) {
-    const on = button.dataset.tab === view.tab;
+    const on = !cluster.shown && button.dataset.tab === view.tab;
     button.setAttribute("aria-selected", String(on));
     button.tabIndex = on ? 0 : -1;
   }
+  const clusterTab = $("#cluster-tab");
+  clusterTab.setAttribute("aria-selected", String(cluster.shown));
+  clusterTab.tabIndex = cluster.shown ? 0 : -1;
+  $("#downloads-view").hidden = cluster.shown;
+  $("#cluster-view").hidden = !cluster.shown;
   $("#search").value = view.q;
   $("#sort").value = view.sort;
   const order = $("#order");
@@ -1005,6 +1352,11 @@ function syncControls() {
 
 /** Changes the view and loads its first page (or the given offset). */
 function changeView(changes) {
+  if (cluster.shown) {
+    // Back from the Cluster tab to the downloads.
+    cluster.shown = false;
+    clusterSeq++;
+  }
   const tabChanged = changes.tab && changes.tab !== view.tab;
   Object.assign(view, { offset: 0 }, changes);
   if (tabChanged) {
@@ -1020,14 +1372,15 @@ function changeView(changes) {
 }
 
 function onTabKey(event) {
-  const tabs = $$("[data-tab]");
+  const tabs = [...$$("[data-tab]"), ...(cluster.available ? [$("#cluster-tab")] : [])];
   const index = tabs.indexOf(event.target);
   const moves = { ArrowRight: 1, ArrowLeft: -1, Home: -index, End: tabs.length - 1 - index };
   if (!(event.key in moves)) return;
   event.preventDefault();
   const next = tabs[(index + moves[event.key] + tabs.length) % tabs.length];
   next.focus();
-  changeView({ tab: next.dataset.tab });
+  if (next.id === "cluster-tab") showCluster();
+  else changeView({ tab: next.dataset.tab });
 }
 
 function onSortHeader(th) {
@@ -1100,6 +1453,7 @@ function bindEvents() {
   $("#bulk-retry").addEventListener("click", () => bulk("retry", selected()));
   $("#bulk-remove").addEventListener("click", () => bulk("remove", selected()));
   $("#clear-finished").addEventListener("click", clearFinished);
+  bindClusterEvents();
 
   document.addEventListener("keydown", onGlobalKey);
   new ResizeObserver(requestChart).observe($("#chart"));

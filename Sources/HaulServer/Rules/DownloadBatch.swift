@@ -96,12 +96,32 @@ package struct DownloadBatch: Sendable {
     }
 
     private func request(for input: DownloadInput, field: String) throws(FieldError) -> DownloadRequest {
+        let fields = try Self.checkedFields(of: input, field: field)
+        let directory = try self.directory(input.directory, field: "\(field).directory")
+        var request = DownloadRequest(
+            url: fields.url, destination: .directory(URL(fileURLWithPath: directory, isDirectory: true), name: fields.name),
+            priority: fields.priority, expectedSize: input.expectedSize, checksum: fields.checksum,
+            headers: fields.headers)
+        request.maxBytesPerSecond = input.maxBytesPerSecond
+        return request
+    }
+
+    /// An input's fields but its directory, checked: what every download must satisfy,
+    /// whoever runs it (this service, or the workers of a shared queue: ``ClusterBatch``).
+    struct CheckedFields {
+        var url: URL
+        var name: String?
+        var priority: DownloadPriority
+        var checksum: Checksum?
+        var headers: [(name: String, value: String)]
+    }
+
+    static func checkedFields(of input: DownloadInput, field: String) throws(FieldError) -> CheckedFields {
         guard let url = URL(string: input.url), let scheme = url.scheme?.lowercased(),
             scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else {
             throw FieldError(field: "\(field).url", message: "'\(input.url)' is not an http or https URL")
         }
-        let directory = try self.directory(input.directory, field: "\(field).directory")
         var name: String?
         if let given = input.name {
             guard let safe = FileNaming.sanitize(given), safe == given else {
@@ -143,11 +163,7 @@ package struct DownloadBatch: Sendable {
             }
             headers.append((headerName, value))
         }
-        var request = DownloadRequest(
-            url: url, destination: .directory(URL(fileURLWithPath: directory, isDirectory: true), name: name),
-            priority: priority, expectedSize: input.expectedSize, checksum: checksum, headers: headers)
-        request.maxBytesPerSecond = input.maxBytesPerSecond
-        return request
+        return CheckedFields(url: url, name: name, priority: priority, checksum: checksum, headers: headers)
     }
 
     /// The resolved directory for `given`, inside a root.

@@ -11,6 +11,8 @@ package import NIOCore
 /// - Progress is coalesced per download by ``ProgressThrottle``: at most one `progress`
 ///   event per ``progressInterval``, and the latest one always follows a burst.
 /// - `stats` is sent once a second; `removed` when a download is deleted.
+/// - `cluster`, with `haul serve --queue`: the shared queue's numbers when they change, at
+///   most once a second (see ``ClusterMonitor``).
 ///
 /// Each event is encoded once, as the bytes of a Server-Sent Events frame, whatever the
 /// number of clients, and each client's frames wait in its ``EventMailbox``, which its
@@ -165,6 +167,11 @@ package actor EventHub {
     /// Sends a `sync` event.
     package func publishSync(_ event: some Encodable & Sendable) {
         send("sync", event)
+    }
+
+    /// Sends a `cluster` event: the shared queue changed (see ``ClusterMonitor``).
+    package func publishCluster(_ summary: ClusterSummaryView) {
+        send("cluster", summary)
     }
 
     // MARK: - The manager's events

@@ -1,24 +1,31 @@
 import Foundation
 package import Haul
+package import HaulPostgres
 import NIOConcurrencyHelpers
 import NIOPosix
 
 /// What every part of the running service shares: the manager that owns the journal's
-/// jobs, the journal, the live events, the dashboard's sessions and the settings that
-/// can change while it runs.
+/// jobs, the journal, the live events, the dashboard's sessions, the settings that
+/// can change while it runs, and the shared queue it shows, if any (`--queue`).
 package final class ServiceCore: Sendable {
     package let manager: DownloadManager
     package let journal: Journal
     package let hub: EventHub
     package let sessions: Sessions
+    /// The shared queue on PostgreSQL whose jobs and workers the service shows and
+    /// controls (`haul serve --queue`); `nil` without one.
+    package let cluster: ClusterCore?
     private let batchBox: NIOLockedValueBox<DownloadBatch>
     /// Work started by requests that outlives them (syncs), cancelled when the service stops.
     private let background = NIOLockedValueBox<[Task<Void, Never>]>([])
 
-    package init(manager: DownloadManager, journal: Journal, batch: DownloadBatch) {
+    /// - Parameter queue: The shared queue to show, whose connection pool the caller runs.
+    package init(manager: DownloadManager, journal: Journal, batch: DownloadBatch, queue: PostgresQueue? = nil) {
         self.manager = manager
         self.journal = journal
-        self.hub = EventHub(manager: manager, journal: journal)
+        let hub = EventHub(manager: manager, journal: journal)
+        self.hub = hub
+        self.cluster = queue.map { ClusterCore(queue: $0, hub: hub) }
         self.sessions = Sessions()
         self.batchBox = NIOLockedValueBox(batch)
     }
