@@ -67,6 +67,9 @@ ticks_per_second=$(getconf CLK_TCK)
 start() {
     local journal=$1 dir=$2
     shift 2
+    # Emptied here, not only by the redirection below: that runs in the background job,
+    # maybe after the first grep, which would find the last daemon's address.
+    : >"$work/serve.out"
     "$HAUL" serve --listen 127.0.0.1:0 --journal "$journal" -d "$dir" "$@" >"$work/serve.out" 2>&1 &
     pid=$!
     until grep -q "listening on http://" "$work/serve.out" 2>/dev/null; do
