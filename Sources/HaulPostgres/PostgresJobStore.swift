@@ -2,6 +2,7 @@ import Foundation
 import Haul
 import Logging
 import NIOConcurrencyHelpers
+import NIOPosix
 import PostgresNIO
 
 /// The shared queue as one worker's ``JobStore``: the second implementation of the
@@ -35,7 +36,12 @@ final class PostgresJobStore: JobStore, Sendable {
     let logger: Logger
     /// Told of jobs whose lease turned out to be lost.
     let onLost: @Sendable ([DownloadID]) -> Void
+    /// Told when a job stops counting against the worker's slots (completed, failed, given
+    /// back, lost), so that the manager looks for more work at once: a claim made while
+    /// every slot was taken found no room, and the manager then waits for the next poll.
+    let onRoom: @Sendable () -> Void
     private let state = NIOLockedValueBox(State())
+    private let completions = NIOLockedValueBox(Completions())
     private let writes: AsyncStream<Write>.Continuation
     private let writer: Task<Void, Never>
 
@@ -46,13 +52,14 @@ final class PostgresJobStore: JobStore, Sendable {
 
     init(
         queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger,
-        onLost: @escaping @Sendable ([DownloadID]) -> Void
+        onLost: @escaping @Sendable ([DownloadID]) -> Void, onRoom: @escaping @Sendable () -> Void = {}
     ) {
         self.queue = queue
         self.owner = owner
         self.settings = settings
         self.logger = logger
         self.onLost = onLost
+        self.onRoom = onRoom
         let (stream, continuation) = AsyncStream.makeStream(of: Write.self)
         writes = continuation
         writer = Task {
@@ -81,9 +88,12 @@ final class PostgresJobStore: JobStore, Sendable {
 
     /// Forgets the lease of `key` if it is still `held`'s.
     private func forget(_ key: String, _ held: Held) {
-        state.withLockedValue { state in
-            if state.leases[key] == held { state.leases[key] = nil }
+        let forgotten = state.withLockedValue { state in
+            guard state.leases[key] == held else { return false }
+            state.leases[key] = nil
+            return true
         }
+        if forgotten { onRoom() }
     }
 
     private func submit(_ body: @escaping @Sendable () async -> Void) {
@@ -108,6 +118,8 @@ final class PostgresJobStore: JobStore, Sendable {
                 if !matched {
                     logger.debug("write refused: the lease is gone", metadata: ["id": "\(key)"])
                     if !forgetting, reportingLoss {
+                        logger.warning(
+                            "lost the lease of \(key) (another worker took the job over): its write was refused; stopping it")
                         forget(key, held)
                         onLost([id])
                     }
@@ -154,7 +166,7 @@ final class PostgresJobStore: JobStore, Sendable {
         let lease = leaseSeconds
         let perHost = settings.perHost != nil
         let logger = self.logger
-        typealias Row = (String, Int, Int, String, String?, String, Int, Int64, Int64?, String?, String?)
+        typealias Row = (String, Int, Int, String, String?, String, Int, Int64, Int64?, String?, String?, Bool)
         let rows: [Row]
         do {
             rows = try await client.withTransaction(logger: logger) { connection -> [Row] in
@@ -164,7 +176,7 @@ final class PostgresJobStore: JobStore, Sendable {
                 let result = try await connection.query(
                     """
                     WITH candidates AS (
-                        SELECT id, host, priority, scheduled_at FROM haul_jobs
+                        SELECT id, host, priority, scheduled_at, state, lease_owner FROM haul_jobs
                         WHERE (state IN ('available', 'retryable') AND scheduled_at <= now())
                            OR (state = 'running' AND lease_expires_at <= now())
                         ORDER BY priority DESC, scheduled_at, id
@@ -174,19 +186,20 @@ final class PostgresJobStore: JobStore, Sendable {
                         SELECT host, count(*) AS n FROM haul_jobs
                         WHERE state = 'running' AND lease_expires_at > now() GROUP BY host
                     ), ranked AS (
-                        SELECT c.id, c.priority, c.scheduled_at,
+                        SELECT c.id, c.priority, c.scheduled_at, c.state, c.lease_owner,
                                coalesce(b.n, 0) + row_number() OVER (
                                    PARTITION BY c.host ORDER BY c.priority DESC, c.scheduled_at, c.id) AS slot
                         FROM candidates c LEFT JOIN busy b ON b.host = c.host
                     ), chosen AS (
-                        SELECT id FROM ranked WHERE slot <= \(cap)
+                        SELECT id, state AS previous_state, lease_owner AS previous_owner FROM ranked WHERE slot <= \(cap)
                         ORDER BY priority DESC, scheduled_at, id LIMIT \(room)
                     )
                     UPDATE haul_jobs j SET state = 'running', lease_owner = \(owner), attempt = j.attempt + 1,
                         lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL, updated_at = now()
                     FROM chosen WHERE j.id = chosen.id
                     RETURNING j.key, j.attempt, j.max_attempts, j.url, j.destination, j.options::text, j.priority,
-                              j.bytes_committed, j.total_bytes, j.validator, j.boot_id
+                              j.bytes_committed, j.total_bytes, j.validator, j.boot_id,
+                              (chosen.previous_state = 'running' AND chosen.previous_owner IS DISTINCT FROM \(owner))
                     """, logger: logger)
                 var rows: [Row] = []
                 for try await row in result.decode(Row.self) { rows.append(row) }
@@ -196,7 +209,7 @@ final class PostgresJobStore: JobStore, Sendable {
             throw DownloadError.queue("could not claim jobs: \(String(reflecting: error))")
         }
         var records: [JobRecord] = []
-        for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot) in rows {
+        for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot, rescued) in rows {
             let held = Held(attempt: attempt, maxAttempts: maxAttempts)
             let reclaimed = state.withLockedValue { state in
                 defer { state.leases[key] = held }
@@ -211,12 +224,84 @@ final class PostgresJobStore: JobStore, Sendable {
                 record.totalBytes = total ?? record.totalBytes
                 record.validator = validator
                 record.bootID = boot
+                if rescued { try await detachPartial(of: record) }
                 records.append(record)
             } catch {
                 recordFailed(DownloadID(key), error)
             }
         }
         return records
+    }
+
+    /// Gives the partial file of a job taken over from another worker (its lease expired)
+    /// a file of its own: a copy of the partial (and of its sidecar) renamed over it.
+    ///
+    /// The other worker may not be dead, only stopped (SIGSTOP, a VM paused, a long
+    /// stall), with the partial still open. On storage the workers share, it would write
+    /// into whatever file that descriptor names once it runs again, and this worker renames
+    /// its partial into place as the final file: without the copy, the stale worker's
+    /// late writes would land in the finished file. After the copy they land in a file no
+    /// name leads to any more.
+    private func detachPartial(of record: JobRecord) async throws(DownloadError) {
+        let partial = record.partialPath
+        guard partial.hasSuffix(".haul-partial") else { return }
+        let metadata = String(partial.dropLast(".haul-partial".count)) + ".haul-meta"
+        let logger = self.logger
+        let key = record.id
+        do {
+            try await NIOThreadPool.singleton.runIfActive {
+                for path in [partial, metadata] where try Self.replaceWithCopy(path) {
+                    logger.debug("took over a partial file with a copy of it", metadata: ["id": "\(key)", "path": "\(path)"])
+                }
+            }
+        } catch {
+            throw DownloadError.queue("\(key): could not take over the partial file: \(error)")
+        }
+    }
+
+    /// Replaces the file at `path` with a copy of itself (a new inode); `false` if there is
+    /// no such file. Blocking: for the I/O pool.
+    static func replaceWithCopy(_ path: String) throws(QueueError) -> Bool {
+        let source = open(path, O_RDONLY | O_CLOEXEC)
+        guard source >= 0 else {
+            if errno == ENOENT { return false }
+            throw QueueError("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { closeDescriptor(source) }
+        let temporary = path + ".haul-takeover"
+        let target = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard target >= 0 else { throw QueueError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        var failure: QueueError?
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        copying: while true {
+            let count = read(source, &buffer, buffer.count)
+            if count < 0, errno == EINTR { continue }
+            if count < 0 {
+                failure = QueueError("cannot read \(path): \(String(cString: strerror(errno)))")
+                break
+            }
+            if count == 0 { break }
+            var offset = 0
+            while offset < count {
+                let written = buffer.withUnsafeBytes { write(target, $0.baseAddress! + offset, count - offset) }
+                if written < 0, errno == EINTR { continue }
+                if written <= 0 {
+                    failure = QueueError("cannot write \(temporary): \(String(cString: strerror(errno)))")
+                    break copying
+                }
+                offset += written
+            }
+        }
+        if failure == nil, fsync(target) != 0 { failure = QueueError("cannot fsync \(temporary): \(String(cString: strerror(errno)))") }
+        closeDescriptor(target)
+        if failure == nil, rename(temporary, path) != 0 {
+            failure = QueueError("cannot rename \(temporary): \(String(cString: strerror(errno)))")
+        }
+        if let failure {
+            _ = unlink(temporary)
+            throw failure
+        }
+        return true
     }
 
     /// The record a claimed row stands for, saved into the worker's directory.
@@ -346,6 +431,7 @@ final class PostgresJobStore: JobStore, Sendable {
         let key = id.rawValue
         let owner = self.owner
         guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }
+        onRoom()
         submit { [self] in
             _ = try? await client.query(
                 """
@@ -408,24 +494,42 @@ final class PostgresJobStore: JobStore, Sendable {
 
     var fencesCompletion: Bool { true }
 
+    /// Confirms that this worker still holds job `id` and marks it completed, fenced on its
+    /// lease, before its file is renamed into place.
+    ///
+    /// Completions are written in batches (group commit, see ``GroupCommit``): one that
+    /// arrives while another's statement is in flight waits, and all that waited go in the
+    /// next statement together; each caller learns whether its own row matched.
     func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
         // Everything this worker wrote for the job before comes first.
         await flush()
         let key = id.rawValue
         guard let held = lease(of: id) else {
+            logger.warning(
+                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is")
             throw DownloadError.lostLease(id)
         }
-        let owner = self.owner
-        var matched = false
+        let matched: Bool
         do {
-            let rows = try await client.query(
-                """
-                UPDATE haul_jobs SET state = 'completed', bytes_committed = \(bytes), total_bytes = \(bytes),
-                    lease_expires_at = NULL, last_error = NULL, last_error_code = NULL, updated_at = now(), finished_at = now()
-                WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(held.attempt)
-                RETURNING id
-                """, logger: logger)
-            for try await _ in rows.decode(Int64.self) { matched = true }
+            matched = try await withCheckedThrowingContinuation { continuation in
+                let pending = PendingCompletion(key: key, attempt: held.attempt, bytes: bytes, continuation: continuation)
+                let (batch, ready) = completions.withLockedValue { completions in
+                    let batch = completions.group.arrive(pending)
+                    completions.arrivals += 1
+                    let arrivals = completions.arrivals
+                    var ready: [CheckedContinuation<Void, Never>] = []
+                    completions.watchers.removeAll { watcher in
+                        guard arrivals >= watcher.count else { return false }
+                        ready.append(watcher.continuation)
+                        return true
+                    }
+                    return (batch, ready)
+                }
+                for watcher in ready { watcher.resume() }
+                // Not a child of the caller: cancelling a transfer must not cancel a statement
+                // others wait on too.
+                if let batch { Task { await self.sendCompletions(batch) } }
+            }
         } catch {
             throw DownloadError.queue("could not record the completion of \(key): \(String(reflecting: error))")
         }
@@ -433,7 +537,107 @@ final class PostgresJobStore: JobStore, Sendable {
             if state.leases[key] == held { state.leases[key] = nil }
             if matched { state.completing[key] = held }
         }
-        guard matched else { throw DownloadError.lostLease(id) }
+        guard matched else {
+            onRoom()
+            logger.warning(
+                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is")
+            throw DownloadError.lostLease(id)
+        }
+    }
+
+    /// A completion waiting for its statement.
+    struct PendingCompletion: Sendable {
+        var key: String
+        var attempt: Int
+        var bytes: Int64
+        var continuation: CheckedContinuation<Bool, any Error>
+    }
+
+    struct Completions: Sendable {
+        var group = GroupCommit<PendingCompletion>()
+        /// Completions asked for so far.
+        var arrivals = 0
+        /// Tests waiting for completions to be asked for.
+        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    /// Returns once `count` completions have been asked for since the store was made, each
+    /// sent or waiting for the statement in flight (for tests).
+    func waitForCompletionArrivals(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = completions.withLockedValue { completions in
+                if completions.arrivals >= count { return true }
+                completions.watchers.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Sends `first`, then every batch that queued up meanwhile, until none did.
+    private func sendCompletions(_ first: [PendingCompletion]) async {
+        var next: [PendingCompletion]? = first
+        while let batch = next {
+            do {
+                let matched = try await completeResolving(batch)
+                for pending in batch { pending.continuation.resume(returning: matched.contains(pending.key)) }
+            } catch {
+                for pending in batch { pending.continuation.resume(throwing: error) }
+            }
+            next = completions.withLockedValue { $0.group.sent() }
+        }
+    }
+
+    /// Runs the completion statement for `batch`; after a failure (the connection broke,
+    /// the database restarted) runs it again until it gets an answer, for as long as a
+    /// lease lasts and at least 30 seconds. The statement is idempotent (see
+    /// ``complete(_:)``), so an answer lost with the connection is learnt the second time.
+    private func completeResolving(_ batch: [PendingCompletion]) async throws -> Set<String> {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: max(settings.lease, .seconds(30)))
+        var delay = Duration.milliseconds(100)
+        while true {
+            do {
+                return try await complete(batch)
+            } catch {
+                guard clock.now.advanced(by: delay) < deadline else { throw error }
+                logger.warning(
+                    "could not record \(batch.count) completion(s), trying again",
+                    metadata: ["error": "\(String(reflecting: error))"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(2))
+            }
+        }
+    }
+
+    /// Marks the jobs of `batch` completed, each fenced on its lease, in one statement;
+    /// returns the keys whose row matched. A row already completed under the same lease
+    /// (owner and attempt) counts as matched: only this worker's completion can have put
+    /// it there, in an earlier run of this statement whose answer was lost.
+    private func complete(_ batch: [PendingCompletion]) async throws -> Set<String> {
+        let keys = batch.map(\.key)
+        let attempts = batch.map(\.attempt)
+        let bytes = batch.map(\.bytes)
+        var matched: Set<String> = []
+        let rows = try await client.query(
+            """
+            WITH batch AS (
+                SELECT * FROM unnest(\(keys)::text[], \(attempts)::int8[], \(bytes)::int8[]) AS b(key, attempt, bytes)
+            ), done AS (
+                UPDATE haul_jobs j SET state = 'completed', bytes_committed = b.bytes, total_bytes = b.bytes,
+                    lease_expires_at = NULL, last_error = NULL, last_error_code = NULL, updated_at = now(),
+                    finished_at = now()
+                FROM batch b
+                WHERE j.key = b.key AND j.attempt = b.attempt AND j.state = 'running' AND j.lease_owner = \(owner)
+                RETURNING j.key
+            )
+            SELECT key FROM done
+            UNION
+            SELECT j.key FROM haul_jobs j JOIN batch b ON j.key = b.key AND j.attempt = b.attempt
+            WHERE j.state = 'completed' AND j.lease_owner = \(owner)
+            """, logger: logger)
+        for try await key in rows.decode(String.self) { matched.insert(key) }
+        return matched
     }
 
     // MARK: - Leases
@@ -465,6 +669,7 @@ final class PostgresJobStore: JobStore, Sendable {
             }
             if gone { lost.append(DownloadID(key)) }
         }
+        if !lost.isEmpty { onRoom() }
         return lost
     }
 
@@ -488,6 +693,11 @@ final class PostgresJobStore: JobStore, Sendable {
         writes.finish()
         await writer.value
     }
+}
+
+/// `close(2)` (inside the store, `close` names its own method).
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
 }
 
 extension DownloadError {

@@ -74,7 +74,8 @@ public final class QueueWorker: Service, Sendable {
         let box = ManagerBox()
         let store = PostgresJobStore(
             queue: queue, owner: owner, settings: settings, logger: logger,
-            onLost: { ids in Task { await box.manager?.relinquish(ids) } })
+            onLost: { ids in Task { await box.manager?.relinquish(ids) } },
+            onRoom: { Task { await box.manager?.wake() } })
         var configuration = settings.configuration
         configuration.maxConcurrentDownloads = settings.slots
         configuration.maxConnectionsPerHost = settings.perHost.map { min($0, settings.slots) } ?? settings.slots
@@ -132,7 +133,9 @@ public final class QueueWorker: Service, Sendable {
                 let lost = try await store.renewLeases()
                 guardian.renewed(sentAt: sent)
                 if !lost.isEmpty {
-                    logger.debug("leases lost", metadata: ["ids": "\(lost)"])
+                    for id in lost {
+                        logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
+                    }
                     await manager.relinquish(lost)
                 }
             } catch {
@@ -141,7 +144,11 @@ public final class QueueWorker: Service, Sendable {
             if guardian.mustStop(at: clock.now) {
                 // Before any other worker can take the jobs over: stop them here.
                 let dropped = store.dropAllLeases()
-                if !dropped.isEmpty { await manager.relinquish(dropped) }
+                if !dropped.isEmpty {
+                    logger.warning(
+                        "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
+                    await manager.relinquish(dropped)
+                }
             }
             // Wake at the next renewal, or when the leases stop being safe if sooner.
             let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)

@@ -346,14 +346,45 @@ struct Get: AsyncParsableCommand {
 }
 
 extension Get {
-    /// `haul get --queue`: adds the URLs to the shared queue for `haul worker` to run.
+    /// `haul get --queue`: adds the URLs (given and from `-i FILE`, in the same format as
+    /// without `--queue`) to the shared queue for `haul worker` to run. All or nothing:
+    /// every line is read and checked first, then they are added in one transaction; a bad
+    /// line adds none and names the line.
     func enqueue(into address: QueueAddress) async throws {
-        guard inputFile == nil else { throw ValidationError("-i with --queue is not supported yet: give the URLs") }
-        guard !urls.isEmpty else { throw ValidationError("give at least one URL") }
+        if !secretHeaders.isEmpty {
+            throw ValidationError("--secret-header with --queue: the shared queue stores headers in the clear, so it does not take credentials")
+        }
+        let fixedChecksum = try parsedChecksum()
+        if let output, let problem = InputFile.fileNameProblem(output) {
+            throw ValidationError("-o '\(output)': \(problem).")
+        }
+        let headers = try Self.parsedHeaders(self.headers, option: "--header")
+        var entries: [InputEntry] = []
+        do throws(InputError) {
+            for text in urls { entries.append(InputEntry(url: try InputFile.httpURL(text))) }
+            if let inputFile {
+                let reader = try InputSource(path: inputFile).firstPass()
+                while let entry = try reader.next() { entries.append(entry) }
+            }
+        } catch {
+            throw ValidationError("\(error.description); nothing was queued")
+        }
+        guard !entries.isEmpty else { throw ValidationError("No URLs to queue: give at least one URL, or -i FILE.") }
+        if entries.count > 1, output != nil || checksum != nil {
+            throw ValidationError(
+                "-o and --checksum can only be used with a single URL; use out= and checksum= lines in an input file instead.")
+        }
         var requests: [QueueRequest] = []
-        for text in urls {
-            guard let url = URL(string: text) else { throw ValidationError("'\(text)' is not a URL") }
-            do { requests.append(try QueueRequest(url: url)) } catch { throw ValidationError(error.message) }
+        requests.reserveCapacity(entries.count)
+        for var entry in entries {
+            applyOverrides(to: &entry, checksum: fixedChecksum)
+            do {
+                requests.append(
+                    try QueueRequest(
+                        url: entry.url, name: entry.name, checksum: entry.checksum?.description, headers: headers))
+            } catch {
+                throw ValidationError("\(error.message); nothing was queued")
+            }
         }
         let wanted = requests
         let added = try await QueueOptions.with(address) { queue in try await queue.enqueue(wanted) }

@@ -101,14 +101,45 @@ struct Worker: AsyncParsableCommand {
         settings.lease = .seconds(lease)
         try network.apply(to: &settings.configuration)
         let queue = PostgresQueue(address: address)
-        let worker = QueueWorker(queue: queue, settings: settings)
+        let worker = QueueWorker(
+            queue: queue, settings: settings,
+            logger: Logger(label: "haul.worker", factory: { _ in WorkerLogHandler() }))
         Console.err("haul worker: jobs of \(address) into \(url.path)\n")
         try await queue.withRunning {
             let group = ServiceGroup(
                 configuration: .init(
-                    services: [.init(service: worker)], gracefulShutdownSignals: [.sigterm, .sigint],
+                    services: [.init(service: AnnouncedWorker(worker: worker))], gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: .init(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })))
             try await group.run()
         }
+    }
+}
+
+/// The worker as a service that says on stderr when it is registered and listening:
+/// `haul worker: worker ID is listening for jobs`.
+private struct AnnouncedWorker: Service {
+    let worker: QueueWorker
+
+    func run() async throws {
+        try await worker.run(started: { id in Console.err("haul worker: worker \(id) is listening for jobs\n") })
+    }
+}
+
+/// What a worker logs at notice level and above (a lease lost, a write refused, the
+/// database unreachable), one line each on stderr: `haul worker: MESSAGE`. The queue's
+/// address in messages is its description, which never holds the password.
+struct WorkerLogHandler: LogHandler {
+    var logLevel: Logger.Level = .notice
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        let details = merged.isEmpty ? "" : " (" + merged.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
+        Console.err("haul worker: \(event.message)\(details)\n")
     }
 }

@@ -555,6 +555,9 @@ final class HaulProcess: @unchecked Sendable {
     /// The process's ID.
     var pid: Int32 { process.processIdentifier }
 
+    /// Whether the process has not ended yet.
+    var isRunning: Bool { process.isRunning }
+
     /// Sends `signal` to the process.
     func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
 
@@ -562,6 +565,14 @@ final class HaulProcess: @unchecked Sendable {
     func line(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
         await output.firstLine(where: matches)
     }
+
+    /// The first stderr line that `matches`, waiting for it; `nil` if the process ends first.
+    func errorLine(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
+        await errors.firstLine(where: matches)
+    }
+
+    /// Everything the process printed on stderr so far.
+    var errorText: String { errors.text }
 
     /// Waits for the process to end; returns its status and everything it printed.
     func wait() async -> Haul.Run {

@@ -304,6 +304,80 @@ struct SharedQueueTests {
         }
     }
 
+    @Test("Completions that arrive while one is in flight go in one statement, each fenced on its own lease")
+    func groupCommit() async throws {
+        try await Self.with { f in
+            // Given a log of the statements that complete jobs, with how many rows each completed
+            try await f.queue.client.query("CREATE TABLE haul_test_completions (seq bigserial, rows int8)")
+            try await f.queue.client.query(
+                """
+                CREATE FUNCTION haul_test_completions() RETURNS trigger AS $$
+                BEGIN
+                    INSERT INTO haul_test_completions (rows) SELECT count(*) FROM new_rows n JOIN old_rows o ON o.id = n.id
+                        WHERE n.state = 'completed' AND o.state <> 'completed';
+                    RETURN NULL;
+                END $$ LANGUAGE plpgsql
+                """)
+            try await f.queue.client.query(
+                """
+                CREATE TRIGGER haul_test_completions AFTER UPDATE ON haul_jobs
+                REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+                FOR EACH STATEMENT EXECUTE FUNCTION haul_test_completions()
+                """)
+            // and ten jobs a worker's store holds, the last of them since taken over by another worker
+            try await f.queue.enqueue((0..<10).map { try! QueueRequest(url: f.server.url("/files/g\($0)"), id: "g\($0)") })
+            let store = PostgresJobStore(
+                queue: f.queue, owner: 777, settings: f.settings(directory: try f.directory("d"), slots: 10),
+                logger: Logger(label: "test"), onLost: { _ in })
+            #expect(try await store.claimQueued(limit: 10, session: 777).count == 10)
+            try await f.queue.client.query("UPDATE haul_jobs SET lease_owner = 888, attempt = attempt + 1 WHERE key = 'g9'")
+            // When the first completion is held in flight (its row locked by another transaction)
+            let (locked, lockedNow) = AsyncStream.makeStream(of: Void.self)
+            let (unlock, unlockNow) = AsyncStream.makeStream(of: Void.self)
+            let holder = Task {
+                try await f.queue.client.withTransaction(logger: Logger(label: "test")) { connection in
+                    try await connection.query("SELECT id FROM haul_jobs WHERE key = 'g0' FOR UPDATE", logger: Logger(label: "test"))
+                    lockedNow.yield()
+                    for await _ in unlock { break }
+                }
+            }
+            for await _ in locked { break }
+            let first = Task { try await store.confirmCompletion(DownloadID("g0"), bytes: 10) }
+            await store.waitForCompletionArrivals(1)
+            // and nine more arrive meanwhile
+            let rest = (1..<10).map { index in
+                Task { () -> Bool in
+                    do {
+                        try await store.confirmCompletion(DownloadID("g\(index)"), bytes: 10)
+                        return true
+                    } catch {
+                        return false
+                    }
+                }
+            }
+            await store.waitForCompletionArrivals(10)
+            unlockNow.yield()
+            try await holder.value
+            try await first.value
+            var outcomes: [Bool] = []
+            for task in rest { outcomes.append(await task.value) }
+            // Then the nine went in one statement after the first; each caller learnt its own
+            // outcome: the taken-over job's completion was refused
+            #expect(outcomes == Array(repeating: true, count: 8) + [false])
+            var statements: [Int64] = []
+            for try await rows in try await f.queue.client.query(
+                "SELECT rows FROM haul_test_completions WHERE rows > 0 ORDER BY seq"
+            ).decode(Int64.self) {
+                statements.append(rows)
+            }
+            #expect(statements == [1, 8])
+            let rows = try await f.rows()
+            #expect(rows.filter { $0.state == "completed" }.map(\.key) == (0..<9).map { "g\($0)" })
+            #expect(rows.last?.state == "running" && rows.last?.owner == 888)
+            await store.close()
+        }
+    }
+
     @Test("A worker that polls once an hour wakes on NOTIFY for a new job")
     func notifyWakesWorker() async throws {
         try await Self.with { f in
@@ -357,5 +431,25 @@ struct SharedQueueTests {
             parsing: "postgres://u@/q?host=/run/pg&port=5433", fromCommandLine: true, environment: [:])
         #expect(socket.socketPath == "/run/pg/.s.PGSQL.5433")
         #expect(QueueAddress.redacted("postgres://u:secret@db/q").contains("secret") == false)
+    }
+}
+
+/// Group commit's rule, without a database.
+@Suite("Group commit")
+struct GroupCommitTests {
+    @Test("The first arrival goes at once; those that arrive while it is in flight go together next, in order, at most maxBatch")
+    func batches() {
+        var group = GroupCommit<Int>(maxBatch: 3)
+        #expect(group.arrive(1) == [1])
+        #expect(group.isBusy)
+        for item in 2...6 { #expect(group.arrive(item) == nil) }
+        #expect(group.sent() == [2, 3, 4])
+        #expect(group.arrive(7) == nil)
+        #expect(group.sent() == [5, 6, 7])
+        #expect(group.sent() == nil)
+        #expect(!group.isBusy)
+        // Idle again: the next arrival goes at once.
+        #expect(group.arrive(8) == [8])
+        #expect(group.sent() == nil)
     }
 }

@@ -25,27 +25,72 @@ enum PostgresCluster {
             && (getuid() != 0 || getpwnam("postgres") != nil)
     }
 
+    /// A running cluster.
     struct Running: Sendable {
         var directory: String
         var port: Int
+        /// Its data directory.
+        var data: String
+        /// Whether it runs as the `postgres` user (the tests run as root).
+        var asPostgres: Bool
+
+        /// A `postgres://` URL of database `name` in this cluster (over its Unix socket).
+        func url(_ name: String) -> String {
+            "postgres://postgres@/\(name)?host=\(directory)&port=\(port)"
+        }
+
+        /// A new, empty database in the cluster; returns its URL.
+        func makeDatabase() async throws -> String {
+            let name = "haul_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let queue = PostgresQueue(address: try QueueAddress(parsing: url("postgres"), fromCommandLine: false))
+            _ = try await queue.withRunning {
+                // The name is ours (hex digits), not input: an identifier cannot be a bind parameter.
+                try await queue.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+            }
+            return url(name)
+        }
+
+        /// Restarts the server (`pg_ctl restart -m fast`: clients are disconnected), waiting
+        /// until it accepts connections again. Only for a cluster of the test's own.
+        func restart() async throws {
+            try await PostgresCluster.run(
+                [binaries + "/pg_ctl", "-D", data, "-l", directory + "/log", "-w", "-m", "fast", "restart"],
+                asPostgres: asPostgres)
+        }
+
+        /// Stops the server at once and removes its files.
+        func stop() async {
+            try? await PostgresCluster.run(
+                [binaries + "/pg_ctl", "-D", data, "-m", "immediate", "stop"], asPostgres: asPostgres)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
     }
 
-    private static let started = Task { () throws -> Running in try await start() }
+    private static let started = Task { () throws -> Running in
+        let running = try await start()
+        stopCommand = strdup(
+            (running.asPostgres ? "runuser -u postgres -- " : "")
+                + "\(binaries)/pg_ctl -D \(running.data) -m immediate stop >/dev/null 2>&1; rm -rf \(running.directory)")
+        atexit {
+            if let command = PostgresCluster.stopCommand { _ = system(command) }
+        }
+        return running
+    }
 
     /// A new, empty database in the cluster; returns its queue address.
     static func makeDatabase() async throws -> QueueAddress {
-        let cluster = try await started.value
-        let name = "haul_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        let admin = try QueueAddress(
-            parsing: "postgres://postgres@/postgres?host=\(cluster.directory)&port=\(cluster.port)",
-            fromCommandLine: false)
-        let queue = PostgresQueue(address: admin)
-        _ = try await queue.withRunning {
-            // The name is ours (hex digits), not input: an identifier cannot be a bind parameter.
-            try await queue.client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
-        }
-        return try QueueAddress(
-            parsing: "postgres://postgres@/\(name)?host=\(cluster.directory)&port=\(cluster.port)", fromCommandLine: false)
+        try QueueAddress(parsing: try await makeDatabaseURL(), fromCommandLine: false)
+    }
+
+    /// A new, empty database in the cluster the tests share; returns its URL.
+    static func makeDatabaseURL() async throws -> String {
+        try await started.value.makeDatabase()
+    }
+
+    /// Starts a cluster of the caller's own (which may restart it: never restart the one the
+    /// tests share); the caller stops it with ``Running/stop()``.
+    static func startPrivate() async throws -> Running {
+        try await start()
     }
 
     private static func start() async throws -> Running {
@@ -58,6 +103,8 @@ enum PostgresCluster {
             chown(directory, user.pointee.pw_uid, user.pointee.pw_gid)
         }
         let data = directory + "/data"
+        // (Each cluster listens on a socket in its own directory only: the port number is
+        // part of the socket's name, not a TCP port, so clusters never collide.)
         let port = 5432
         try await run(
             [binaries + "/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"],
@@ -67,13 +114,7 @@ enum PostgresCluster {
         try await run(
             [binaries + "/pg_ctl", "-D", data, "-l", directory + "/log", "-w", "-o", options, "start"],
             asPostgres: asRoot)
-        stopCommand = strdup(
-            (asRoot ? "runuser -u postgres -- " : "")
-                + "\(binaries)/pg_ctl -D \(data) -m immediate stop >/dev/null 2>&1; rm -rf \(directory)")
-        atexit {
-            if let command = PostgresCluster.stopCommand { _ = system(command) }
-        }
-        return Running(directory: directory, port: port)
+        return Running(directory: directory, port: port, data: data, asPostgres: asRoot)
     }
 
     /// The shell command that stops the cluster and removes its directory, run at exit.
@@ -82,7 +123,7 @@ enum PostgresCluster {
     /// Runs `arguments` (our own paths and options: no quoting needed beyond single quotes),
     /// as the `postgres` user if asked, on a thread of its own: `system` blocks until the
     /// command ends, and no thread of the concurrency pool may wait for it.
-    private static func run(_ arguments: [String], asPostgres: Bool) async throws {
+    fileprivate static func run(_ arguments: [String], asPostgres: Bool) async throws {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("haul-pg-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: log) }
         let words = (asPostgres ? ["runuser", "-u", "postgres", "--"] : []) + arguments
