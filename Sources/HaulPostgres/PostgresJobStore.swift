@@ -305,6 +305,13 @@ final class PostgresJobStore: JobStore, Sendable {
     }
 
     /// The record a claimed row stands for, saved into the worker's directory.
+    /// The library's priority for a queue priority: the queue's 0 (the default) is
+    /// `normal`, -2 and below `veryLow`, 2 and above `veryHigh`. (Rows are claimed by the
+    /// queue's number; this orders the jobs a worker holds the same way.)
+    static func priority(fromQueue priority: Int) -> DownloadPriority {
+        DownloadPriority(rawValue: min(max(priority, -2), 2) + DownloadPriority.normal.rawValue) ?? .normal
+    }
+
     private func makeRecord(key: String, url: String, name: String?, options: String, priority: Int)
         throws(DownloadError) -> JobRecord
     {
@@ -312,7 +319,7 @@ final class PostgresJobStore: JobStore, Sendable {
         let decoded = (try? JSONDecoder().decode(QueueRequest.Options.self, from: Data(options.utf8)))
         var request = DownloadRequest(
             url: url, destination: .directory(settings.directory, name: name), id: DownloadID(key),
-            priority: DownloadPriority(rawValue: priority) ?? .normal, expectedSize: decoded?.expectedSize,
+            priority: Self.priority(fromQueue: priority), expectedSize: decoded?.expectedSize,
             checksum: try decoded?.checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
             headers: (decoded?.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
         request.maxBytesPerSecond = decoded?.maxBytesPerSecond

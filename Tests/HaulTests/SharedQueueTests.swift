@@ -453,3 +453,16 @@ struct GroupCommitTests {
         #expect(group.sent() == nil)
     }
 }
+
+/// The queue's priorities as a worker's manager orders them.
+@Suite("Queue priorities")
+struct QueuePriorityTests {
+    @Test func theQueuesDefaultIsNormalAndItsRangeMapsOntoTheFiveLevels() {
+        #expect(PostgresJobStore.priority(fromQueue: 0) == .normal)
+        #expect(PostgresJobStore.priority(fromQueue: 1) == .high)
+        #expect(PostgresJobStore.priority(fromQueue: 2) == .veryHigh)
+        #expect(PostgresJobStore.priority(fromQueue: 40) == .veryHigh)
+        #expect(PostgresJobStore.priority(fromQueue: -1) == .low)
+        #expect(PostgresJobStore.priority(fromQueue: -9) == .veryLow)
+    }
+}
