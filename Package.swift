@@ -148,6 +148,18 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             path: "Benchmarks/SyncPlanBenchmark",
             swiftSettings: swiftSettings
         ))
+    package.products.append(.executable(name: "haul-worker-benchmark", targets: ["WorkerBenchmark"]))
+    package.targets.append(
+        .executableTarget(
+            name: "WorkerBenchmark",
+            dependencies: [
+                "Haul", "HaulPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/WorkerBenchmark",
+            swiftSettings: swiftSettings
+        ))
     package.products.append(.executable(name: "haul-client-baseline", targets: ["ClientBaseline"]))
     package.targets.append(
         .executableTarget(

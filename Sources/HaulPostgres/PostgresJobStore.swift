@@ -1,6 +1,6 @@
 import Foundation
-import Haul
-import Logging
+package import Haul
+package import Logging
 import NIOConcurrencyHelpers
 import NIOPosix
 import PostgresNIO
@@ -17,10 +17,12 @@ import PostgresNIO
 /// (``onLost``), and the worker stops it.
 ///
 /// Fire-and-forget writes run in order on one task, as the protocol requires.
-final class PostgresJobStore: JobStore, Sendable {
+package final class PostgresJobStore: JobStore, Sendable {
     struct Held: Sendable, Hashable {
         var attempt: Int
         var maxAttempts: Int
+        /// The queued URL: a completion that was not redirected has nothing more to record.
+        var url: String = ""
     }
 
     private struct State {
@@ -50,7 +52,7 @@ final class PostgresJobStore: JobStore, Sendable {
         case flush(CheckedContinuation<Void, Never>)
     }
 
-    init(
+    package init(
         queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger,
         onLost: @escaping @Sendable ([DownloadID]) -> Void, onRoom: @escaping @Sendable () -> Void = {}
     ) {
@@ -132,21 +134,21 @@ final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Owners
 
-    func ownerToken() throws(DownloadError) -> Int64 { owner }
+    package func ownerToken() throws(DownloadError) -> Int64 { owner }
 
     // MARK: - Admission
 
-    func claim(_ job: JobRecord, owner: Int64, force: Bool) async throws(DownloadError) -> JobClaim {
+    package func claim(_ job: JobRecord, owner: Int64, force: Bool) async throws(DownloadError) -> JobClaim {
         throw DownloadError.queue("a worker takes jobs from the shared queue; add them with PostgresQueue.enqueue")
     }
 
-    func insert(_ jobs: [JobRecord], session: Int64, forcing: Set<String>) async throws(DownloadError)
+    package func insert(_ jobs: [JobRecord], session: Int64, forcing: Set<String>) async throws(DownloadError)
         -> [JobAttachment]
     {
         throw DownloadError.queue("a worker takes jobs from the shared queue; add them with PostgresQueue.enqueue")
     }
 
-    func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
+    package func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
         -> (count: Int, attachments: [JobAttachment])
     {
         // Expired leases are claimed like available jobs: there is nothing to adopt.
@@ -157,7 +159,7 @@ final class PostgresJobStore: JobStore, Sendable {
     /// priority then age, skipping rows other claims have locked. With a per-host cap, the
     /// claims of all workers take one advisory lock in turn, so that the count of running
     /// jobs per host they read cannot be raced past the cap.
-    func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
+    package func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
         let room = min(limit, settings.slots - state.withLockedValue { $0.leases.count + $0.completing.count })
         guard room > 0 else { return [] }
         let cap = settings.perHost ?? Int(Int32.max)
@@ -210,7 +212,7 @@ final class PostgresJobStore: JobStore, Sendable {
         }
         var records: [JobRecord] = []
         for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot, rescued) in rows {
-            let held = Held(attempt: attempt, maxAttempts: maxAttempts)
+            let held = Held(attempt: attempt, maxAttempts: maxAttempts, url: url)
             let reclaimed = state.withLockedValue { state in
                 defer { state.leases[key] = held }
                 return state.leases[key] != nil
@@ -328,7 +330,7 @@ final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Coordination
 
-    func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
+    package func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
         do {
             var commands: [(id: DownloadID, command: String)] = []
             let rows = try await client.query(
@@ -345,21 +347,21 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func watch(_ ids: [DownloadID]) async throws(DownloadError)
+    package func watch(_ ids: [DownloadID]) async throws(DownloadError)
         -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner])
     {
         ([:], [:])
     }
 
-    func leave(_ command: JobLifecycle.Command, for id: DownloadID) throws(DownloadError) {
+    package func leave(_ command: JobLifecycle.Command, for id: DownloadID) throws(DownloadError) {
         throw DownloadError.queue("pause, cancel and retry jobs of the shared queue with PostgresQueue")
     }
 
     // MARK: - Fire-and-forget writes
 
-    func recordStarted(_ id: DownloadID, owner: Int64) {}
+    package func recordStarted(_ id: DownloadID, owner: Int64) {}
 
-    func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
+    package func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
         let owner = self.owner
         let key = id.rawValue
         switch state {
@@ -407,7 +409,7 @@ final class PostgresJobStore: JobStore, Sendable {
 
     /// A failed attempt: retried later, after the backoff (or `Retry-After`), by whichever
     /// worker claims it then; or failed for good (see ``LeasedJob/decide(after:attempt:maxAttempts:policy:)``).
-    func recordFailed(_ id: DownloadID, _ error: DownloadError) {
+    package func recordFailed(_ id: DownloadID, _ error: DownloadError) {
         guard let held = lease(of: id) else { return }
         let owner = self.owner
         let key = id.rawValue
@@ -434,11 +436,14 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?) {
+    package func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?) {
         let key = id.rawValue
         let owner = self.owner
         guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }
         onRoom()
+        // The completion itself was recorded (fenced) before the rename; only a redirect
+        // leaves something to add.
+        guard finalURL != held.url else { return }
         submit { [self] in
             _ = try? await client.query(
                 """
@@ -448,7 +453,7 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func recordCheckpoint(
+    package func recordCheckpoint(
         _ id: DownloadID, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?
     ) {
         let owner = self.owner
@@ -465,11 +470,11 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func recordAttempt(_ id: DownloadID, _ attempts: Int) {
+    package func recordAttempt(_ id: DownloadID, _ attempts: Int) {
         // Retries are the queue's (each is a new claim), not the transfer's.
     }
 
-    func clearCommand(_ command: String, for id: DownloadID) {
+    package func clearCommand(_ command: String, for id: DownloadID) {
         let key = id.rawValue
         submit { [self] in
             _ = try? await client.query(
@@ -477,7 +482,7 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func release(owner: Int64) {
+    package func release(owner: Int64) {
         let keys = state.withLockedValue { state in
             defer { state.leases = [:] }
             return state.leases
@@ -499,7 +504,7 @@ final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Fencing
 
-    var fencesCompletion: Bool { true }
+    package var fencesCompletion: Bool { true }
 
     /// Confirms that this worker still holds job `id` and marks it completed, fenced on its
     /// lease, before its file is renamed into place.
@@ -507,7 +512,7 @@ final class PostgresJobStore: JobStore, Sendable {
     /// Completions are written in batches (group commit, see ``GroupCommit``): one that
     /// arrives while another's statement is in flight waits, and all that waited go in the
     /// next statement together; each caller learns whether its own row matched.
-    func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
+    package func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
         // Everything this worker wrote for the job before comes first.
         await flush()
         let key = id.rawValue
@@ -689,13 +694,13 @@ final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    func flush() async {
+    package func flush() async {
         await withCheckedContinuation { continuation in
             if case .terminated = writes.yield(.flush(continuation)) { continuation.resume() }
         }
     }
 
-    func close() async {
+    package func close() async {
         await flush()
         writes.finish()
         await writer.value

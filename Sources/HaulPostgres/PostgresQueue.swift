@@ -1,7 +1,7 @@
 public import Foundation
 public import Logging
 import NIOCore
-import PostgresNIO
+package import PostgresNIO
 public import ServiceLifecycle
 
 /// A download queue shared by many machines, in PostgreSQL: what `haul get --queue`
@@ -20,7 +20,8 @@ public import ServiceLifecycle
 /// ```
 public final class PostgresQueue: Service, Sendable {
     public let address: QueueAddress
-    let client: PostgresClient
+    /// The connection pool (for this package's tests and benchmarks: no dependency's type in the public API).
+    package let client: PostgresClient
     let logger: Logger
 
     /// The channel `NOTIFY` wakes workers on.
