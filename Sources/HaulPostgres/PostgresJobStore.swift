@@ -306,7 +306,6 @@ package final class PostgresJobStore: JobStore, Sendable {
         return true
     }
 
-    /// The record a claimed row stands for, saved into the worker's directory.
     /// The library's priority for a queue priority: the queue's 0 (the default) is
     /// `normal`, -2 and below `veryLow`, 2 and above `veryHigh`. (Rows are claimed by the
     /// queue's number; this orders the jobs a worker holds the same way.)
@@ -314,6 +313,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         DownloadPriority(rawValue: min(max(priority, -2), 2) + DownloadPriority.normal.rawValue) ?? .normal
     }
 
+    /// The record a claimed row stands for, saved into the worker's directory.
     private func makeRecord(key: String, url: String, name: String?, options: String, priority: Int)
         throws(DownloadError) -> JobRecord
     {

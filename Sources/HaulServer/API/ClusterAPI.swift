@@ -100,17 +100,9 @@ package struct ClusterAPI: Sendable {
             query.states = states
         }
         if let text = parameters["q"].map(String.init), !text.isEmpty { query.text = text }
-        if let text = parameters["sort"].map(String.init) {
-            guard let sort = QueueJobQuery.Sort(rawValue: text) else {
-                throw APIError.invalid(
-                    "sort", "'\(text)' is not one of \(QueueJobQuery.Sort.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            query.sort = sort
-        }
-        if let order = parameters["order"].map(String.init) {
-            guard order == "asc" || order == "desc" else { throw APIError.invalid("order", "'\(order)' is not asc or desc") }
-            query.descending = order == "desc"
-        }
+        let ordering = try DownloadsAPI.ordering(parameters, as: QueueJobQuery.Sort.self)
+        if let sort = ordering.sort { query.sort = sort }
+        if let descending = ordering.descending { query.descending = descending }
         query.offset = try DownloadsAPI.integer(
             parameters["offset"].map(String.init), name: "offset", default: 0, range: 0...Int(Int32.max))
         query.limit = try DownloadsAPI.integer(

@@ -89,17 +89,9 @@ package struct DownloadsAPI: Sendable {
             query.states = try Self.states(text, field: "state")
         }
         query.text = parameters["q"].map(String.init)
-        if let text = parameters["sort"].map(String.init) {
-            guard let sort = JobQuery.Sort(rawValue: text) else {
-                throw APIError.invalid(
-                    "sort", "'\(text)' is not one of \(JobQuery.Sort.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            query.sort = sort
-        }
-        if let order = parameters["order"].map(String.init) {
-            guard order == "asc" || order == "desc" else { throw APIError.invalid("order", "'\(order)' is not asc or desc") }
-            query.descending = order == "desc"
-        }
+        let ordering = try Self.ordering(parameters, as: JobQuery.Sort.self)
+        if let sort = ordering.sort { query.sort = sort }
+        if let descending = ordering.descending { query.descending = descending }
         query.offset = try Self.integer(parameters["offset"].map(String.init), name: "offset", default: 0, range: 0...Int.max)
         query.limit = try Self.integer(
             parameters["limit"].map(String.init), name: "limit", default: 100, range: 1...Self.maximumPage)
@@ -293,6 +285,27 @@ package struct DownloadsAPI: Sendable {
         } catch {
             throw APIError(.internalServerError, code: error.code.description, message: error.message)
         }
+    }
+
+    /// The `sort` and `order` query parameters: one of `Sort`'s names (if given), and
+    /// whether `order` is `desc` (`asc` or absent: false).
+    static func ordering<Sort: RawRepresentable & CaseIterable>(
+        _ parameters: Parameters, as _: Sort.Type
+    ) throws -> (sort: Sort?, descending: Bool?) where Sort.RawValue == String {
+        var sort: Sort?
+        if let text = parameters["sort"].map(String.init) {
+            guard let named = Sort(rawValue: text) else {
+                throw APIError.invalid(
+                    "sort", "'\(text)' is not one of \(Sort.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            sort = named
+        }
+        var descending: Bool?
+        if let order = parameters["order"].map(String.init) {
+            guard order == "asc" || order == "desc" else { throw APIError.invalid("order", "'\(order)' is not asc or desc") }
+            descending = order == "desc"
+        }
+        return (sort, descending)
     }
 
     static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
