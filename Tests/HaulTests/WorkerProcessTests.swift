@@ -70,6 +70,18 @@ struct WorkerProcessTests {
             return Worker(process: process, id: id)
         }
 
+        /// Stops every worker still running with SIGTERM and waits for it to exit (status 0).
+        /// A job's completion is in the database before its file is renamed into place (the
+        /// fenced update comes first): once its worker has exited, the rename is done too.
+        func stopWorkers() async {
+            let running = processes.withLock { $0 }.filter(\.isRunning)
+            for process in running { process.send(SIGTERM) }
+            for process in running {
+                let run = await process.wait()
+                #expect(run.status == 0, "a worker stopped with \(run.status): \(run.stderr)")
+            }
+        }
+
         /// Kills every worker still running and waits for it.
         func killWorkers() async {
             for process in processes.withLock({ $0 }) where process.isRunning {
@@ -337,6 +349,7 @@ struct WorkerProcessTests {
             }
             #expect(try await f.overlappingClaims() == 0)
             #expect(try await f.completions().otherwise.isEmpty)
+            await f.stopWorkers()
             Self.expectFiles(files, in: directory)
         }
     }
@@ -374,6 +387,7 @@ struct WorkerProcessTests {
             #expect(row.attempt == 2 && row.owner == other.id)
             #expect(try await f.completions().otherwise.isEmpty)
             #expect(try await f.overlappingClaims() == 0)
+            await f.stopWorkers()
             let saved = try Data(contentsOf: directory.appendingPathComponent("s"))
             // (compared here, not inside #expect: a failure would render two 12 MiB arrays)
             var differing = 0
@@ -397,6 +411,7 @@ struct WorkerProcessTests {
             try await f.waitUntil(
                 "every job completed", sql: "SELECT count(*) FILTER (WHERE state <> 'completed') = 0 FROM haul_jobs")
             #expect(f.server.statistics.maxInFlightRequests == 4)
+            await f.stopWorkers()
             Self.expectFiles(files, in: directory)
         }
     }
@@ -428,6 +443,7 @@ struct WorkerProcessTests {
                 #expect(once == 300)
                 #expect(otherwise.isEmpty, "\(otherwise.prefix(20))")
                 #expect(try await f.overlappingClaims() == 0)
+                await f.stopWorkers()
                 Self.expectFiles(files, in: directory)
             }
         } catch {
