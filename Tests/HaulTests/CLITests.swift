@@ -457,9 +457,9 @@ enum Haul {
 /// A running `haul` process whose output lines can be awaited.
 final class HaulProcess: @unchecked Sendable {
     private let process = Process()
-    // Kept alive (their descriptors open) until ``wait()`` has read them to the end.
-    private let stdout = Pipe()
-    private let stderr = Pipe()
+    // Kept alive (their read ends open) until ``wait()`` has read them to the end.
+    private let stdout = ExecClosedPipe()
+    private let stderr = ExecClosedPipe()
     private let output: OutputCollector
     private let errors = OutputCollector(signal: nil)
     private let exit: AsyncStream<Int32>
@@ -474,10 +474,10 @@ final class HaulProcess: @unchecked Sendable {
         process.executableURL = executable
         process.arguments = arguments
         process.environment = environment ?? Haul.environment
-        process.standardOutput = stdout
-        process.standardError = stderr
-        let stdin = input.map { _ in Pipe() }
-        process.standardInput = stdin ?? FileHandle.nullDevice
+        process.standardOutput = stdout.fileHandleForWriting
+        process.standardError = stderr.fileHandleForWriting
+        let stdin = input.map { _ in ExecClosedPipe() }
+        process.standardInput = stdin?.fileHandleForReading ?? FileHandle.nullDevice
         output = OutputCollector(signal: signal)
         let (exit, exited) = AsyncStream.makeStream(of: Int32.self)
         self.exit = exit
@@ -489,10 +489,13 @@ final class HaulProcess: @unchecked Sendable {
             exited.finish()
         }
         try process.run()
-        // Foundation's termination handler has been seen not to fire on Linux for a child
-        // that had exited, with many tests spawning processes at once: a thread of its own
-        // also waits for the exit, without reaping the child (WNOWAIT; Foundation still
-        // does), and the first of the two to hear it gives the status.
+        // The child has its ends now; with the parent's closed, its output ends when it does.
+        try? stdout.fileHandleForWriting.close()
+        try? stderr.fileHandleForWriting.close()
+        try? stdin?.fileHandleForReading.close()
+        // The exit is also heard by a thread of its own, without reaping the child
+        // (WNOWAIT; Foundation still does), the first of the two giving the status: CI once
+        // saw runs of openssl whose exit was never reported.
         Self.watchExit(of: process.processIdentifier, into: exited)
         // Blocking reads on threads of their own rather than `readabilityHandler`: on Linux
         // a dispatch read source can outlive its descriptor and crash libdispatch's event

@@ -185,12 +185,13 @@ struct ServiceProcessTests {
             var environment = ProcessInfo.processInfo.environment
             environment["HAUL_TOKEN"] = token  // the token travels in the environment, never in argv
             python.environment = environment
-            let output = Pipe()
-            python.standardOutput = output
-            python.standardError = output
+            let output = ExecClosedPipe()
+            python.standardOutput = output.fileHandleForWriting
+            python.standardError = output.fileHandleForWriting
             let (ended, end) = AsyncStream.makeStream(of: Int32.self)
             python.terminationHandler = { end.yield($0.terminationStatus); end.finish() }
             try python.run()
+            try? output.fileHandleForWriting.close()
             let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             var status: Int32 = -1
             for await code in ended { status = code }
