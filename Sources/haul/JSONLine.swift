@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 /// One JSON object rendered on one line, keys in sorted order, strings escaped per RFC 8259.
 struct JSONLine {
@@ -38,19 +39,6 @@ struct JSONLine {
     }
 
     private static func append(string: String, to out: inout String) {
-        out += "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
+        JSONText.appendQuoted(string, to: &out)
     }
 }

@@ -1,3 +1,4 @@
+import Haul
 /// Any JSON value, as JSON-RPC carries it: parameters of every shape in, results out.
 ///
 /// Decoded with `JSONDecoder` (integers stay integers, so a request's `"id": 1` is answered
@@ -71,21 +72,7 @@ package enum JSONValue: Sendable, Equatable, Decodable {
     }
 
     private static func writeString(_ value: String, to text: inout String) {
-        text += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case "\r": text += "\\r"
-            case "\t": text += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: text.unicodeScalars.append(scalar)
-            }
-        }
-        text += "\""
+        JSONText.appendQuoted(value, to: &text)
     }
 
     /// The string, if this is one.

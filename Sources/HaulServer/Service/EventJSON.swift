@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -100,42 +101,11 @@ struct JSONObjectWriter {
 
     mutating func string(_ name: String, _ value: String) {
         key(name)
-        text += "\""
-        var plainStart = value.utf8.startIndex
-        let utf8 = value.utf8
-        var index = plainStart
-        while index != utf8.endIndex {
-            let byte = utf8[index]
-            let escape: String? =
-                switch byte {
-                case UInt8(ascii: "\""): "\\\""
-                case UInt8(ascii: "\\"): "\\\\"
-                case 0x0A: "\\n"
-                case 0x0D: "\\r"
-                case 0x09: "\\t"
-                case 0x08: "\\b"
-                case 0x0C: "\\f"
-                case 0..<0x20: "\\u00" + Self.hex(byte)
-                default: nil
-                }
-            if let escape {
-                text += String(Substring(utf8[plainStart..<index]))
-                text += escape
-                plainStart = utf8.index(after: index)
-            }
-            index = utf8.index(after: index)
-        }
-        text += String(Substring(utf8[plainStart..<utf8.endIndex]))
-        text += "\""
+        JSONText.appendQuoted(value, to: &text)
     }
 
     private static func digits(_ value: Int, _ width: Int) -> String {
         let text = String(value)
         return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
-    }
-
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
     }
 }
