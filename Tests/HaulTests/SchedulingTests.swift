@@ -43,9 +43,19 @@ struct SchedulingTests {
             }
             let quiet = collect(f.manager.events(includingProgress: false))
             let full = collect(f.manager.events)
+            let batches = f.manager.eventBatches(includingProgress: false)
+            let batched = Task {
+                var seen: [DownloadEvent] = []
+                while let batch = await batches.next() {
+                    seen += batch.map(\.event)
+                    if seen.contains(where: { if case .completed = $0 { true } else { false } }) { break }
+                }
+                return seen
+            }
             _ = try await f.manager.download(f.request("/files/ev")).result
             let quietEvents = await quiet.value
             let fullEvents = await full.value
+            #expect(await batched.value.map { "\($0)" } == quietEvents.map { "\($0)" })
             let names = quietEvents.map { "\($0)".prefix { $0 != "(" } }
             #expect(names == ["queued", "started", "completed"])
             #expect(fullEvents.contains { if case .progress = $0 { true } else { false } })

@@ -1,5 +1,6 @@
 import Foundation
-import Haul
+import GRDB
+@testable import Haul
 import HaulServer
 import HaulTestSupport
 import HTTPTypes
@@ -279,6 +280,109 @@ struct ServiceControlTests {
             await core.hub.unsubscribe(endsClient)
             await core.hub.unsubscribe(other)
             await core.hub.unsubscribe(another)
+            await core.hub.finish()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func addedDownloadsAreSeenQueuedBeforeAnythingElse() async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let core = ServiceCore(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            await core.hub.start()
+            let (_, live, client) = await core.hub.subscribe(after: nil, filter: EventFilter(types: ["download"]))
+            let rules = AccessRulesBox(
+                AccessRules(
+                    token: API.token,
+                    allowedHosts: AccessRules.hosts(listeningOn: "127.0.0.1", port: 6800).union(["localhost"])))
+            let app = Application(router: ServiceRouter.make(core: core, rules: rules))
+
+            // Given many small files, which start while the API is still answering the request
+            let count = 300
+            for index in 0..<count { f.serve("q\(index)", count: 2_000, seed: UInt64(index)) }
+            let body = """
+                {"downloads": [\((0..<count).map { "{\"url\": \"\(f.server.url("/files/q\($0)"))\"}" }.joined(separator: ","))]}
+                """
+            try await app.test(.router) { api in
+                // When they are added in one request
+                let added = try await Self.post(api, "/api/v1/downloads", body)
+                #expect(added.status == .created)
+
+                // Then every one is seen queued first, then running, then completed once
+                var seen: [String: [JobState]] = [:]
+                var completed = 0
+                var parser = EventStreamParser()
+                while completed < count, let bytes = await live.next() {
+                    for event in parser.feed(bytes.readableBytesView) {
+                        let view = try ServiceJSON.decoder.decode(DownloadView.self, from: event.data)
+                        seen[view.id, default: []].append(view.state)
+                        if view.state == .completed { completed += 1 }
+                    }
+                }
+                #expect(seen.count == count)
+                for (id, states) in seen {
+                    #expect(states.first == .queued, "\(id): \(states)")
+                    #expect(states.last == .completed && states.filter { $0 == .completed }.count == 1, "\(id): \(states)")
+                    let running = try #require(states.firstIndex(of: .running), "\(id): \(states)")
+                    #expect(!states[running...].contains(.queued), "\(id): \(states)")
+                }
+            }
+            await core.hub.unsubscribe(client)
+            await core.hub.finish()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aDownloadAddedAgainIsAnnouncedFromItsJournalRow() async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let core = ServiceCore(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            await core.hub.start()
+            let (_, queued, client) = await core.hub.subscribe(
+                after: nil, filter: EventFilter(types: ["download"], states: [.queued]))
+            let rules = AccessRulesBox(
+                AccessRules(
+                    token: API.token,
+                    allowedHosts: AccessRules.hosts(listeningOn: "127.0.0.1", port: 6800).union(["localhost"])))
+            let app = Application(router: ServiceRouter.make(core: core, rules: rules))
+            try await app.test(.router) { api in
+                // Given a download that completed
+                f.serve("again", count: 10_000)
+                let body = "{\"downloads\": [{\"url\": \"\(f.server.url("/files/again"))\"}]}"
+                #expect(try await Self.post(api, "/api/v1/downloads", body).status == .created)
+                var parser = EventStreamParser()
+                var announced: [DownloadView] = []
+                func next() async throws -> DownloadView {
+                    while announced.isEmpty, let bytes = await queued.next() {
+                        announced += try parser.feed(bytes.readableBytesView).map {
+                            try ServiceJSON.decoder.decode(DownloadView.self, from: $0.data)
+                        }
+                    }
+                    return announced.removeFirst()
+                }
+                let first = try await next()
+                await f.manager.waitUntilIdle()
+                #expect(try await Self.state(api, first.id) == "completed")
+                // (added long ago, so that a view made afresh would not match)
+                let longAgo = Date(timeIntervalSince1970: 1_700_000_000)
+                try await f.journal!.writer.write { db in
+                    try db.execute(sql: "UPDATE job SET createdAt = ? WHERE id = ?", arguments: [longAgo, first.id])
+                }
+
+                // When it is added again
+                #expect(try await Self.post(api, "/api/v1/downloads", body).status == .created)
+
+                // Then it is announced queued from its row, created when it was first added
+                let second = try await next()
+                #expect(second.id == first.id)
+                #expect(second.createdAt == longAgo)
+                #expect(second.finishedAt == nil && second.state == .queued)
+                await f.manager.waitUntilIdle()
+                #expect(try await Self.state(api, first.id) == "completed")
+            }
+            await core.hub.unsubscribe(client)
             await core.hub.finish()
         }
     }

@@ -256,11 +256,15 @@ public actor DownloadManager {
 
     /// ``enqueue(_:)``; with `paused`, the downloads are added paused: they wait, in the
     /// journal, until resumed (aria2's `addUri` with `pause: true`).
-    package func enqueue(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) {
+    ///
+    /// Returns the jobs as this call wrote them to the journal, before the journal merged
+    /// them with any row of the same ID (a service announces new downloads from them).
+    @discardableResult
+    package func enqueue(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) -> [JobSnapshot] {
         try checkTLSSetup()
         guard let store else {
             for request in requests { _ = try await download(request, paused: paused) }
-            return
+            return []
         }
         var records: [JobRecord] = []
         records.reserveCapacity(requests.count)
@@ -289,9 +293,11 @@ public actor DownloadManager {
                 follow(request: request, attachment)
             }
         }
-        guard !paused else { return }
+        let written = records.map(JobSnapshot.init)
+        guard !paused else { return written }
         journalMayHaveWork = true
         await admit()
+        return written
     }
 
     /// Takes over every unfinished job in the journal that no other live process holds,
@@ -425,6 +431,16 @@ public actor DownloadManager {
     public nonisolated func events(includingProgress: Bool) -> AsyncStream<Event> {
         guard !includingProgress else { return managerEvents.makeStream() }
         return managerEvents.makeStream { event in
+            if case .progress = event.event { return false }
+            return true
+        }
+    }
+
+    /// Every download's events from now on, like ``events(includingProgress:)``, taken in
+    /// batches (see ``EventBatches``).
+    package nonisolated func eventBatches(includingProgress: Bool) -> EventBatches<Event> {
+        guard !includingProgress else { return managerEvents.makeBatches() }
+        return managerEvents.makeBatches { event in
             if case .progress = event.event { return false }
             return true
         }

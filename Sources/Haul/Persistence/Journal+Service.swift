@@ -101,6 +101,25 @@ extension Journal {
         return keys.compactMap { byID[$0].map(JobSnapshot.init) }
     }
 
+    /// Which of `ids` have a row.
+    package func existing(_ ids: [DownloadID]) throws(DownloadError) -> Set<DownloadID> {
+        let keys = ids.map(\.rawValue)
+        return try read { db in
+            var found: Set<DownloadID> = []
+            var start = 0
+            while start < keys.count {
+                let chunk = Array(keys[start..<min(keys.count, start + 500)])
+                start += 500
+                let marks = repeatElement("?", count: chunk.count).joined(separator: ",")
+                let sql = "SELECT id FROM job WHERE id IN (\(marks))"
+                for id in try String.fetchAll(db, sql: sql, arguments: StatementArguments(chunk)) {
+                    found.insert(DownloadID(id))
+                }
+            }
+            return found
+        }
+    }
+
     /// How many jobs are in each state (states without jobs are absent).
     package func stateCounts() throws(DownloadError) -> [JobState: Int] {
         try read { db in

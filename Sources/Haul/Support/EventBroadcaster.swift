@@ -15,11 +15,19 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     typealias Filter = @Sendable (Element) -> Bool
 
     private struct Subscriber {
-        var continuation: AsyncStream<Element>.Continuation
+        var continuation: AsyncStream<Element>.Continuation?
+        var batches: EventBatches<Element>?
         var filter: Filter?
 
         func offer(_ element: Element) {
-            if filter?(element) ?? true { continuation.yield(element) }
+            guard filter?(element) ?? true else { return }
+            continuation?.yield(element)
+            batches?.append(element)
+        }
+
+        func finish() {
+            continuation?.finish()
+            batches?.finish()
         }
     }
 
@@ -64,6 +72,31 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
         return stream
     }
 
+    /// A new subscription like ``makeStream(filter:)``, whose consumer takes the events in
+    /// batches: all that arrived since it last asked (see ``EventBatches``).
+    func makeBatches(filter: Filter? = nil) -> EventBatches<Element> {
+        let batches = EventBatches<Element>()
+        let subscriber = Subscriber(batches: batches, filter: filter)
+        let id: UInt64? = state.withLockedValue { state in
+            if state.finished {
+                if let terminal = state.terminal { batches.append(terminal) }
+                batches.finish()
+                return nil
+            }
+            for element in state.remembered { subscriber.offer(element) }
+            let id = state.nextID
+            state.nextID += 1
+            state.continuations[id] = subscriber
+            return id
+        }
+        if let id {
+            batches.onCancel { [weak self] in
+                self?.state.withLockedValue { _ = $0.continuations.removeValue(forKey: id) }
+            }
+        }
+        return batches
+    }
+
     /// Sends `element` to every stream; a terminal element also finishes them.
     ///
     /// Yields happen under the lock so that events from different threads keep one
@@ -76,14 +109,17 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
                 remember?(&state.remembered, element)
                 return []
             }
-            for subscriber in state.continuations.values { subscriber.continuation.yield(element) }
+            for subscriber in state.continuations.values {
+                subscriber.continuation?.yield(element)
+                subscriber.batches?.append(element)
+            }
             state.terminal = element
             state.finished = true
             state.remembered = []
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }
-        for subscriber in finishing { subscriber.continuation.finish() }
+        for subscriber in finishing { subscriber.finish() }
     }
 
     /// Finishes every stream without a terminal element.
@@ -94,6 +130,6 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
             defer { state.continuations = [:] }
             return Array(state.continuations.values)
         }
-        for subscriber in subscribers { subscriber.continuation.finish() }
+        for subscriber in subscribers { subscriber.finish() }
     }
 }

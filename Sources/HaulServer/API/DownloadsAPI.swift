@@ -66,13 +66,13 @@ package struct DownloadsAPI: Sendable {
         } catch {
             throw APIError.invalid(error.field, error.message)
         }
+        let paused = input.paused ?? false
+        let ids = requests.map(\.id)
         do {
-            try await manager.enqueue(requests, paused: input.paused ?? false)
-        } catch {
+            try await core.add(requests, paused: paused)
+        } catch let error as DownloadError {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }
-        let ids = requests.map(\.id)
-        await core.hub.publish(try await core.views(ids))
         return try ServiceJSON.response(Added(ids: ids.map(\.rawValue)), status: .created)
     }
 
@@ -149,21 +149,30 @@ package struct DownloadsAPI: Sendable {
                     message: "\(id.rawValue) has ended: a speed limit is set on a download that has not")
             }
         }
-        for action in actions { _ = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: [id]) } }
-        let view = try await view(id)
-        await core.hub.publish([view])
+        let views = try await core.announce { [actions] in
+            var state: JobState?
+            for action in actions {
+                let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: [id]) }
+                if !changed.isEmpty, let announced = action.announcedState { state = announced }
+            }
+            return ([id], state)
+        }.views
+        guard let view = views.first else { throw APIError.notFound("download \(id.rawValue)") }
         return try ServiceJSON.response(view)
     }
 
     func retry(_ request: Request, context: some RequestContext) async throws -> Response {
         let id = try Self.id(context)
         let before = try await view(id)
-        let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: [id]) }
-        guard !changed.isEmpty else {
-            throw APIError(.conflict, code: "conflict", message: "download \(id.rawValue) is \(before.state.rawValue): nothing to retry")
-        }
-        let view = try await view(id)
-        await core.hub.publish([view])
+        let views = try await core.announce {
+            let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: [id]) }
+            guard !changed.isEmpty else {
+                throw APIError(
+                    .conflict, code: "conflict", message: "download \(id.rawValue) is \(before.state.rawValue): nothing to retry")
+            }
+            return (changed, ServiceAction.retry.announcedState)
+        }.views
+        guard let view = views.first else { throw APIError.notFound("download \(id.rawValue)") }
         return try ServiceJSON.response(view)
     }
 
@@ -204,21 +213,26 @@ package struct DownloadsAPI: Sendable {
         default:
             throw APIError.invalid("ids", "give either ids or states")
         }
-        let changed: [DownloadID]
+        let action: ServiceAction
         switch body.action {
-        case "pause": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.pause, to: ids) }
-        case "resume": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.resume, to: ids) }
-        case "retry": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: ids) }
-        case "cancel": changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.cancel, to: ids) }
+        case "pause": action = .pause
+        case "resume": action = .resume
+        case "retry": action = .retry
+        case "cancel": action = .cancel
         case "remove":
             let deleting = try Self.files(body.files, field: "files")
-            changed = try await Self.mapped { () async throws(DownloadError) in try await manager.remove(ids, deletingFiles: deleting) }
+            let changed = try await Self.mapped { () async throws(DownloadError) in
+                try await manager.remove(ids, deletingFiles: deleting)
+            }
             await core.hub.publishRemoved(changed)
             return try ServiceJSON.response(Affected(affected: changed.count))
         default:
             throw APIError.invalid("action", "'\(body.action)' is not one of pause, resume, retry, cancel, remove")
         }
-        await core.hub.publish(try await core.views(changed))
+        let changed = try await core.announce {
+            let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(action, to: ids) }
+            return (changed, action.announcedState)
+        }.changed
         return try ServiceJSON.response(Affected(affected: changed.count))
     }
 

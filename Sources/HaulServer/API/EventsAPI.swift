@@ -11,6 +11,10 @@ import ServiceLifecycle
 @available(macOS 14, iOS 17, tvOS 17, *)
 package struct EventsAPI: Sendable {
     let core: ServiceCore
+    /// The least time between two writes to a client: at most 100 writes a second, however
+    /// many events there are, so that a burst of thousands of downloads costs neither side
+    /// a wake-up per event. Events wait at most this long.
+    static let writeInterval: Duration = .milliseconds(10)
 
     package init(core: ServiceCore) {
         self.core = core
@@ -42,9 +46,13 @@ package struct EventsAPI: Sendable {
                     var first = ByteBuffer(string: "retry: 2000\n\n")
                     for frame in replay { first.writeImmutableBuffer(frame.bytes) }
                     try await writer.write(first)
-                    // Whatever waits is written at once: a burst is one write.
+                    // Whatever waits is written at once, and then what arrives in the next
+                    // ``writeInterval``: a burst is one write.
                     try await withGracefulShutdownHandler {
-                        while let frames = await live.next() { try await writer.write(frames) }
+                        while let frames = await live.next() {
+                            try await writer.write(frames)
+                            try? await Task.sleep(for: Self.writeInterval)
+                        }
                     } onGracefulShutdown: {
                         live.finish()
                     }

@@ -219,18 +219,20 @@ package actor Aria2RPC {
         } catch {
             throw Aria2Error(error.message)
         }
+        // Added paused, it never starts (aria2 notifies nothing for it).
+        let paused = given["pause"] == "true"
         do {
-            // Added paused, it never starts (aria2 notifies nothing for it).
-            try await manager.enqueue(requests, paused: given["pause"] == "true")
-        } catch {
+            try await core.add(requests, paused: paused)
+        } catch let error as DownloadError {
             throw Aria2Error(error.message)
+        } catch {
+            throw Aria2Error("cannot read the journal")
         }
         let id = requests[0].id
         let gid = index.insert(id)
         mirrors[id] = uris
         if !given.values.isEmpty { options[id] = given }
         if let position { _ = try await move(id, to: position, origin: .set) }
-        await publish([id])
         return .string(gid.hex)
     }
 
@@ -273,14 +275,16 @@ package actor Aria2RPC {
     /// waiting, and aria2 pauses or removes a waiting download without a notification.)
     private func apply(_ action: ServiceAction, to ids: [DownloadID]) async throws(Aria2Error) -> [DownloadID] {
         guard !ids.isEmpty else { return [] }
-        let changed: [DownloadID]
+        let manager = self.manager
         do {
-            changed = try await manager.apply(action, to: ids)
-        } catch {
+            return try await core.announce {
+                (try await manager.apply(action, to: ids), action.announcedState)
+            }.changed
+        } catch let error as DownloadError {
             throw Aria2Error(error.message)
+        } catch {
+            throw Aria2Error("cannot read the journal")
         }
-        await publish(changed)
-        return changed
     }
 
     private func removeResults(_ ids: [DownloadID]) async throws(Aria2Error) {
@@ -506,11 +510,6 @@ package actor Aria2RPC {
         } catch {
             throw Aria2Error("cannot read the journal")
         }
-    }
-
-    private func publish(_ ids: [DownloadID]) async {
-        guard !ids.isEmpty, let views = try? await core.views(ids) else { return }
-        await core.hub.publish(views)
     }
 
     private func io<T: Sendable>(_ body: @escaping @Sendable (Journal) throws(DownloadError) -> T) async throws(Aria2Error) -> T {

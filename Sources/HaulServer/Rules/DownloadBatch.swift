@@ -89,17 +89,27 @@ package struct DownloadBatch: Sendable {
         guard !inputs.isEmpty else { throw FieldError(field: field, message: "no downloads given") }
         var requests: [DownloadRequest] = []
         requests.reserveCapacity(inputs.count)
+        // Each directory is resolved once (it costs system calls), however many use it.
+        var resolved: [String?: URL] = [:]
         for (index, input) in inputs.enumerated() {
-            requests.append(try request(for: input, field: "\(field)[\(index)]"))
+            let field = "\(field)[\(index)]"
+            let fields = try Self.checkedFields(of: input, field: field)
+            let directory: URL
+            if let known = resolved[input.directory] {
+                directory = known
+            } else {
+                let path = try self.directory(input.directory, field: "\(field).directory")
+                directory = URL(fileURLWithPath: path, isDirectory: true)
+                resolved[input.directory] = directory
+            }
+            requests.append(request(for: input, fields, in: directory))
         }
         return requests
     }
 
-    private func request(for input: DownloadInput, field: String) throws(FieldError) -> DownloadRequest {
-        let fields = try Self.checkedFields(of: input, field: field)
-        let directory = try self.directory(input.directory, field: "\(field).directory")
+    private func request(for input: DownloadInput, _ fields: CheckedFields, in directory: URL) -> DownloadRequest {
         var request = DownloadRequest(
-            url: fields.url, destination: .directory(URL(fileURLWithPath: directory, isDirectory: true), name: fields.name),
+            url: fields.url, destination: .directory(directory, name: fields.name),
             priority: fields.priority, expectedSize: input.expectedSize, checksum: fields.checksum,
             headers: fields.headers)
         request.maxBytesPerSecond = input.maxBytesPerSecond

@@ -53,6 +53,21 @@ package struct DownloadView: Sendable, Codable, Equatable {
     }
 
     /// The download as a journal snapshot (what `haul list` prints).
+    /// The view as the API announces a change that left the download in `state`: what
+    /// the manager did next (start it, finish it) follows in later events.
+    package func announced(as state: JobState) -> DownloadView {
+        var view = self
+        view.state = state
+        view.bytesPerSecond = 0
+        view.connections = 0
+        if state.isUnfinished {
+            view.finishedAt = nil
+            view.errorCode = nil
+            view.error = nil
+        }
+        return view
+    }
+
     package var snapshot: JobSnapshot {
         JobSnapshot(
             id: DownloadID(id), url: url, state: state,

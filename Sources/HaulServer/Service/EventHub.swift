@@ -65,6 +65,12 @@ package actor EventHub {
     static let viewCacheLimit = 20_000
     private var tasks: [Task<Void, Never>] = []
     private var isFinished = false
+    /// The manager's events not handled yet, from `handled` on.
+    private var pending: [DownloadManager.Event] = []
+    private var handled = 0
+    private var isDraining = false
+    /// Changes the API is making (see ``hold()``).
+    private var holds = 0
 
     /// - Parameter replayCapacity: Events kept for reconnecting clients.
     package init(manager: DownloadManager, journal: Journal, replayCapacity: Int = 10_000) {
@@ -77,14 +83,8 @@ package actor EventHub {
     /// Starts following the manager, the progress sweep (4 a second) and the stats tick
     /// (every fourth sweep).
     package func start() {
-        let events = manager.events(includingProgress: true)
-        tasks.append(
-            Task { [weak self] in
-                for await event in events {
-                    guard let self else { return }
-                    await self.handle(event)
-                }
-            })
+        let events = manager.eventBatches(includingProgress: true)
+        tasks.append(Task { await self.follow(events) })
         tasks.append(
             Task { [weak self] in
                 var sweeps = 0
@@ -103,6 +103,8 @@ package actor EventHub {
         isFinished = true
         for task in tasks { task.cancel() }
         tasks = []
+        pending = []
+        handled = 0
         for client in clients.values { client.mailbox.finish() }
         clients = [:]
     }
@@ -175,6 +177,49 @@ package actor EventHub {
     }
 
     // MARK: - The manager's events
+
+    /// Takes the manager's events in batches, in order, and handles them unless the API is
+    /// making a change (see ``hold()``).
+    private func follow(_ events: EventBatches<DownloadManager.Event>) async {
+        while let batch = await events.next() {
+            pending.append(contentsOf: batch)
+            await drain()
+        }
+    }
+
+    /// Handles the pending events in order, until none is left or the API holds them. One
+    /// drain runs at a time: one that starts while another waits (for the journal) leaves
+    /// the events to it.
+    private func drain() async {
+        guard !isDraining else { return }
+        isDraining = true
+        while holds == 0, handled < pending.count {
+            let event = pending[handled]
+            handled += 1
+            await handle(event)
+        }
+        if handled == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            handled = 0
+        }
+        isDraining = false
+    }
+
+    /// Holds the manager's events while the API makes a change, so that the change is
+    /// announced before anything that followed it: a download added is seen queued
+    /// before it is seen running, and a retried one queued before it fails again. Every
+    /// hold is ended by ``release(publishing:)``.
+    package func hold() {
+        holds += 1
+    }
+
+    /// Ends a ``hold()``: sends `download` events for `views` (what the change made of
+    /// them), then handles the events held meanwhile.
+    package func release(publishing views: [DownloadView]) {
+        holds -= 1
+        publish(views)
+        if holds == 0, handled < pending.count { Task { await self.drain() } }
+    }
 
     private func handle(_ event: DownloadManager.Event) async {
         let id = event.id

@@ -65,6 +65,55 @@ package final class ServiceCore: Sendable {
         return snapshots.map { DownloadView($0, live: live[$0.id]) }
     }
 
+    /// Makes a change through the manager and announces it: `change` returns the
+    /// downloads it changed and, when it put them all in one, the state it left them in.
+    /// Their views go to the event clients before anything the manager did with them
+    /// meanwhile (see ``EventHub/hold()``), so that a client sees a download queued before
+    /// it runs. Returns the downloads changed and their views.
+    @discardableResult
+    package func announce(
+        _ change: @Sendable () async throws -> (ids: [DownloadID], state: JobState?)
+    ) async throws -> (changed: [DownloadID], views: [DownloadView]) {
+        await hub.hold()
+        let changed: [DownloadID]
+        var views: [DownloadView] = []
+        do {
+            let state: JobState?
+            (changed, state) = try await change()
+            views = try await self.views(changed)
+            if let state { views = views.map { $0.announced(as: state) } }
+        } catch {
+            await hub.release(publishing: [])
+            throw error
+        }
+        await hub.release(publishing: views)
+        return (changed, views)
+    }
+
+    /// Adds downloads and announces them, queued or `paused`, as ``announce(_:)`` does. New
+    /// ones are announced as they were written, without reading them back; those whose ID
+    /// was already in the journal, from their merged rows.
+    package func add(_ requests: [DownloadRequest], paused: Bool) async throws {
+        await hub.hold()
+        var views: [DownloadView] = []
+        do {
+            let ids = requests.map(\.id)
+            let journal = self.journal
+            let existing = try await Self.io { () throws(DownloadError) in try journal.existing(ids) }
+            let written = try await manager.enqueue(requests, paused: paused)
+            var byID: [DownloadID: DownloadView] = [:]
+            for snapshot in written where !existing.contains(snapshot.id) { byID[snapshot.id] = DownloadView(snapshot) }
+            if !existing.isEmpty {
+                for view in try await self.views(ids.filter(existing.contains)) { byID[DownloadID(view.id)] = view }
+            }
+            views = ids.compactMap { byID[$0]?.announced(as: paused ? .paused : .queued) }
+        } catch {
+            await hub.release(publishing: [])
+            throw error
+        }
+        await hub.release(publishing: views)
+    }
+
     /// Runs a blocking journal call on the I/O pool, never on an event loop or the
     /// concurrency pool.
     package static func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
@@ -104,5 +153,18 @@ package final class Sessions: Sendable {
     package func remove(_ id: String?) {
         guard let id else { return }
         state.withLockedValue { $0.removeAll { $0 == id } }
+    }
+}
+
+extension ServiceAction {
+    /// The state a download this action changed is announced in (see
+    /// ``ServiceCore/announce(_:)``); `nil` for an action that leaves states alone.
+    package var announcedState: JobState? {
+        switch self {
+        case .pause: .paused
+        case .resume, .retry: .queued
+        case .cancel: .cancelled
+        case .priority, .rateLimit: nil
+        }
     }
 }
