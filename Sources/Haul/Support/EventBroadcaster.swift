@@ -20,7 +20,11 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
         var filter: Filter?
 
         func offer(_ element: Element) {
-            guard filter?(element) ?? true else { return }
+            if filter?(element) ?? true { deliver(element) }
+        }
+
+        /// Sends `element` whatever the filter says (the terminal element).
+        func deliver(_ element: Element) {
             continuation?.yield(element)
             batches?.append(element)
         }
@@ -51,23 +55,8 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     /// now on; with `filter`, only those it accepts (and the terminal event).
     func makeStream(filter: Filter? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
-        let subscriber = Subscriber(continuation: continuation, filter: filter)
-        let id: UInt64? = state.withLockedValue { state in
-            if state.finished {
-                if let terminal = state.terminal { continuation.yield(terminal) }
-                continuation.finish()
-                return nil
-            }
-            for element in state.remembered { subscriber.offer(element) }
-            let id = state.nextID
-            state.nextID += 1
-            state.continuations[id] = subscriber
-            return id
-        }
-        if let id {
-            continuation.onTermination = { [weak self] _ in
-                self?.state.withLockedValue { _ = $0.continuations.removeValue(forKey: id) }
-            }
+        if let id = subscribe(Subscriber(continuation: continuation, filter: filter)) {
+            continuation.onTermination = { [weak self] _ in self?.forget(id) }
         }
         return stream
     }
@@ -76,11 +65,20 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     /// batches: all that arrived since it last asked (see ``EventBatches``).
     func makeBatches(filter: Filter? = nil) -> EventBatches<Element> {
         let batches = EventBatches<Element>()
-        let subscriber = Subscriber(batches: batches, filter: filter)
-        let id: UInt64? = state.withLockedValue { state in
+        if let id = subscribe(Subscriber(batches: batches, filter: filter)) {
+            batches.onCancel { [weak self] in self?.forget(id) }
+        }
+        return batches
+    }
+
+    /// Sends `subscriber` the remembered events and registers it, under the lock; returns
+    /// its number, or `nil` (after sending it the terminal event and finishing it) when
+    /// the broadcaster has finished.
+    private func subscribe(_ subscriber: Subscriber) -> UInt64? {
+        state.withLockedValue { state in
             if state.finished {
-                if let terminal = state.terminal { batches.append(terminal) }
-                batches.finish()
+                if let terminal = state.terminal { subscriber.deliver(terminal) }
+                subscriber.finish()
                 return nil
             }
             for element in state.remembered { subscriber.offer(element) }
@@ -89,12 +87,10 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
             state.continuations[id] = subscriber
             return id
         }
-        if let id {
-            batches.onCancel { [weak self] in
-                self?.state.withLockedValue { _ = $0.continuations.removeValue(forKey: id) }
-            }
-        }
-        return batches
+    }
+
+    private func forget(_ id: UInt64) {
+        state.withLockedValue { _ = $0.continuations.removeValue(forKey: id) }
     }
 
     /// Sends `element` to every stream; a terminal element also finishes them.
@@ -109,10 +105,7 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
                 remember?(&state.remembered, element)
                 return []
             }
-            for subscriber in state.continuations.values {
-                subscriber.continuation?.yield(element)
-                subscriber.batches?.append(element)
-            }
+            for subscriber in state.continuations.values { subscriber.deliver(element) }
             state.terminal = element
             state.finished = true
             state.remembered = []
