@@ -74,29 +74,19 @@ package final class ServiceCore: Sendable {
     package func announce(
         _ change: @Sendable () async throws -> (ids: [DownloadID], state: JobState?)
     ) async throws -> (changed: [DownloadID], views: [DownloadView]) {
-        await hub.hold()
-        let changed: [DownloadID]
-        var views: [DownloadView] = []
-        do {
-            let state: JobState?
-            (changed, state) = try await change()
-            views = try await self.views(changed)
+        try await holdingEvents {
+            let (changed, state) = try await change()
+            var views = try await self.views(changed)
             if let state { views = views.map { $0.announced(as: state) } }
-        } catch {
-            await hub.release(publishing: [])
-            throw error
+            return (views, (changed, views))
         }
-        await hub.release(publishing: views)
-        return (changed, views)
     }
 
     /// Adds downloads and announces them, queued or `paused`, as ``announce(_:)`` does. New
     /// ones are announced as they were written, without reading them back; those whose ID
     /// was already in the journal, from their merged rows.
     package func add(_ requests: [DownloadRequest], paused: Bool) async throws {
-        await hub.hold()
-        var views: [DownloadView] = []
-        do {
+        try await holdingEvents {
             let ids = requests.map(\.id)
             let journal = self.journal
             let existing = try await Self.io { () throws(DownloadError) in try journal.existing(ids) }
@@ -106,12 +96,25 @@ package final class ServiceCore: Sendable {
             if !existing.isEmpty {
                 for view in try await self.views(ids.filter(existing.contains)) { byID[DownloadID(view.id)] = view }
             }
-            views = ids.compactMap { byID[$0]?.announced(as: paused ? .paused : .queued) }
+            return (ids.compactMap { byID[$0]?.announced(as: paused ? .paused : .queued) }, ())
+        }
+    }
+
+    /// Holds the manager's events while `body` runs, then publishes the views it returns
+    /// ahead of them; on an error, releases the hold with nothing to publish.
+    private func holdingEvents<T>(
+        _ body: () async throws -> (views: [DownloadView], result: T)
+    ) async throws -> T {
+        await hub.hold()
+        let outcome: (views: [DownloadView], result: T)
+        do {
+            outcome = try await body()
         } catch {
             await hub.release(publishing: [])
             throw error
         }
-        await hub.release(publishing: views)
+        await hub.release(publishing: outcome.views)
+        return outcome.result
     }
 
     /// Runs a blocking journal call on the I/O pool, never on an event loop or the
