@@ -10,20 +10,81 @@ import Testing
 struct DownloadFollowerTests {
     // MARK: - Parsing
 
-    @Test func eventsAreSplitAcrossReadsWithTheirIDs() {
-        var parser = EventStreamParser()
-        let stream = "retry: 2000\n\nid: 7\nevent: download\ndata: {\"a\":1}\n\n: a comment\r\nid: 8\r\nevent: stats\r\ndata:{\"b\":\r\ndata: 2}\r\n\r\n"
-        var events: [ServiceEvent] = []
-        // Fed a few bytes at a time, as reads split it
-        let bytes = Array(stream.utf8)
-        for start in stride(from: 0, to: bytes.count, by: 5) {
-            events += parser.feed(bytes[start..<min(start + 5, bytes.count)])
+    @Test func eventStreamsParseTheSameHoweverTheyAreSplit() {
+        // Given a stream with a preamble, CRLF lines, a comment, two data lines, an event
+        // without an id, and an unfinished last event
+        let stream = Array(
+            ("retry: 1000\n\n: a comment\nid: 7\nevent: download\ndata: {\"id\":\"a\"}\n\n"
+                + "id: 8\r\nevent: stats\r\ndata: one\r\ndata: two\r\n\r\n"
+                + "event: resync\ndata:{}\n\nid: 9\nevent: progress\ndata: x").utf8)
+        let expected = [
+            ServiceEvent(id: 7, kind: "download", data: Data(#"{"id":"a"}"#.utf8)),
+            ServiceEvent(id: 8, kind: "stats", data: Data("one\ntwo".utf8)),
+            ServiceEvent(id: nil, kind: "resync", data: Data("{}".utf8)),
+        ]
+        // Then every split into chunks, whole or byte by byte, gives the same events
+        for size in [stream.count, 1, 2, 3, 5, 8, 13] {
+            var parser = EventStreamParser()
+            var events: [ServiceEvent] = []
+            var start = 0
+            while start < stream.count {
+                let end = min(start + size, stream.count)
+                events += parser.feed(stream[start..<end])
+                start = end
+            }
+            #expect(events == expected, "chunks of \(size)")
+            // And the unfinished event completes with its blank line
+            #expect(parser.feed(Array("\n\n".utf8)) == [ServiceEvent(id: 9, kind: "progress", data: Data("x".utf8))])
+        }
+    }
+
+    /// The brief read by hand is the brief `JSONDecoder` reads, whatever is in the
+    /// strings and however they are escaped; what it cannot read is left to the decoder.
+    @Test(arguments: [
+        "plain.bin", "quotes \"and\" \\backslashes\\ /slashes/", "line\nbreaks\r\tand\u{01}controls\u{1F}",
+        "ünïcödé 名前 🎉", "",
+    ])
+    func aBriefIsReadAsTheDecoderReadsIt(name: String) throws {
+        var view = Self.view("id \(name)", .failed, error: name.isEmpty ? nil : "HTTP 404: \(name)")
+        view.name = name
+        view.destination = "/tmp/\(name)"
+        view.bytes = 123_456_789_012
+        let decoder = JSONDecoder()
+        // As the service writes it, as JSONEncoder writes it (escaped slashes), and with
+        // every non-ASCII character escaped, surrogate pairs included
+        let written = [
+            Data(EventJSON.download(view).utf8), try JSONEncoder().encode(view),
+            Data(Self.asciiOnly(EventJSON.download(view)).utf8),
+        ]
+        for json in written {
+            let expected = try decoder.decode(DownloadFollower.Brief.self, from: json)
+            #expect(DownloadFollower.Brief(json: json) == expected, "\(String(decoding: json, as: UTF8.self))")
+            #expect(expected == DownloadFollower.Brief(view))
+        }
+        // What it cannot read, it leaves to the decoder
+        for odd in [
+            #"{"id":"a","state":"queued","name":"n","destination":"/d","bytes":1,"extra":{"nested":true}}"#,
+            #"{"id":"a","state":"queued","name":"n","destination":"/d","bytes":1.5}"#,
+            #"{"id":"a","state":"nonsense","name":"n","destination":"/d","bytes":1}"#,
+            #"{"id":"a","state":"queued","name":"n","destination":"/d"}"#,
+            #"{"id":"a","state":"queued","name":"n\x","destination":"/d","bytes":1}"#,
+            #"{"id":"a","state":"queued","name":"n","destination":"/d","bytes":1"#,
+            #"{"id":"a","state":"queued","name":"n","destination":"/d","bytes":1} trailing"#,
+        ] {
+            #expect(DownloadFollower.Brief(json: Data(odd.utf8)) == nil, "\(odd)")
         }
         #expect(
-            events == [
-                ServiceEvent(id: 7, kind: "download", data: Data(#"{"a":1}"#.utf8)),
-                ServiceEvent(id: 8, kind: "stats", data: Data("{\"b\":\n2}".utf8)),
-            ])
+            DownloadFollower.Brief(json: Data(#" { "id" : "a" , "state":"paused","name":"n","destination":"/d","bytes":-1,"error":null } "#.utf8))
+                == DownloadFollower.Brief(id: "a", state: .paused, name: "n", destination: "/d", bytes: -1, error: nil))
+    }
+
+    /// `text` with every non-ASCII scalar written as `\\uXXXX` (a pair beyond the BMP).
+    static func asciiOnly(_ text: String) -> String {
+        var out = ""
+        for unit in text.utf16 {
+            if unit < 0x80 { out.unicodeScalars.append(UnicodeScalar(UInt8(unit))) } else { out += String(format: "\\u%04X", unit) }
+        }
+        return out
     }
 
     // MARK: - Following

@@ -42,6 +42,19 @@ struct EventJSONTests {
         #expect(EventJSON.download(view).contains(#""bytesPerSecond":0,"#))
     }
 
+    @Test func datesAreWrittenAsTheEncoderWritesThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var view = Self.plainView()
+        var times: [Double] = [0, -0.5, 59.999, 951_782_399.9, 951_782_400, -2_208_988_800, -2_208_988_801, 253_402_300_799.9]
+        for _ in 0..<2_000 { times.append(Double.random(in: -2_300_000_000...4_200_000_000, using: &generator)) }
+        for time in times {
+            view.createdAt = Date(timeIntervalSince1970: time)
+            view.finishedAt = Date(timeIntervalSince1970: time.rounded(.down))
+            let expected = String(decoding: try ServiceJSON.encoder.encode(view), as: UTF8.self)
+            #expect(EventJSON.download(view) == expected, "\(time)")
+        }
+    }
+
     static func plainView() -> DownloadView {
         let date = Date(timeIntervalSince1970: 1_790_000_000)
         return DownloadView(

@@ -255,6 +255,21 @@ struct ServiceRulesTests {
         try body(DownloadBatch.realPath(root)!, DownloadBatch.realPath(outside)!, batch)
     }
 
+    @Test func theClientsAddBodyIsTheDownloadsItWasGiven() throws {
+        struct Body: Decodable, Equatable { var downloads: [DownloadInput] }
+        let inputs = [
+            DownloadInput(url: "http://127.0.0.1:8080/a.bin"),
+            DownloadInput(
+                url: "https://example.com/q?a=1&b=\"2\"", directory: "/tmp/dïr/with \\ and /", name: "line\nbreak\u{01}.bin",
+                priority: "high", checksum: "sha256=00ff", expectedSize: 1 << 40,
+                headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576),
+            DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
+        ]
+        let json = ServiceClient.addBody(inputs)
+        #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))
+        #expect(try JSONDecoder().decode(Body.self, from: Data(ServiceClient.addBody([]))) == Body(downloads: []))
+    }
+
     @Test func aValidBatchBecomesRequests() throws {
         try Self.withRoots { root, _, batch in
             let requests = try batch.requests(for: [

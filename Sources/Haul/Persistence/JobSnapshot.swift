@@ -31,7 +31,7 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
     public var finishedAt: Date?
 
     /// A short name for the download: the file name.
-    public var name: String { (destination as NSString).lastPathComponent }
+    public var name: String { PathText.lastComponent(destination) }
 
     /// A snapshot from its parts (a service's client builds them from the API's answers).
     package init(
@@ -68,8 +68,8 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         } else {
             let name =
                 record.destinationName
-                ?? String((record.partialPath as NSString).lastPathComponent.dropLast(PartialPaths.partialSuffix.count))
-            destination = (record.destinationPath as NSString).appendingPathComponent(name)
+                ?? String(PathText.lastComponent(record.partialPath).dropLast(PartialPaths.partialSuffix.count))
+            destination = PathText.appending(name, to: record.destinationPath)
         }
         attempts = record.attempts
         errorCode = record.errorCode

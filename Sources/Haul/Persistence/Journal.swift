@@ -289,11 +289,14 @@ public final class Journal: Sendable {
             return try await writer.write { db in
                 let live = self.refreshLiveOwners(db)
                 var held: [String] = []
+                let upsert = try db.cachedStatement(sql: JournalWriter.upsertSQL)
                 for var record in records {
                     record.owner = nil
                     record.session = session
                     let force = !forced.isEmpty && forced.contains(record.id)
-                    if try !JournalWriter.upsert(record, me: session, force: force, in: db) { held.append(record.id) }
+                    if try !JournalWriter.upsert(record, me: session, force: force, with: upsert, in: db) {
+                        held.append(record.id)
+                    }
                 }
                 guard !held.isEmpty else { return [] }
                 let rows = try held.compactMap { try JobRecord.fetchOne(db, key: $0) }

@@ -70,7 +70,7 @@ final class JournalWriter: Sendable {
                 do {
                     let replies = try await journal.writer.write { db in
                         // One timestamp per batch: converting dates is not free.
-                        let now = Date().databaseValue
+                        let now = JournalDate.databaseValue(Date())
                         var replies: [@Sendable () -> Void] = []
                         var live: [Int64: JournalOwner]?
                         for operation in Self.coalesced(batch) {
@@ -254,46 +254,56 @@ final class JournalWriter: Sendable {
     /// again; `force` drops them.
     @discardableResult
     static func upsert(_ record: JobRecord, me: Int64, force: Bool, in db: Database) throws -> Bool {
-        // One prepared statement, reused for every row of a batch.
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
-                    priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
-                    updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
-                ON CONFLICT(id) DO UPDATE SET
-                    bytesCommitted = CASE
-                        WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
-                            OR job.partialPath != excluded.partialPath THEN 0
-                        ELSE job.bytesCommitted END,
-                    validator = CASE
-                        WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
-                            OR job.partialPath != excluded.partialPath THEN NULL
-                        ELSE job.validator END,
-                    filePath = CASE WHEN \(keepsFile) THEN job.filePath END,
-                    fileSize = CASE WHEN \(keepsFile) THEN job.fileSize END,
-                    fileModified = CASE WHEN \(keepsFile) THEN job.fileModified END,
-                    fileValidator = CASE WHEN \(keepsFile) THEN job.fileValidator END,
-                    url = excluded.url, destinationKind = excluded.destinationKind,
-                    destinationPath = excluded.destinationPath, destinationName = excluded.destinationName,
-                    partialPath = excluded.partialPath, state = excluded.state, priority = excluded.priority,
-                    attempts = 0, totalBytes = COALESCE(excluded.totalBytes, job.totalBytes),
-                    expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
-                    updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
-                    command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
-                    credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond
-                WHERE NOT \(Journal.heldElsewhereSQL)
-                """
-        ).execute(
+        try upsert(record, me: me, force: force, with: db.cachedStatement(sql: upsertSQL), in: db)
+    }
+
+    /// ``upsert(_:me:force:in:)`` with the statement of ``upsertSQL``, prepared once for a
+    /// batch of rows (looking the cached one up hashes its text each time).
+    static func upsert(_ record: JobRecord, me: Int64, force: Bool, with statement: Statement, in db: Database)
+        throws -> Bool
+    {
+        let created = JournalDate.databaseValue(record.createdAt)
+        let updated = record.updatedAt == record.createdAt ? created : JournalDate.databaseValue(record.updatedAt)
+        try statement.execute(
             arguments: [
                 record.id, record.url, record.destinationKind, record.destinationPath, record.destinationName,
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
-                record.headers, record.createdAt, record.updatedAt, record.owner, record.session,
+                record.headers, created, updated, record.owner, record.session,
                 record.credentials, record.maxBytesPerSecond, force, force, force, force, me, me,
             ])
         return db.changesCount > 0
     }
+
+    /// The statement of ``upsert(_:me:force:in:)``.
+    static let upsertSQL = """
+        INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
+            priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
+            updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)
+        ON CONFLICT(id) DO UPDATE SET
+            bytesCommitted = CASE
+                WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
+                    OR job.partialPath != excluded.partialPath THEN 0
+                ELSE job.bytesCommitted END,
+            validator = CASE
+                WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
+                    OR job.partialPath != excluded.partialPath THEN NULL
+                ELSE job.validator END,
+            filePath = CASE WHEN \(keepsFile) THEN job.filePath END,
+            fileSize = CASE WHEN \(keepsFile) THEN job.fileSize END,
+            fileModified = CASE WHEN \(keepsFile) THEN job.fileModified END,
+            fileValidator = CASE WHEN \(keepsFile) THEN job.fileValidator END,
+            url = excluded.url, destinationKind = excluded.destinationKind,
+            destinationPath = excluded.destinationPath, destinationName = excluded.destinationName,
+            partialPath = excluded.partialPath, state = excluded.state, priority = excluded.priority,
+            attempts = 0, totalBytes = COALESCE(excluded.totalBytes, job.totalBytes),
+            expectedSize = excluded.expectedSize, checksum = excluded.checksum, headers = excluded.headers,
+            updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
+            command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
+            credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond
+        WHERE NOT \(Journal.heldElsewhereSQL)
+        """
 
     /// SQL that is true when a completed row's file details stay valid for `excluded`
     /// (with `force` bound before it).

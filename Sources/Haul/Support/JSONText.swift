@@ -1,42 +1,45 @@
 /// JSON written by hand where encoding through `JSONEncoder` costs too much per line or
-/// event: the one string writer the service's events, its aria2 answers and the CLI's
-/// `--json` lines share.
+/// event: the one string writer the service's events, its aria2 answers, the CLI's client
+/// and its `--json` lines share.
 package enum JSONText {
-    /// Appends `value` to `text` as a JSON string: quoted, with `"` and `\` escaped, and
+    /// Appends `value` to `bytes` as a JSON string: quoted, with `"` and `\` escaped, and
     /// control characters written as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX` (what
     /// `JSONEncoder` writes, slashes aside). Runs of plain characters are copied whole.
-    package static func appendQuoted(_ value: String, to text: inout String) {
-        text += "\""
-        let utf8 = value.utf8
-        var plainStart = utf8.startIndex
-        var index = plainStart
-        while index != utf8.endIndex {
-            let byte = utf8[index]
-            let escape: String? =
+    package static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        var value = value
+        value.withUTF8 { utf8 in
+            var plainStart = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[plainStart..<index]))
+                bytes.append(UInt8(ascii: "\\"))
                 switch byte {
-                case UInt8(ascii: "\""): "\\\""
-                case UInt8(ascii: "\\"): "\\\\"
-                case 0x0A: "\\n"
-                case 0x0D: "\\r"
-                case 0x09: "\\t"
-                case 0x08: "\\b"
-                case 0x0C: "\\f"
-                case 0..<0x20: "\\u00" + hex(byte)
-                default: nil
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): bytes.append(byte)
+                case 0x0A: bytes.append(UInt8(ascii: "n"))
+                case 0x0D: bytes.append(UInt8(ascii: "r"))
+                case 0x09: bytes.append(UInt8(ascii: "t"))
+                case 0x08: bytes.append(UInt8(ascii: "b"))
+                case 0x0C: bytes.append(UInt8(ascii: "f"))
+                default: bytes += [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex(byte >> 4), hex(byte & 0xF)]
                 }
-            if let escape {
-                text += String(Substring(utf8[plainStart..<index]))
-                text += escape
-                plainStart = utf8.index(after: index)
+                plainStart = index + 1
             }
-            index = utf8.index(after: index)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[plainStart...]))
         }
-        text += String(Substring(utf8[plainStart..<utf8.endIndex]))
-        text += "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    /// ``appendQuoted(_:to:)-([UInt8])`` for text.
+    package static func appendQuoted(_ value: String, to text: inout String) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(value.utf8.count + 2)
+        appendQuoted(value, to: &bytes)
+        text += String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hex(_ digit: UInt8) -> UInt8 {
+        digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
     }
 }

@@ -50,18 +50,29 @@ package final class Aria2Notifier: Sendable {
 
     package init() {}
 
-    /// Follows `manager`'s events until ``finish()``.
+    /// Follows `manager`'s events until ``finish()``. They are taken in batches (one
+    /// wake-up for a burst), and turned into notifications only while a client listens:
+    /// the tracker follows every start and end regardless.
     package func start(following manager: DownloadManager) {
-        let events = manager.events(includingProgress: false)
+        let events = manager.eventBatches(includingProgress: false)
         let task = Task { [weak self] in
             var tracker = Tracker()
-            for await event in events {
-                guard let self, let kind = tracker.notification(for: event.event, of: event.id) else { continue }
-                self.post(Aria2Notification(kind, Aria2GID(event.id)))
+            while let batch = await events.next() {
+                guard let self else { return }
+                var notifications: [Aria2Notification] = []
+                let listening = self.isListening
+                for event in batch {
+                    guard let kind = tracker.notification(for: event.event, of: event.id), listening else { continue }
+                    notifications.append(Aria2Notification(kind, Aria2GID(event.id)))
+                }
+                if !notifications.isEmpty { self.post(notifications) }
             }
         }
         follower.withLockedValue { $0 = task }
     }
+
+    /// Whether any client listens.
+    private var isListening: Bool { state.withLockedValue { !$0.clients.isEmpty } }
 
     /// A stream of every notification from now on, and its client number for ``unsubscribe(_:)``.
     package func subscribe() -> (stream: AsyncStream<Aria2Notification>, client: UInt64) {
@@ -81,9 +92,12 @@ package final class Aria2Notifier: Sendable {
         state.withLockedValue { $0.clients.removeValue(forKey: client) }?.finish()
     }
 
-    package func post(_ notification: Aria2Notification) {
+    /// Hands `notifications`, in order, to every client.
+    private func post(_ notifications: [Aria2Notification]) {
         let clients = state.withLockedValue { Array($0.clients.values) }
-        for client in clients { client.yield(notification) }
+        for client in clients {
+            for notification in notifications { client.yield(notification) }
+        }
     }
 
     /// Ends every client's stream and stops following the manager.

@@ -59,6 +59,52 @@ package struct DownloadFollower: Sendable {
                 error: view.error)
         }
 
+        /// The brief of a `download` event's JSON, read by ``FlatJSON``; `nil` when that
+        /// cannot read it, or a field is missing or of the wrong type (`JSONDecoder` then
+        /// has the last word).
+        package init?(json data: Data) {
+            var id: String?
+            var state: JobState?
+            var name: String?
+            var destination: String?
+            var bytes: Int64?
+            var error: String??
+            var wrong = false
+            let flat = data.withUnsafeBytes { raw in
+                FlatJSON.members(of: raw) { key, value in
+                    switch key.count {
+                    case 2 where key.elementsEqual("id".utf8):
+                        id = value.string
+                        wrong = wrong || id == nil
+                    case 5 where key.elementsEqual("state".utf8):
+                        state = value.string.flatMap(JobState.init(rawValue:))
+                        wrong = wrong || state == nil
+                    case 4 where key.elementsEqual("name".utf8):
+                        name = value.string
+                        wrong = wrong || name == nil
+                    case 11 where key.elementsEqual("destination".utf8):
+                        destination = value.string
+                        wrong = wrong || destination == nil
+                    case 5 where key.elementsEqual("bytes".utf8):
+                        bytes = value.int64
+                        wrong = wrong || bytes == nil
+                    case 5 where key.elementsEqual("error".utf8):
+                        if value.isNull {
+                            error = .some(nil)
+                        } else if let text = value.string {
+                            error = .some(text)
+                        } else {
+                            wrong = true
+                        }
+                    default:
+                        break
+                    }
+                }
+            }
+            guard flat, !wrong, let id, let state, let name, let destination, let bytes else { return nil }
+            self.init(id: id, state: state, name: name, destination: destination, bytes: bytes, error: error ?? nil)
+        }
+
         package init(id: String, state: JobState, name: String, destination: String, bytes: Int64, error: String?) {
             self.id = id
             self.state = state
@@ -90,7 +136,9 @@ package struct DownloadFollower: Sendable {
         if let id = event.id { lastEventID = id }
         switch event.kind {
         case "download":
-            guard let brief = try? decoder.decode(Brief.self, from: event.data) else { return [] }
+            guard let brief = Brief(json: event.data) ?? (try? decoder.decode(Brief.self, from: event.data)) else {
+                return []
+            }
             return take(brief)
         case "progress":
             guard let progress = try? decoder.decode(ProgressView.self, from: event.data),

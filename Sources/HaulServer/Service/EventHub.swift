@@ -149,6 +149,8 @@ package actor EventHub {
     /// Sends `download` events for downloads the API changed or added (their journal rows,
     /// with what the manager knows now).
     package func publish(_ downloads: [DownloadView]) {
+        // Grown once for a large batch, not doubling (and copying every view) on the way.
+        views.reserveCapacity(min(Self.viewCacheLimit, views.count + downloads.count))
         for view in downloads {
             let id = DownloadID(view.id)
             if views[id] != nil || (views.count < Self.viewCacheLimit && view.state.isUnfinished) { views[id] = view }
@@ -295,7 +297,7 @@ package actor EventHub {
             }
             if let destination {
                 view.destination = destination
-                view.name = (destination as NSString).lastPathComponent
+                view.name = PathText.lastComponent(destination)
             }
             if state != .paused { view.finishedAt = Date() }
         }
@@ -376,8 +378,15 @@ package actor EventHub {
 
     static func frame(id: UInt64, kind: String, json: String, state: JobState? = nil) -> Frame {
         // JSON from JSONEncoder has no line breaks, so one `data:` line carries it.
-        Frame(
-            id: id, kind: kind, state: state,
-            payload: .encoded(ByteBuffer(string: "id: \(id)\nevent: \(kind)\ndata: \(json)\n\n")))
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(json.utf8.count + kind.utf8.count + 40)
+        bytes.writeStaticString("id: ")
+        bytes.writeString(id.description)
+        bytes.writeStaticString("\nevent: ")
+        bytes.writeString(kind)
+        bytes.writeStaticString("\ndata: ")
+        bytes.writeString(json)
+        bytes.writeStaticString("\n\n")
+        return Frame(id: id, kind: kind, state: state, payload: .encoded(bytes))
     }
 }

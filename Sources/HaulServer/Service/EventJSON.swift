@@ -48,60 +48,97 @@ package enum EventJSON {
     }
 }
 
-/// One JSON object, member by member; keys are written as given (plain ASCII names).
+/// One JSON object, member by member, as bytes; keys are written as given (plain ASCII
+/// names).
 struct JSONObjectWriter {
-    private var text = "{"
+    private var bytes: [UInt8] = [UInt8(ascii: "{")]
     private var first = true
 
     init() {
-        text.reserveCapacity(512)
+        bytes.reserveCapacity(512)
     }
 
     mutating func finish() -> String {
-        text += "}"
-        return text
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    private mutating func key(_ name: String) {
-        if !first { text += "," }
+    private mutating func key(_ name: StaticString) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
         first = false
-        text += "\""
-        text += name
-        text += "\":"
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
     }
 
-    mutating func integer(_ name: String, _ value: some BinaryInteger) {
+    mutating func integer(_ name: StaticString, _ value: Int64) {
         key(name)
-        text += String(value)
+        appendDigits(value)
+    }
+
+    mutating func integer(_ name: StaticString, _ value: Int) {
+        integer(name, Int64(value))
     }
 
     /// As `JSONEncoder`: integral values without a fraction, others as Swift prints them;
     /// a value JSON cannot hold (infinite, NaN) as 0.
-    mutating func double(_ name: String, _ value: Double) {
+    mutating func double(_ name: StaticString, _ value: Double) {
         key(name)
         guard value.isFinite else {
-            text += "0"
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
+        if value == value.rounded(), value.magnitude < 1e15, value != 0 || value.sign == .plus {
+            appendDigits(Int64(value))
             return
         }
         var number = value.description
         if number.hasSuffix(".0") { number.removeLast(2) }
-        text += number
+        bytes += number.utf8
     }
 
-    mutating func date(_ name: String, _ date: Date) {
+    /// As `JSONEncoder`'s ISO 8601: UTC, to the second (truncated).
+    mutating func date(_ name: StaticString, _ date: Date) {
         key(name)
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        let iso =
+            seconds.magnitude < 1e12
+            ? UTCDateText.text(
+                millisecondsSince1970: Int64(seconds) * 1000, separator: UInt8(ascii: "T"), milliseconds: false,
+                zulu: true) : nil
+        bytes.append(UInt8(ascii: "\""))
+        bytes += (iso ?? Self.gmtimeText(seconds)).utf8
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func string(_ name: StaticString, _ value: String) {
+        key(name)
+        JSONText.appendQuoted(value, to: &bytes)
+    }
+
+    private mutating func appendDigits(_ value: Int64) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var position = digits.count
+            repeat {
+                position -= 1
+                digits[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[position...]))
+        }
+    }
+
+    /// A date outside the years 1900 to 9999, through the C library.
+    private static func gmtimeText(_ seconds: Double) -> String {
+        var time = time_t(seconds)
         var parts = tm()
-        gmtime_r(&seconds, &parts)
-        text += "\""
-        text += Self.digits(Int(parts.tm_year) + 1900, 4) + "-" + Self.digits(Int(parts.tm_mon) + 1, 2) + "-"
-        text += Self.digits(Int(parts.tm_mday), 2) + "T" + Self.digits(Int(parts.tm_hour), 2) + ":"
-        text += Self.digits(Int(parts.tm_min), 2) + ":" + Self.digits(Int(parts.tm_sec), 2) + "Z\""
-    }
-
-    mutating func string(_ name: String, _ value: String) {
-        key(name)
-        JSONText.appendQuoted(value, to: &text)
+        gmtime_r(&time, &parts)
+        return digits(Int(parts.tm_year) + 1900, 4) + "-" + digits(Int(parts.tm_mon) + 1, 2) + "-"
+            + digits(Int(parts.tm_mday), 2) + "T" + digits(Int(parts.tm_hour), 2) + ":" + digits(Int(parts.tm_min), 2)
+            + ":" + digits(Int(parts.tm_sec), 2) + "Z"
     }
 
     private static func digits(_ value: Int, _ width: Int) -> String {

@@ -1,0 +1,25 @@
+/// Path arithmetic on strings, without `NSString`: its `lastPathComponent` and
+/// `appendingPathComponent` normalise the whole path first, a cost paid for every job
+/// snapshot and service event.
+package enum PathText {
+    /// The last component of `path`, as `NSString.lastPathComponent` gives it: trailing
+    /// slashes are ignored, `/` for `/`, and the empty string for the empty string (and
+    /// for `//`).
+    package static func lastComponent(_ path: String) -> String {
+        let utf8 = path.utf8
+        let slash = UInt8(ascii: "/")
+        var end = utf8.endIndex
+        while end != utf8.startIndex, utf8[utf8.index(before: end)] == slash { end = utf8.index(before: end) }
+        // NSString's answers for paths of slashes only.
+        guard end != utf8.startIndex else { return path == "/" ? "/" : "" }
+        var start = end
+        while start != utf8.startIndex, utf8[utf8.index(before: start)] != slash { start = utf8.index(before: start) }
+        return String(Substring(utf8[start..<end]))
+    }
+
+    /// `name` inside `directory`: one slash between them, none added to an empty directory.
+    package static func appending(_ name: String, to directory: String) -> String {
+        if directory.isEmpty { return name }
+        return directory.utf8.last == UInt8(ascii: "/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,68 @@
+/// Dates written as UTC text by hand, for the formats written once per journal row or
+/// service event, where `DateFormatter` and `gmtime_r` plus string building cost more than
+/// the rest of the row or event.
+package enum UTCDateText {
+    /// `yyyy-MM-dd<separator>HH:mm:ss`, then `.SSS` when `milliseconds`, then `Z` when
+    /// `zulu`, for the instant `milliseconds` after 1970 (proleptic Gregorian calendar).
+    /// `nil` outside the years 1900 to 9999, which callers leave to Foundation.
+    package static func text(millisecondsSince1970 total: Int64, separator: UInt8, milliseconds: Bool, zulu: Bool)
+        -> String?
+    {
+        // 1900-01-01 and 10000-01-01.
+        guard total >= -2_208_988_800_000, total < 253_402_300_800_000 else { return nil }
+        let msPerDay: Int64 = 86_400_000
+        var days = total / msPerDay
+        var inDay = total % msPerDay
+        if inDay < 0 {
+            inDay += msPerDay
+            days -= 1
+        }
+        let (year, month, day) = civil(fromDays: days)
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            var count = 0
+            func put(_ value: Int64, digits: Int) {
+                var rest = value
+                for position in stride(from: count + digits - 1, through: count, by: -1) {
+                    buffer[position] = UInt8(ascii: "0") + UInt8(rest % 10)
+                    rest /= 10
+                }
+                count += digits
+            }
+            func put(_ byte: UInt8) {
+                buffer[count] = byte
+                count += 1
+            }
+            put(year, digits: 4)
+            put(UInt8(ascii: "-"))
+            put(month, digits: 2)
+            put(UInt8(ascii: "-"))
+            put(day, digits: 2)
+            put(separator)
+            put(inDay / 3_600_000, digits: 2)
+            put(UInt8(ascii: ":"))
+            put(inDay / 60_000 % 60, digits: 2)
+            put(UInt8(ascii: ":"))
+            put(inDay / 1000 % 60, digits: 2)
+            if milliseconds {
+                put(UInt8(ascii: "."))
+                put(inDay % 1000, digits: 3)
+            }
+            if zulu { put(UInt8(ascii: "Z")) }
+            return count
+        }
+    }
+
+    /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
+    /// `civil_from_days`).
+    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}

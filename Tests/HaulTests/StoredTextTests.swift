@@ -1,0 +1,66 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import Haul
+
+/// The hand-written forms of text that Foundation and GRDB would otherwise produce: they
+/// must be the same, character for character.
+@Suite struct StoredTextTests {
+    /// GRDB's own formatter, as it stores dates.
+    static let formatter: DateFormatter = {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss.SSS"
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(secondsFromGMT: 0)
+        return formatter
+    }()
+
+    @Test func journalDatesAreStoredAsGRDBStoresThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var dates: [Date] = [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -0.0005), Date(timeIntervalSince1970: 0.9999),
+            Date(timeIntervalSince1970: 951_782_400),  // 2000-02-29
+            Date(timeIntervalSince1970: 4_107_542_399.999),  // 2099-12-31 23:59:59.999
+            Date(timeIntervalSince1970: -2_208_988_800),  // 1900-01-01
+            Date(timeIntervalSince1970: 253_402_300_799.5),  // 9999-12-31
+            Date(), Date.distantPast, Date.distantFuture,
+        ]
+        for _ in 0..<20_000 {
+            dates.append(Date(timeIntervalSince1970: Double.random(in: -2_300_000_000...5_000_000_000, using: &generator)))
+        }
+        // Times just either side of a millisecond, where truncation and rounding differ.
+        for _ in 0..<2_000 {
+            let milliseconds = Double(Int64.random(in: 0...4_000_000_000_000, using: &generator))
+            for nudge in [-1e-7, 0, 1e-7, 0.4999, 0.5, 0.9999] {
+                dates.append(Date(timeIntervalSince1970: (milliseconds + nudge) / 1000))
+            }
+        }
+        for date in dates {
+            let stored = JournalDate.databaseValue(date)
+            #expect(String.fromDatabaseValue(stored) == Self.formatter.string(from: date), "\(date.timeIntervalSince1970)")
+            #expect(stored == date.databaseValue)
+        }
+        // Read back, as GRDB reads them.
+        let now = Date()
+        let back = try #require(Date.fromDatabaseValue(JournalDate.databaseValue(now)))
+        #expect(abs(back.timeIntervalSince(now)) < 0.001)
+    }
+
+    @Test func pathComponentsAreNSStrings() {
+        let paths = [
+            "", "/", "//", "a", "a/", "a//", "/a", "/a/", "/a/b", "/a/b/", "/a/b//", "a/b", "/dev/shm/x.bin",
+            "/dir/ünïcödé name.bin", "/a//b", ".", "..", "/a/.", "x/..",
+        ]
+        for path in paths {
+            #expect(PathText.lastComponent(path) == (path as NSString).lastPathComponent, "\(path)")
+        }
+        for directory in ["/", "/a", "/a/b", "/dev/shm/downloads", "/a/b/", "relative/dir"] {
+            for name in ["x", "file.bin", "ünï cödé.tar.gz", ".hidden"] {
+                #expect(
+                    PathText.appending(name, to: directory) == (directory as NSString).appendingPathComponent(name),
+                    "\(directory) + \(name)")
+            }
+        }
+    }
+}
