@@ -265,6 +265,9 @@ struct ServiceRulesTests {
                 headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
+        // Every field is written: one added to DownloadInput must be added to the body too
+        #expect(Mirror(reflecting: inputs[1]).children.count == 8)
+        #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))
         #expect(try JSONDecoder().decode(Body.self, from: Data(ServiceClient.addBody([]))) == Body(downloads: []))

@@ -146,7 +146,13 @@ package enum FlatJSON {
             guard bytes.endIndex - index >= 4 else { return nil }
             var value: UInt32 = 0
             for byte in bytes[index..<index + 4] {
-                guard let digit = Int(String(UnicodeScalar(byte)), radix: 16) else { return nil }
+                let digit: UInt8
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+                default: return nil
+                }
                 value = value << 4 | UInt32(digit)
             }
             index += 4
