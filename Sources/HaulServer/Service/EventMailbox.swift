@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Haul
 package import NIOCore
 
 /// One event-stream client's frames on their way out: the ``EventHub`` posts each frame,
@@ -12,15 +12,9 @@ package import NIOCore
 /// `false`): it reconnects with `Last-Event-ID` and is replayed what it missed, or told
 /// to resync.
 package final class EventMailbox: Sendable {
-    private struct State {
-        var pending = ByteBuffer()
-        var waiter: CheckedContinuation<ByteBuffer?, Never>?
-        var isFinished = false
-    }
-
     /// The most bytes waiting for a client before it is cut off.
     package let byteLimit: Int
-    private let state = NIOLockedValueBox(State())
+    private let inbox = TakeAllInbox(empty: ByteBuffer(), isEmpty: { $0.readableBytes == 0 })
 
     package init(byteLimit: Int) {
         self.byteLimit = byteLimit
@@ -30,52 +24,26 @@ package final class EventMailbox: Sendable {
     /// put it over ``byteLimit`` (it is then finished, and what was waiting is dropped).
     @discardableResult
     package func post(_ frame: ByteBuffer) -> Bool {
-        let (waiter, accepted): (CheckedContinuation<ByteBuffer?, Never>?, Bool) = state.withLockedValue { state in
-            guard !state.isFinished else { return (nil, false) }
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return (waiter, true)
+        inbox.add { pending, clientWaits in
+            // A waiting client takes the frame whatever its size.
+            guard clientWaits || pending.readableBytes + frame.readableBytes <= byteLimit else { return false }
+            if pending.readableBytes == 0 {
+                pending = frame
+            } else {
+                pending.writeImmutableBuffer(frame)
             }
-            guard state.pending.readableBytes + frame.readableBytes <= byteLimit else {
-                state.isFinished = true
-                state.pending = ByteBuffer()
-                return (nil, false)
-            }
-            state.pending.writeImmutableBuffer(frame)
-            return (nil, true)
+            return true
         }
-        waiter?.resume(returning: frame)
-        return accepted
     }
 
     /// Ends the stream: ``next()`` answers what is still waiting, then `nil`.
     package func finish() {
-        let waiter = state.withLockedValue { state in
-            state.isFinished = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: nil)
+        inbox.finish()
     }
 
     /// Everything waiting, in one buffer; waits for a frame when none is. `nil` once the
     /// mailbox is finished and empty, or when the task is cancelled.
     package func next() async -> ByteBuffer? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<ByteBuffer?, Never>) in
-                let ready: ByteBuffer?? = state.withLockedValue { state in
-                    if state.pending.readableBytes > 0 {
-                        defer { state.pending = ByteBuffer() }
-                        return .some(state.pending)
-                    }
-                    if state.isFinished { return .some(nil) }
-                    state.waiter = continuation
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            finish()
-        }
+        await inbox.take()
     }
 }
