@@ -11,60 +11,66 @@ extension DownloadManager {
         return me
     }
 
-    /// Moves queued journal jobs of this manager into memory, up to the admission window.
-    func admit() async {
-        guard let store, !admitting, !isShutDown, journalMayHaveWork else {
-            checkIdle()
-            return
+    /// Tells the scheduler the store may hold work for this manager, and returns once the
+    /// admission that starts (if any) has brought it into memory.
+    func admitFromStore() async {
+        schedule(.storeMayHaveWork)
+        await admissionFinished()
+    }
+
+    /// Returns once no admission is under way.
+    func admissionFinished() async {
+        await admission?.value
+    }
+
+    /// Carries out the scheduler's ``SchedulerMachine/Action/admit(limit:)``: moves up to
+    /// `limit` queued jobs of this manager from the store into memory, then reports how many
+    /// it found.
+    func admit(limit: Int) async {
+        // The next admission, if the scheduler asks for one, is tracked anew.
+        func ended(found: Int, failed: Bool) {
+            admission = nil
+            schedule(.admissionEnded(asked: limit, found: found, failed: failed))
         }
-        admitting = true
-        defer {
-            admitting = false
-            let waiters = admissionWaiters
-            admissionWaiters = []
-            for waiter in waiters { waiter.resume() }
-            checkIdle()
-        }
+        guard let store else { return ended(found: 0, failed: false) }
         await store.flush()
-        while !isShutDown, queue.count < configuration.admissionWindow {
-            let wanted = configuration.admissionWindow - queue.count
-            guard let records = try? await store.claimQueued(limit: wanted, session: me) else { break }
-            // A window's jobs mostly share a directory: check each directory once per window.
-            var checkedDirectories: Set<String> = []
-            for record in records where jobs[DownloadID(record.id)] == nil {
-                guard var request = try? record.request(),
-                    let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
-                else {
-                    store.recordState(
-                        DownloadID(record.id), .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
-                    continue
-                }
-                if let paths, let other = jobsByPath[paths.partial] {
-                    // Two queued URLs would write the same file: the second one fails.
-                    store.recordState(
-                        DownloadID(record.id), .failed, errorCode: "duplicate",
-                        error: "\(record.id) would be saved to the same file as \(other)")
-                    continue
-                }
-                do throws(DownloadError) {
-                    try vault.restore(&request, from: record)
-                } catch {
-                    // Never run without the credentials: leave it paused, and say why.
-                    store.recordState(request.id, .paused, errorCode: error.code.description, error: error.message)
-                    managerEvents.yield(Event(id: request.id, event: .failed(error)))
-                    continue
-                }
-                if let paths { checkedDirectories.insert(paths.directoryPath) }
-                let job = add(request, paths: paths, endpoint: endpoint)
-                job.journaled = .init(
-                    committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
-                enqueue(job)
-            }
-            schedule()
-            if records.count < wanted {
-                journalMayHaveWork = false
-                break
-            }
+        let records: [JobRecord]
+        do {
+            records = try await store.claimQueued(limit: limit, session: me)
+        } catch {
+            return ended(found: 0, failed: true)
         }
+        // A window's jobs mostly share a directory: check each directory once per window.
+        var checkedDirectories: Set<String> = []
+        for record in records where !isShutDown && jobs[DownloadID(record.id)] == nil {
+            guard var request = try? record.request(),
+                let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
+            else {
+                store.recordState(
+                    DownloadID(record.id), .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
+                continue
+            }
+            if let paths, let other = jobsByPath[paths.partial] {
+                // Two queued URLs would write the same file: the second one fails.
+                store.recordState(
+                    DownloadID(record.id), .failed, errorCode: "duplicate",
+                    error: "\(record.id) would be saved to the same file as \(other)")
+                continue
+            }
+            do throws(DownloadError) {
+                try vault.restore(&request, from: record)
+            } catch {
+                // Never run without the credentials: leave it paused, and say why.
+                store.recordState(request.id, .paused, errorCode: error.code.description, error: error.message)
+                managerEvents.yield(Event(id: request.id, event: .failed(error)))
+                continue
+            }
+            if let paths { checkedDirectories.insert(paths.directoryPath) }
+            let job = add(request, paths: paths, endpoint: endpoint)
+            job.journaled = .init(
+                committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
+            enqueue(job)
+        }
+        ended(found: records.count, failed: false)
     }
 }

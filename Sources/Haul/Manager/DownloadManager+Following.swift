@@ -97,7 +97,6 @@ extension DownloadManager {
             logger.debug("took over a download whose process died", metadata: ["id": "\(job.id)"])
             job.journaled = journaled
             perform(job.lifecycle.takeOver(), for: job)
-            schedule()
         case .heldElsewhere(let attachment):
             // Somebody else was quicker: follow them.
             job.lifecycle.follow(Following(holder: attachment.holder, owner: attachment.owner))

@@ -21,7 +21,6 @@ extension DownloadManager {
             }
         }
         await pollFollowed()
-        journalMayHaveWork = true
-        await admit()
+        await admitFromStore()
     }
 }

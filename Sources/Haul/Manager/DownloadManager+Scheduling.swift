@@ -11,50 +11,46 @@ extension DownloadManager {
         perform([.enqueue(record: false)], for: job)
     }
 
-    func schedule() {
-        guard !isShutDown else { return }
-        while runningCount < slotLimit {
-            guard let id = queue.dequeue(where: { hasHostCapacity(for: $0) }), let job = jobs[id] else { break }
-            perform(job.lifecycle.start(), for: job)
-        }
-        if journalMayHaveWork, queue.count < configuration.admissionWindow / 2 {
-            Task { await self.admit() }
+    /// Tells the scheduler what happened, and carries out what it decides (see
+    /// ``SchedulerMachine``).
+    func schedule(_ event: SchedulerMachine.Event) {
+        for action in scheduler.handle(event) {
+            switch action {
+            case .start(let id, let connections):
+                guard let job = jobs[id], job.lifecycle.phase == .queued else {
+                    // Gone meanwhile (its end was recorded first): the slot is free again.
+                    schedule(.transferEnded(id))
+                    continue
+                }
+                perform(job.lifecycle.start(), for: job, connections: connections)
+            case .evict(let id):
+                if let job = jobs[id] { stop(job, intent: .cancel(.evicted)) }
+            case .admit(let limit):
+                admission = Task { await self.admit(limit: limit) }
+            }
         }
         checkIdle()
-        guard configuration.overflowPolicy == .replaceOldest, runningCount >= slotLimit
-        else { return }
-        // Make room for every queued download that has no slot being freed for it yet.
-        let stopping = jobs.values.filter { $0.isRunning && $0.lifecycle.stopIntent != nil }.count
-        var deficit = queue.count - stopping
-        let candidates = jobs.values.filter { $0.isRunning && $0.lifecycle.stopIntent == nil }.sorted {
-            $0.startOrder < $1.startOrder
-        }
-        for job in candidates where deficit > 0 {
-            stop(job, intent: .cancel(.evicted))
-            deficit -= 1
-        }
-    }
-
-    func hasHostCapacity(for id: DownloadID) -> Bool {
-        guard let job = jobs[id] else { return true }
-        return hostCounts[job.endpoint.key, default: 0] < perHostLimit
     }
 
     /// Carries out what the job's lifecycle asked for; `outcome` is the transfer's, when
     /// it has just ended.
-    func perform(_ actions: [JobLifecycle.Action], for job: Job, outcome: TransferOutcome? = nil) {
+    /// `connections` is what the scheduler granted a transfer it starts.
+    func perform(
+        _ actions: [JobLifecycle.Action], for job: Job, outcome: TransferOutcome? = nil, connections: Int = 1
+    ) {
         for action in actions {
             switch action {
             case .startTransfer:
-                startTransfer(job)
+                startTransfer(job, connections: connections)
             case .cancelTransfer:
                 job.task?.cancel()
+                schedule(.stopping(job.id))
             case .dequeue:
-                queue.remove(job.id)
+                schedule(.withdrawn(job.id))
             case .enqueue(let journaled):
-                queue.enqueue(job.id, priority: job.request.priority)
                 job.core.emit(.queued)
                 if journaled { record(job, .queued) }
+                schedule(.submitted(job.id, host: job.endpoint.key, priority: job.request.priority))
             case .markPaused:
                 job.core.emit(.paused)
                 record(job, .paused)
@@ -86,12 +82,8 @@ extension DownloadManager {
         }
     }
 
-    func startTransfer(_ job: Job) {
+    func startTransfer(_ job: Job, connections: Int) {
         job.generation += 1
-        startCounter += 1
-        job.startOrder = startCounter
-        runningCount += 1
-        hostCounts[job.endpoint.key, default: 0] += 1
         let generation = job.generation
         let checkpointer = store.flatMap { store in
             job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
@@ -116,9 +108,6 @@ extension DownloadManager {
     func transferEnded(id: DownloadID, generation: Int, outcome: TransferOutcome) {
         guard let job = jobs[id], job.generation == generation, job.isRunning else { return }
         rateLimiter.ended(id)
-        runningCount -= 1
-        hostCounts[job.endpoint.key, default: 1] -= 1
-        if hostCounts[job.endpoint.key] == 0 { hostCounts[job.endpoint.key] = nil }
         job.task = nil
         let ending: JobLifecycle.Ending =
             switch outcome {
@@ -127,8 +116,10 @@ extension DownloadManager {
             case .interrupted: .interrupted
             case .waitingForNetwork: .waitingForNetwork
             }
+        // What the lifecycle does first (a requeue goes to the back of its line), then the
+        // slot is free.
         perform(job.lifecycle.transferEnded(ending), for: job, outcome: outcome)
-        schedule()
+        schedule(.transferEnded(id))
     }
 
     func stop(_ job: Job, intent: JobLifecycle.StopIntent) {
@@ -137,18 +128,13 @@ extension DownloadManager {
     }
 
     func resume(_ job: Job) {
-        let actions = job.lifecycle.resume()
-        perform(actions, for: job)
-        if actions.contains(where: { if case .enqueue = $0 { true } else { false } }) { schedule() }
+        perform(job.lifecycle.resume(), for: job)
     }
 
     func setPriority(_ priority: DownloadPriority, of job: Job) {
         guard job.request.priority != priority else { return }
         job.request.priority = priority
-        if job.lifecycle.phase == .queued {
-            queue.reprioritize(job.id, to: priority)
-            schedule()
-        }
+        if job.lifecycle.phase == .queued { schedule(.priorityChanged(job.id, priority)) }
     }
 
     // MARK: - Network loss
@@ -157,7 +143,6 @@ extension DownloadManager {
         for job in jobs.values where job.endpoint.key == key {
             perform(job.lifecycle.hostRestored(), for: job)
         }
-        schedule()
     }
 
     // MARK: - Finishing
@@ -190,7 +175,7 @@ extension DownloadManager {
         let limit = job.core.currentLimit
         rateLimiter.forget(job.id)
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }
-        queue.remove(job.id)
+        if scheduler.isQueued(job.id) { schedule(.withdrawn(job.id)) }
         switch outcome {
         case .success(let result):
             finished.completed += 1

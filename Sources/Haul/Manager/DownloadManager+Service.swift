@@ -55,21 +55,13 @@ extension DownloadManager {
             state: state, progress: progress, connections: state == .running ? max(1, job.core.connections) : 0)
     }
 
-    /// Returns once no admission is under way.
-    func admissionFinished() async {
-        guard admitting else { return }
-        await withCheckedContinuation { admissionWaiters.append($0) }
-    }
-
     /// The slot limits in force: the configuration's, until ``setLimits(slots:perHost:)``.
-    package var limits: (slots: Int, perHost: Int) { (slotLimit, perHostLimit) }
+    package var limits: (slots: Int, perHost: Int) { (scheduler.limits.slots, scheduler.limits.perHost) }
 
     /// Changes how many downloads run at once, in all and per host, without a restart:
     /// more slots start queued downloads at once; fewer let running ones finish.
     package func setLimits(slots: Int?, perHost: Int?) {
-        if let slots { slotLimit = max(1, slots) }
-        if let perHost { perHostLimit = max(1, perHost) }
-        schedule()
+        schedule(.limitsChanged(slots: slots, perHost: perHost))
     }
 
     /// Applies `action` to each of `ids`; returns those it changed. IDs it does not know,
@@ -163,8 +155,7 @@ extension DownloadManager {
             if !admitted.isEmpty { changed += try await apply(action, to: admitted) }
         }
         if action == .resume || action == .retry, !inJournal.isEmpty {
-            journalMayHaveWork = true
-            await admit()
+            await admitFromStore()
         }
         return changed
     }

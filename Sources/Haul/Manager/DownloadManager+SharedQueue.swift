@@ -9,8 +9,7 @@ extension DownloadManager {
         guard !isShutDown else { return }
         // The first wake starts the polling fallback (and the network watchers).
         startBackgroundWork()
-        journalMayHaveWork = true
-        await admit()
+        await admitFromStore()
     }
 
     /// Stops the downloads of `ids` at once, keeping their partial files: this process no

@@ -58,23 +58,15 @@ public actor DownloadManager {
 
     var jobs: [DownloadID: Job] = [:]
     var jobsByPath: [String: DownloadID] = [:]
-    var queue = DownloadQueue()
-    var runningCount = 0
-    var hostCounts: [String: Int] = [:]
-    var startCounter: UInt64 = 0
+    /// Slots, per-host caps, the queue's order, replace-oldest and admission from the store
+    /// (see ``SchedulerMachine``): the actor carries out what it decides.
+    var scheduler: SchedulerMachine
+    /// The admission the scheduler asked for, while it runs.
+    var admission: Task<Void, Never>?
     var subscriberCounter: UInt64 = 0
     var finished = AggregateProgress()
     var isShutDown = false
     var background: [Task<Void, Never>] = []
-    var admitting = false
-    /// Callers waiting for the admission under way to end (see ``admissionFinished()``).
-    var admissionWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Downloads that run at once, in all and per host: the configuration's, until the
-    /// service changes them (``setLimits(slots:perHost:)``).
-    var slotLimit: Int
-    var perHostLimit: Int
-    /// Whether the journal may hold queued jobs of this manager not yet in memory.
-    var journalMayHaveWork = false
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     /// Credential headers of journaled jobs, which the journal does not store.
     var vault = CredentialVault()
@@ -106,8 +98,12 @@ public actor DownloadManager {
         connectivityMonitor: (any ConnectivityMonitor)?, logger: Logger
     ) {
         self.configuration = configuration
-        self.slotLimit = configuration.maxConcurrentDownloads
-        self.perHostLimit = configuration.maxConnectionsPerHost
+        self.scheduler = SchedulerMachine(
+            limits: .init(
+                slots: configuration.maxConcurrentDownloads, perHost: configuration.maxConnectionsPerHost,
+                connectionsPerDownload: configuration.segmentedConnections,
+                admissionWindow: configuration.admissionWindow),
+            overflow: configuration.overflowPolicy == .replaceOldest ? .replaceOldest : .queue)
         self.journal = journal
         self.store = store
         self.connectivity = connectivityMonitor
@@ -221,7 +217,6 @@ public actor DownloadManager {
             perform(job.lifecycle.stop(.pause), for: job)
         } else {
             enqueue(job)
-            schedule()
         }
     }
 
@@ -295,8 +290,7 @@ public actor DownloadManager {
         }
         let written = records.map(JobSnapshot.init)
         guard !paused else { return written }
-        journalMayHaveWork = true
-        await admit()
+        await admitFromStore()
         return written
     }
 
@@ -328,8 +322,7 @@ public actor DownloadManager {
             followed += 1
             jobs[request.id]?.credentialsError = missing
         }
-        journalMayHaveWork = true
-        await admit()
+        await admitFromStore()
         return count + followed
     }
 
@@ -486,7 +479,7 @@ public actor DownloadManager {
     /// Returns once nothing is queued, running or waiting for the network, here or in the
     /// journal for this manager. Paused downloads do not count.
     public func waitUntilIdle() async {
-        await admit()
+        await admissionFinished()
         guard !isIdle else { return }
         await withCheckedContinuation { idleWaiters.append($0) }
     }
@@ -502,6 +495,7 @@ public actor DownloadManager {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
+        schedule(.shutDown)
         var tasks: [Task<Void, Never>] = []
         for job in Array(jobs.values) {
             if job.isRunning, let task = job.task { tasks.append(task) }
@@ -510,6 +504,7 @@ public actor DownloadManager {
         // Parts held back by a speed limit go, so that no transfer waits out its budget.
         rateLimiter.releaseAll()
         for task in tasks { await task.value }
+        await admissionFinished()
         for task in background { task.cancel() }
         await reachability.shutdown()
         if let store {
@@ -547,7 +542,7 @@ public actor DownloadManager {
     }
 
     var isIdle: Bool {
-        guard !admitting, !journalMayHaveWork || isShutDown else { return false }
+        guard !scheduler.isAdmitting, !scheduler.storeMayHaveWork || isShutDown else { return false }
         return jobs.values.allSatisfy { job in
             switch job.lifecycle.phase {
             case .paused: true

@@ -13,8 +13,6 @@ final class Job {
     var task: Task<Void, Never>?
     /// Bumped at each start, so a late report from an old transfer is ignored.
     var generation = 0
-    /// When it last started, for `replaceOldest`.
-    var startOrder: UInt64 = 0
     /// Handles that still want the result.
     var subscribers: Set<UInt64> = []
     /// Why a followed download, rebuilt from the journal, cannot be taken over here: its

@@ -1,0 +1,249 @@
+/// The manager's scheduler as a plain value: which downloads wait for a slot, which hold
+/// one, how many connections a download may open, and when to bring more work in from the
+/// store. For each thing that happens it returns the actions the manager must carry out;
+/// it does no I/O and knows nothing of transfers, journals or tasks.
+///
+/// ```
+///                 submitted                        slot free, host under its cap
+///   (store) ──admit──► queued ─────────────────────────────────────────► running
+///      ▲                 │ ▲  withdrawn (paused, cancelled,                  │
+///      │                 │ │  host down, followed elsewhere)                 │ stopping
+///      │                 ▼ │                                                 ▼ (pause, cancel,
+///      │              (gone)└──────── submitted again ◄──── transferEnded ◄── evicted, lease lost)
+///      │
+///   admit(limit) while the store may hold work and the queue is under half the window;
+///   one admission at a time; admissionEnded says how much it found.
+/// ```
+///
+/// The policies it owns:
+/// - **Slots.** At most ``Limits/slots`` downloads run, at most ``Limits/perHost`` of them
+///   against one host (`host:port`, or the proxy's). Limits can change at any time: more
+///   start queued downloads at once, fewer let running ones finish.
+/// - **Order.** By priority, then first come first served (``DownloadQueue``); a download
+///   whose host is at its cap is passed over, not blocking those behind it.
+/// - **Replace oldest.** With ``Overflow/replaceOldest`` and every slot taken, each queued
+///   download that no stopping transfer is already making room for evicts the running
+///   download that started longest ago.
+/// - **Connections.** A started download may open up to ``Limits/connectionsPerDownload``
+///   connections (a segmented transfer), never more than the per-host cap.
+/// - **Admission.** Work the store holds for this manager is brought into memory a window
+///   at a time (``Limits/admissionWindow``), so memory stays flat however long the list.
+///
+/// Idle means nothing queued, running or being admitted, and no work known to wait in the
+/// store: see ``isIdle``.
+package struct SchedulerMachine: Sendable {
+    /// The limits the scheduler keeps.
+    package struct Limits: Hashable, Sendable {
+        /// Downloads that run at once.
+        package var slots: Int
+        /// Downloads that run at once against one host.
+        package var perHost: Int
+        /// Connections one (segmented) download may open, before the per-host cap.
+        package var connectionsPerDownload: Int
+        /// Jobs admitted from the store into memory at most.
+        package var admissionWindow: Int
+
+        package init(slots: Int, perHost: Int, connectionsPerDownload: Int, admissionWindow: Int) {
+            self.slots = max(1, slots)
+            self.perHost = max(1, perHost)
+            self.connectionsPerDownload = max(1, connectionsPerDownload)
+            self.admissionWindow = max(1, admissionWindow)
+        }
+    }
+
+    /// What happens when every slot is taken.
+    package enum Overflow: Hashable, Sendable {
+        /// New downloads wait for a slot.
+        case queue
+        /// The running download that started longest ago makes room.
+        case replaceOldest
+    }
+
+    /// Something that happened to the scheduler's downloads, or to the manager.
+    package enum Event: Hashable, Sendable {
+        /// `id` waits for a slot now (new, resumed, requeued, its host back, admitted). A
+        /// running `id` queues when its transfer ends (at the back of its line).
+        case submitted(DownloadID, host: String, priority: DownloadPriority)
+        /// `id` no longer waits (paused, cancelled, its host down, or run elsewhere).
+        case withdrawn(DownloadID)
+        /// The running `id` was asked to stop (pause, cancel, eviction, a lost lease): its
+        /// slot is freed when its transfer ends.
+        case stopping(DownloadID)
+        /// The running `id`'s transfer ended: its slot is free.
+        case transferEnded(DownloadID)
+        /// `id`'s priority changed (it keeps its place among equals if it is queued).
+        case priorityChanged(DownloadID, DownloadPriority)
+        /// The slot limits changed.
+        case limitsChanged(slots: Int?, perHost: Int?)
+        /// The store may hold work for this manager (jobs were submitted to it, a process
+        /// asked to resume some, or a notification or poll said so).
+        case storeMayHaveWork
+        /// The admission under way ended: it asked for `asked` jobs and got `found`, or
+        /// `failed` (the store could not be read; it is tried again at the next event).
+        case admissionEnded(asked: Int, found: Int, failed: Bool)
+        /// The manager shuts down: nothing starts any more.
+        case shutDown
+    }
+
+    /// What the manager must do.
+    package enum Action: Hashable, Sendable {
+        /// Start `id`'s transfer in a slot it now holds, with at most `connections` connections.
+        case start(DownloadID, connections: Int)
+        /// Stop the running `id` to make room for a queued download (replace oldest); its
+        /// slot is freed when its transfer ends.
+        case evict(DownloadID)
+        /// Move up to `limit` queued jobs of this manager from the store into memory, then
+        /// report ``Event/admissionEnded(asked:found:failed:)``.
+        case admit(limit: Int)
+    }
+
+    private struct Running: Hashable, Sendable {
+        var host: String
+        var order: UInt64
+        var isStopping = false
+        /// Submitted again while its transfer was still ending: it queues once the slot is free.
+        var requeue: DownloadPriority?
+    }
+
+    package private(set) var limits: Limits
+    package let overflow: Overflow
+    private var queue = DownloadQueue()
+    /// The host of each queued download.
+    private var queuedHosts: [DownloadID: String] = [:]
+    private var running: [DownloadID: Running] = [:]
+    private var hostCounts: [String: Int] = [:]
+    private var startCounter: UInt64 = 0
+    /// Whether the store may hold work for this manager that is not in memory yet.
+    package private(set) var storeMayHaveWork = false
+    package private(set) var isAdmitting = false
+    private var isShutDown = false
+
+    package init(limits: Limits, overflow: Overflow = .queue) {
+        self.limits = limits
+        self.overflow = overflow
+    }
+
+    // MARK: - Reading
+
+    /// Downloads that wait for a slot.
+    package var queuedCount: Int { queue.count }
+    /// Downloads that hold a slot (stopping ones included, until their transfer ends).
+    package var runningCount: Int { running.count }
+    /// Whether `id` holds a slot.
+    package func isRunning(_ id: DownloadID) -> Bool { running[id] != nil }
+    /// Whether `id` waits for a slot.
+    package func isQueued(_ id: DownloadID) -> Bool { queue.contains(id) }
+    /// Downloads that hold a slot against `host`.
+    package func runningCount(host: String) -> Int { hostCounts[host, default: 0] }
+
+    /// Nothing waits or runs here, nothing is being admitted, and the store is not known to
+    /// hold more (after shutdown, work left in the store does not count).
+    package var isIdle: Bool {
+        queue.isEmpty && running.isEmpty && !isAdmitting && (!storeMayHaveWork || isShutDown)
+    }
+
+    // MARK: - Events
+
+    /// Takes in `event` and returns what to do, in order.
+    package mutating func handle(_ event: Event) -> [Action] {
+        switch event {
+        case .submitted(let id, let host, let priority):
+            guard running[id] == nil else {
+                running[id]?.requeue = priority
+                return []
+            }
+            queue.enqueue(id, priority: priority)
+            queuedHosts[id] = host
+        case .withdrawn(let id):
+            running[id]?.requeue = nil
+            queue.remove(id)
+            queuedHosts[id] = nil
+        case .stopping(let id):
+            running[id]?.isStopping = true
+            return []
+        case .transferEnded(let id):
+            guard let ended = running.removeValue(forKey: id) else { return [] }
+            hostCounts[ended.host, default: 1] -= 1
+            if hostCounts[ended.host] == 0 { hostCounts[ended.host] = nil }
+            if let priority = ended.requeue, !isShutDown {
+                queue.enqueue(id, priority: priority)
+                queuedHosts[id] = ended.host
+            }
+        case .priorityChanged(let id, let priority):
+            if running[id]?.requeue != nil { running[id]?.requeue = priority }
+            guard queue.contains(id) else { return [] }
+            queue.reprioritize(id, to: priority)
+        case .limitsChanged(let slots, let perHost):
+            if let slots { limits.slots = max(1, slots) }
+            if let perHost { limits.perHost = max(1, perHost) }
+        case .storeMayHaveWork:
+            storeMayHaveWork = true
+        case .admissionEnded(let asked, let found, let failed):
+            isAdmitting = false
+            // A short answer means the store has nothing more for now; a failure leaves the
+            // work there for the next event to ask again (never a loop of failing reads).
+            if !failed, found < asked { storeMayHaveWork = false }
+            if failed { return startWhatFits() + evictions() }
+        case .shutDown:
+            isShutDown = true
+            queue = DownloadQueue()
+            queuedHosts = [:]
+            return []
+        }
+        return schedule()
+    }
+
+    // MARK: - Policy
+
+    private mutating func schedule() -> [Action] {
+        startWhatFits() + admission() + evictions()
+    }
+
+    /// Starts queued downloads while slots are free, by priority then arrival, passing over
+    /// those whose host is at its cap.
+    private mutating func startWhatFits() -> [Action] {
+        guard !isShutDown else { return [] }
+        var actions: [Action] = []
+        while running.count < limits.slots {
+            let next: DownloadID?
+            do {
+                // Copies for the closure, released before the tables change (no copy-on-write).
+                let counts = hostCounts, hosts = queuedHosts, perHost = limits.perHost
+                next = queue.dequeue(where: { counts[hosts[$0] ?? "", default: 0] < perHost })
+            }
+            guard let id = next else { break }
+            let host = queuedHosts.removeValue(forKey: id) ?? ""
+            startCounter += 1
+            running[id] = Running(host: host, order: startCounter)
+            hostCounts[host, default: 0] += 1
+            actions.append(.start(id, connections: min(limits.connectionsPerDownload, limits.perHost)))
+        }
+        return actions
+    }
+
+    /// Asks for more work from the store when it may have some and the queue runs low
+    /// (under half the window), one admission at a time.
+    private mutating func admission() -> [Action] {
+        guard !isShutDown, storeMayHaveWork, !isAdmitting, queue.count < max(1, limits.admissionWindow / 2)
+        else { return [] }
+        isAdmitting = true
+        return [.admit(limit: limits.admissionWindow - queue.count)]
+    }
+
+    /// With ``Overflow/replaceOldest`` and every slot taken, evicts the oldest running
+    /// downloads, one for each queued download that no stopping transfer makes room for.
+    private mutating func evictions() -> [Action] {
+        guard !isShutDown, overflow == .replaceOldest, running.count >= limits.slots else { return [] }
+        let stopping = running.values.filter(\.isStopping).count
+        var deficit = queue.count - stopping
+        guard deficit > 0 else { return [] }
+        var actions: [Action] = []
+        for (id, _) in running.filter({ !$0.value.isStopping }).sorted(by: { $0.value.order < $1.value.order }) {
+            guard deficit > 0 else { break }
+            running[id]?.isStopping = true
+            actions.append(.evict(id))
+            deficit -= 1
+        }
+        return actions
+    }
+}
