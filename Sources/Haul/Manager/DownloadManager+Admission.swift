@@ -43,14 +43,14 @@ extension DownloadManager {
         // A window's jobs mostly share a directory: check each directory once per window.
         var checkedDirectories: Set<String> = []
         for record in records where !isShutDown && jobs[DownloadID(record.id)] == nil {
-            guard var request = try? record.request(),
-                let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
+            guard let request = try? record.request(),
+                var validated = try? ValidatedRequest(request, checkedDirectories: checkedDirectories)
             else {
                 store.recordState(
                     DownloadID(record.id), .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
                 continue
             }
-            if let paths, let other = jobsByPath[paths.partial] {
+            if let paths = validated.paths, let other = jobsByPath[paths.partial] {
                 // Two queued URLs would write the same file: the second one fails.
                 store.recordState(
                     DownloadID(record.id), .failed, errorCode: "duplicate",
@@ -58,15 +58,15 @@ extension DownloadManager {
                 continue
             }
             do throws(DownloadError) {
-                try vault.restore(&request, from: record)
+                try vault.restore(&validated.request, from: record)
             } catch {
                 // Never run without the credentials: leave it paused, and say why.
                 store.recordState(request.id, .paused, errorCode: error.code.description, error: error.message)
                 managerEvents.yield(Event(id: request.id, event: .failed(error)))
                 continue
             }
-            if let paths { checkedDirectories.insert(paths.directoryPath) }
-            let job = add(request, paths: paths, endpoint: endpoint)
+            if let paths = validated.paths { checkedDirectories.insert(paths.directoryPath) }
+            let job = add(validated)
             job.journaled = .init(
                 committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
             enqueue(job)

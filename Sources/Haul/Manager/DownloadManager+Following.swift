@@ -33,8 +33,8 @@ extension DownloadManager {
     /// with its ID is active here already; returns whether it does.
     @discardableResult
     func follow(request: DownloadRequest, _ attachment: JobAttachment) -> Bool {
-        guard jobs[request.id] == nil, let (paths, endpoint) = try? Self.validate(request) else { return false }
-        follow(add(request, paths: paths, endpoint: endpoint), attachment)
+        guard jobs[request.id] == nil, let validated = try? ValidatedRequest(request) else { return false }
+        follow(add(validated), attachment)
         return true
     }
 

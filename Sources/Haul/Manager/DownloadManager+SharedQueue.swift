@@ -32,8 +32,7 @@ extension JobRecord {
     /// The record of `request`, as the manager's admission would make it: the request is
     /// checked, its partial file's path worked out. Throws for a memory destination.
     package static func make(for request: DownloadRequest) throws(DownloadError) -> JobRecord {
-        let (paths, _) = try DownloadManager.validate(request)
-        guard let record = JobRecord(request: request, paths: paths) else {
+        guard let record = JobRecord(request: request, paths: try ValidatedRequest(request).paths) else {
             throw .invalid("\(request.id): a queued download needs a file or directory destination")
         }
         return record

@@ -180,11 +180,12 @@ public actor DownloadManager {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
         try checkTLSSetup()
-        let (paths, endpoint) = try Self.validate(request)
+        let validated = try ValidatedRequest(request)
+        let paths = validated.paths
         if let handle = try join(request, paths: paths) { return handle }
         guard let store, var record = JobRecord(request: request, paths: paths) else {
             startBackgroundWork()
-            let job = add(request, paths: paths, endpoint: endpoint)
+            let job = add(validated)
             let handle = makeHandle(for: job)
             queueOrPause(job, paused: paused)
             return handle
@@ -199,7 +200,7 @@ public actor DownloadManager {
         }
         // The same download may have been added while the claim was written: join it.
         if let handle = try join(request, paths: paths) { return handle }
-        let job = add(request, paths: paths, endpoint: endpoint)
+        let job = add(validated)
         let handle = makeHandle(for: job)
         switch claim {
         case .claimed(let journaled):
@@ -266,7 +267,7 @@ public actor DownloadManager {
         var forced: Set<String> = []
         var checkedDirectories: Set<String> = []
         for request in requests {
-            let (paths, _) = try Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
+            let paths = try ValidatedRequest(request, checkedDirectories: checkedDirectories).paths
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
                 _ = try await download(request, paused: paused)
@@ -326,8 +327,10 @@ public actor DownloadManager {
         return count + followed
     }
 
-    func add(_ request: DownloadRequest, paths: PartialPaths?, endpoint: HostReachability.Endpoint) -> Job {
-        var endpoint = endpoint
+    func add(_ validated: ValidatedRequest) -> Job {
+        let request = validated.request
+        let paths = validated.paths
+        var endpoint = validated.endpoint
         // Through a proxy, reaching the proxy is what counts.
         if let proxy = clients.proxy(for: request.url) {
             endpoint.proxyHost = proxy.host
@@ -340,19 +343,6 @@ public actor DownloadManager {
         jobs[request.id] = job
         if let paths { jobsByPath[paths.partial] = request.id }
         return job
-    }
-
-    static func validate(_ request: DownloadRequest, skippingDirectoryCheckFor checked: Set<String> = [])
-        throws(DownloadError) -> (PartialPaths?, HostReachability.Endpoint)
-    {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = request.url.host, !host.isEmpty
-        else {
-            throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
-        }
-        let paths = try PartialPaths(destination: request.destination, url: request.url, checkedDirectories: checked)
-        let port = request.url.port ?? (scheme == "https" ? 443 : 80)
-        return (paths, HostReachability.Endpoint(host: host, port: port))
     }
 
     func makeHandle(for job: Job, delivery: JoinRule.Delivery = .shared, url: URL? = nil) -> DownloadHandle {

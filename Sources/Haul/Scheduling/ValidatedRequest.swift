@@ -1,0 +1,32 @@
+import Foundation
+
+/// A download request checked once, with what the manager derives from it: where its
+/// partial file lives and which host its per-host cap counts against.
+///
+/// Every request a manager takes, from a caller or from the store, becomes one of these
+/// before anything else happens to it; nothing downstream checks it again.
+struct ValidatedRequest: Sendable {
+    var request: DownloadRequest
+    /// Its partial file's paths; `nil` for a memory destination.
+    let paths: PartialPaths?
+    /// Its host and port (before any proxy is taken into account).
+    let endpoint: HostReachability.Endpoint
+
+    /// Checks `request`: an `http` or `https` URL with a host, and a destination whose
+    /// directory exists (a directory in `checkedDirectories` is taken as checked already:
+    /// a batch's requests mostly share one).
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` saying what is wrong.
+    init(_ request: DownloadRequest, checkedDirectories: Set<String> = []) throws(DownloadError) {
+        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = request.url.host, !host.isEmpty
+        else {
+            throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
+        }
+        self.request = request
+        self.paths = try PartialPaths(
+            destination: request.destination, url: request.url, checkedDirectories: checkedDirectories)
+        self.endpoint = HostReachability.Endpoint(
+            host: host, port: request.url.port ?? (scheme == "https" ? 443 : 80))
+    }
+}
