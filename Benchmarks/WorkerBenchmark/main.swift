@@ -18,6 +18,7 @@
 import Foundation
 import Haul
 import HaulPostgres
+import NIOPosix
 import Logging
 import PostgresNIO
 
@@ -79,7 +80,8 @@ for workers in workerCounts {
                     settings.lease = .seconds(60)
                     let store: any JobStore = PostgresJobStore(
                         queue: queue, owner: owner, settings: settings,
-                        logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }), onLost: { _ in })
+                        logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }),
+                        threadPool: NIOThreadPool.singleton, onLost: { _ in })
                     var done = 0
                     while true {
                         let claimed = try await store.claimQueued(limit: slots, session: owner)

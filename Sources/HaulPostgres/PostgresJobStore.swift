@@ -2,7 +2,7 @@ import Foundation
 package import Haul
 package import Logging
 import NIOConcurrencyHelpers
-import NIOPosix
+package import NIOPosix
 import PostgresNIO
 
 /// The shared queue as one worker's ``JobStore``: the second implementation of the
@@ -36,6 +36,8 @@ package final class PostgresJobStore: JobStore, Sendable {
     let owner: Int64
     let settings: QueueWorker.Settings
     let logger: Logger
+    /// The worker's I/O threads, for the blocking copy of a partial taken over.
+    let threadPool: NIOThreadPool
     /// Told of jobs whose lease turned out to be lost.
     let onLost: @Sendable ([DownloadID]) -> Void
     /// Told when a job stops counting against the worker's slots (completed, failed, given
@@ -53,13 +55,14 @@ package final class PostgresJobStore: JobStore, Sendable {
     }
 
     package init(
-        queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger,
+        queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger, threadPool: NIOThreadPool,
         onLost: @escaping @Sendable ([DownloadID]) -> Void, onRoom: @escaping @Sendable () -> Void = {}
     ) {
         self.queue = queue
         self.owner = owner
         self.settings = settings
         self.logger = logger
+        self.threadPool = threadPool
         self.onLost = onLost
         self.onRoom = onRoom
         let (stream, continuation) = AsyncStream.makeStream(of: Write.self)
@@ -251,7 +254,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         let logger = self.logger
         let key = record.id
         do {
-            try await NIOThreadPool.singleton.runIfActive {
+            try await threadPool.runIfActive {
                 for path in [partial, metadata] where try Self.replaceWithCopy(path) {
                     logger.debug("took over a partial file with a copy of it", metadata: ["id": "\(key)", "path": "\(path)"])
                 }

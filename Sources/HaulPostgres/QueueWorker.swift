@@ -2,6 +2,8 @@ public import Foundation
 public import Haul
 import NIOConcurrencyHelpers
 public import Logging
+public import NIOCore
+public import NIOPosix
 import PostgresNIO
 public import ServiceLifecycle
 
@@ -50,6 +52,9 @@ public final class QueueWorker: Service, Sendable {
     public let queue: PostgresQueue
     public let settings: Settings
     let logger: Logger
+    /// The event loops and I/O threads handed in; `nil`: the worker's own.
+    let eventLoopGroup: (any EventLoopGroup)?
+    let threadPool: NIOThreadPool?
     /// The manager of the run under way, for tests.
     private let current = NIOLockedValueBox<ManagerBox?>(nil)
 
@@ -58,9 +63,20 @@ public final class QueueWorker: Service, Sendable {
         await current.withLockedValue { $0 }?.manager?.waitUntilIdle()
     }
 
-    public init(queue: PostgresQueue, settings: Settings, logger: Logger? = nil) {
+    /// Creates a worker of `queue`.
+    ///
+    /// - Parameters:
+    ///   - eventLoopGroup: The event loops its downloads run on; `nil` makes its own for each run.
+    ///   - threadPool: The started pool for its blocking file work; `nil` makes its own for
+    ///     each run. It never shuts down what it is given.
+    public init(
+        queue: PostgresQueue, settings: Settings, eventLoopGroup: (any EventLoopGroup)? = nil,
+        threadPool: NIOThreadPool? = nil, logger: Logger? = nil
+    ) {
         self.queue = queue
         self.settings = settings
+        self.eventLoopGroup = eventLoopGroup
+        self.threadPool = threadPool
         self.logger = logger ?? Logger(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })
     }
 
@@ -72,8 +88,11 @@ public final class QueueWorker: Service, Sendable {
         try await queue.migrate()
         let owner = try await register()
         let box = ManagerBox()
+        // The store copies partials it takes over on the manager's pool: made here when none
+        // was handed in, and shut down after the manager.
+        let threadPool = self.threadPool ?? DownloadManager.makeFileIOPool()
         let store = PostgresJobStore(
-            queue: queue, owner: owner, settings: settings, logger: logger,
+            queue: queue, owner: owner, settings: settings, logger: logger, threadPool: threadPool,
             onLost: { ids in Task { await box.manager?.relinquish(ids) } },
             onRoom: { Task { await box.manager?.wake() } })
         var configuration = settings.configuration
@@ -87,7 +106,8 @@ public final class QueueWorker: Service, Sendable {
         configuration.journalPollInterval = settings.pollInterval
         configuration.followsOtherProcesses = false
         let manager = DownloadManager(
-            configuration: configuration, journal: nil, store: store, connectivityMonitor: nil, logger: logger)
+            configuration: configuration, journal: nil, store: store, connectivityMonitor: nil,
+            eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
         await box.set(manager)
         current.withLockedValue { $0 = box }
         await manager.wake()
@@ -99,6 +119,7 @@ public final class QueueWorker: Service, Sendable {
             }
         }
         await manager.shutdown()
+        if self.threadPool == nil { try? await threadPool.shutdownGracefully() }
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue
         let logger = self.logger

@@ -4,7 +4,8 @@ package import HaulPostgres
 import Hummingbird
 package import Logging
 import NIOConcurrencyHelpers
-import NIOCore
+package import NIOCore
+package import NIOPosix
 import ServiceLifecycle
 
 /// `haul serve`: one long-running owner of a journal's jobs, with the API and the
@@ -45,6 +46,11 @@ package enum HaulService {
         /// controls besides its own downloads (`--queue`); `nil` for none.
         package var queue: QueueAddress?
         package var environment: [String: String] = ProcessInfo.processInfo.environment
+        /// The event loops the HTTP server and the download manager share.
+        package var eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+        /// The threads for the manager's file work and the service's journal reads; `nil`:
+        /// the manager's own.
+        package var threadPool: NIOThreadPool?
 
         package init(journalPath: String, directory: String) {
             self.journalPath = journalPath
@@ -143,7 +149,9 @@ package enum HaulService {
         configuration.maxBytesPerSecondPerHost = options.maxBytesPerSecondPerHost
         configuration.maxBytesPerSecondPerDownload = options.maxBytesPerSecondPerDownload
         configuration.connectionPoolLimit = SettingsAPI.maximumPerHost
-        let manager = DownloadManager(configuration: configuration, journal: journal)
+        let manager = DownloadManager(
+            configuration: configuration, journal: journal, eventLoopGroup: options.eventLoopGroup,
+            threadPool: options.threadPool)
         let core = ServiceCore(manager: manager, journal: journal, batch: batch, queue: queue)
         await core.hub.start()
         await core.cluster?.monitor.start()
@@ -180,6 +188,7 @@ package enum HaulService {
                 }
                 ready(address, tokenNote)
             },
+            eventLoopGroupProvider: .shared(options.eventLoopGroup),
             logger: logger)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(

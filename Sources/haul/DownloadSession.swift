@@ -32,7 +32,9 @@ struct DownloadSession: Sendable {
         }
         defer { signals.stop() }
 
-        let manager = DownloadManager(configuration: configuration, journal: journal)
+        let manager = DownloadManager(
+            configuration: configuration, journal: journal, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool)
         let journal = self.journal
         let renderer = ProgressRenderer(mode: mode) { id in (try? journal.job(id))?.name }
         let intake = Intake(manager: manager, renderer: renderer)

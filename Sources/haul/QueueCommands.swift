@@ -102,7 +102,8 @@ struct Worker: AsyncParsableCommand {
         try network.apply(to: &settings.configuration)
         let queue = PostgresQueue(address: address)
         let worker = QueueWorker(
-            queue: queue, settings: settings,
+            queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool,
             logger: Logger(label: "haul.worker", factory: { _ in WorkerLogHandler() }))
         Console.err("haul worker: jobs of \(address) into \(url.path)\n")
         try await queue.withRunning {

@@ -103,6 +103,8 @@ struct Serve: AsyncParsableCommand {
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         try network.apply(to: &options.network)
         options.queue = try queueOptions.address(fromEnvironment: true)
+        options.eventLoopGroup = ProcessResources.eventLoopGroup
+        options.threadPool = ProcessResources.threadPool
         let queueNote = options.queue.map { "; the shared queue at \($0)" } ?? ""
         do {
             try await HaulService.run(options) { address, tokenNote in

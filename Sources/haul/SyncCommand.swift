@@ -56,7 +56,9 @@ struct SyncCommand: AsyncParsableCommand {
     mutating func run() async throws {
         let configuration = try options.managerConfiguration()
         let journal = try journalOptions.open()
-        let manager = DownloadManager(configuration: configuration, journal: journal)
+        let manager = DownloadManager(
+            configuration: configuration, journal: journal, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool)
         let renderer = SyncRenderer(mode: options.mode)
         let syncOptions = SyncOptions(
             deleteExtraneous: deleteExtraneous, dryRun: dryRun, atomic: atomic, verifyContents: verifyContents)

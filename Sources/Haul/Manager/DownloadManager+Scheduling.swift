@@ -91,7 +91,7 @@ extension DownloadManager {
         store?.recordStarted(job.id, owner: me)
         let operation = TransferOperation(
             request: job.request, paths: job.paths, clients: clients, threadPool: threadPool,
-            configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
+            directorySync: directorySync, configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
             journaled: job.journaled, reachability: reachability, endpoint: job.endpoint)
         job.journaled = nil
         rateLimiter.began(

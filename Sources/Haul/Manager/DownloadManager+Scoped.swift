@@ -1,4 +1,6 @@
 public import Logging
+public import NIOCore
+public import NIOPosix
 
 /// Runs `body` with a new download manager, and shuts the manager down when `body`
 /// returns or throws.
@@ -19,6 +21,9 @@ public import Logging
 ///   - configuration: Slots, policies, timeouts and retries.
 ///   - journal: Where to record downloads durably; `nil` keeps them in memory only.
 ///   - connectivityMonitor: The platform's view of the network, if it has one.
+///   - eventLoopGroup: The event loops the manager runs on; `nil` makes its own (see
+///     ``DownloadManager/init(configuration:journal:connectivityMonitor:eventLoopGroup:threadPool:logger:)``).
+///   - threadPool: The started pool for blocking file work; `nil` makes the manager's own.
 ///   - logger: Where the manager logs, at `debug` and below only. Logs nothing by default.
 ///   - body: What to do with the manager. Do not let the manager escape: it is shut down
 ///     when `body` ends.
@@ -27,12 +32,15 @@ public func withDownloadManager<T>(
     configuration: DownloadManager.Configuration = DownloadManager.Configuration(),
     journal: Journal? = nil,
     connectivityMonitor: (any ConnectivityMonitor)? = nil,
+    eventLoopGroup: (any EventLoopGroup)? = nil,
+    threadPool: NIOThreadPool? = nil,
     logger: Logger? = nil,
     isolation: isolated (any Actor)? = #isolation,
     _ body: (DownloadManager) async throws -> T
 ) async rethrows -> T {
     let manager = DownloadManager(
-        configuration: configuration, journal: journal, connectivityMonitor: connectivityMonitor, logger: logger)
+        configuration: configuration, journal: journal, connectivityMonitor: connectivityMonitor,
+        eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
     let result: T
     do {
         result = try await body(manager)

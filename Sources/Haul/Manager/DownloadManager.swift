@@ -1,8 +1,8 @@
 import AsyncHTTPClient
 import Foundation
 public import Logging
-import NIOCore
-import NIOPosix
+public import NIOCore
+public import NIOPosix
 
 /// Runs downloads in a bounded number of slots, in priority order, with resume, retries
 /// and verification.
@@ -21,8 +21,13 @@ import NIOPosix
 /// or destination matches an active download joins it when their destinations agree.
 /// With a ``Journal``, every download is recorded durably and can be resumed by a later
 /// process. Call ``shutdown()`` when done, or use
-/// ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``,
+/// ``withDownloadManager(configuration:journal:connectivityMonitor:eventLoopGroup:threadPool:logger:isolation:_:)``,
 /// which does; a manager dropped without it closes its HTTP client without waiting.
+///
+/// The manager runs on the event loops and I/O threads it is given (``eventLoopGroup``,
+/// ``threadPool``), or on its own, and is a swift-service-lifecycle `Service`: in a
+/// `ServiceGroup`, ``run()`` holds its background work and a graceful shutdown stops it as
+/// ``shutdown()`` does.
 public actor DownloadManager {
     /// An event of one of the manager's downloads.
     public struct Event: Sendable {
@@ -46,7 +51,10 @@ public actor DownloadManager {
     /// they could not: every download, enqueue and sync fails with it (see
     /// ``checkTLSSetup()``).
     nonisolated let tlsSetupError: DownloadError?
-    let threadPool: NIOThreadPool
+    /// The event loops and I/O threads the manager runs on, handed in or its own.
+    package nonisolated let resources: ManagerResources
+    /// Makes the renames of finished downloads durable, a directory sync for many renames.
+    nonisolated let directorySync = DirectorySync()
     let logger: Logger
     let managerEvents = EventBroadcaster<Event>()
     /// Where the manager keeps its jobs: the journal's store, or `nil` without a journal.
@@ -66,37 +74,66 @@ public actor DownloadManager {
     var subscriberCounter: UInt64 = 0
     var finished = AggregateProgress()
     var isShutDown = false
+    /// The end of ``shutdown()`` under way, which later callers wait for.
+    var stopping: Task<Void, Never>?
+    /// Whether the background work (see ``startBackgroundWork()``) has started, in
+    /// ``background`` or in a ``run()``.
+    var backgroundStarted = false
     var background: [Task<Void, Never>] = []
+    /// What wakes each ``run()`` under way when the manager shuts down.
+    var runStops: [AsyncStream<Never>.Continuation] = []
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
     /// Credential headers of journaled jobs, which the journal does not store.
     var vault = CredentialVault()
 
     /// Creates a manager.
     ///
+    /// Give it the event loops and I/O threads of your app (a Hummingbird or Vapor
+    /// server's, say) to share them; it never shuts down what it is given. What it is not
+    /// given it makes: an event loop group with a loop per core, and a pool of eight threads
+    /// for blocking file work; it shuts those down in ``shutdown()``, or without waiting
+    /// when it is released without one.
+    ///
+    /// ```swift
+    /// let manager = DownloadManager(eventLoopGroup: app.eventLoopGroup, threadPool: threadPool)
+    /// ```
+    ///
     /// - Parameters:
     ///   - configuration: Slots, policies, timeouts and retries.
     ///   - journal: Where to record downloads durably; `nil` keeps them in memory only.
     ///   - connectivityMonitor: The platform's view of the network, if it has one.
+    ///   - eventLoopGroup: The event loops every connection, probe and timer runs on;
+    ///     `nil` makes the manager's own.
+    ///   - threadPool: The started pool that runs blocking file work (writes, fsyncs,
+    ///     renames, hashing); `nil` makes the manager's own, of eight threads (an fsync
+    ///     waits for the disk, not the CPU: more threads than cores keep finishing downloads
+    ///     from queuing behind each other's fsyncs).
     ///   - logger: Where the manager logs, at `debug` and below only. Logs nothing by default.
     public init(
         configuration: Configuration = Configuration(),
         journal: Journal? = nil,
         connectivityMonitor: (any ConnectivityMonitor)? = nil,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        threadPool: NIOThreadPool? = nil,
         logger: Logger? = nil
     ) {
         let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
         self.init(
             configuration: configuration, journal: journal,
             store: journal.map { JournalStore(journal: $0, logger: logger) }, connectivityMonitor: connectivityMonitor,
-            logger: logger)
+            eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
     }
 
     /// Creates a manager that keeps its jobs in `store` (see ``JobStore``); `journal`, if
-    /// any, also keeps content sync's manifests and digests.
+    /// any, also keeps content sync's manifests and digests. `eventLoopGroup` and
+    /// `threadPool` as for ``init(configuration:journal:connectivityMonitor:eventLoopGroup:threadPool:logger:)``.
     package init(
         configuration: Configuration, journal: Journal?, store: (any JobStore)?,
-        connectivityMonitor: (any ConnectivityMonitor)?, logger: Logger
+        connectivityMonitor: (any ConnectivityMonitor)?, eventLoopGroup: (any EventLoopGroup)? = nil,
+        threadPool: NIOThreadPool? = nil, logger: Logger
     ) {
+        let resources = ManagerResources(eventLoopGroup: eventLoopGroup, threadPool: threadPool)
+        self.resources = resources
         self.configuration = configuration
         self.scheduler = SchedulerMachine(
             limits: .init(
@@ -110,7 +147,7 @@ public actor DownloadManager {
         self.logger = logger
         self.reachability = HostReachability(
             initialDelay: configuration.networkProbeDelay, maxDelay: configuration.maxNetworkProbeDelay,
-            timeout: configuration.connectTimeout)
+            timeout: configuration.connectTimeout, eventLoopGroup: resources.eventLoopGroup)
         var client = HTTPClient.Configuration()
         client.redirectConfiguration = .disallow
         client.timeout = HTTPClient.Configuration.Timeout(
@@ -131,24 +168,35 @@ public actor DownloadManager {
         } catch {
             self.tlsSetupError = error
         }
-        self.threadPool = Self.fileIOPool
         self.clients = HTTPClients(
-            base: client, proxies: configuration.proxy, family: configuration.addressFamily, threadPool: threadPool)
+            base: client, proxies: configuration.proxy, family: configuration.addressFamily,
+            eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool)
         self.rateLimiter = RateLimiter(
-            overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost)
+            overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost,
+            timerLoop: resources.eventLoopGroup.next())
     }
 
-    /// The threads that run blocking file work (writes, fsyncs, renames) for every manager.
+    /// The event loops the manager's connections, probes and timers run on: the group it
+    /// was given, or its own (shut down with the manager).
+    public nonisolated var eventLoopGroup: any EventLoopGroup { resources.eventLoopGroup }
+
+    /// The threads that run the manager's blocking file work (writes, fsyncs, renames,
+    /// hashing): the pool it was given, or its own (shut down with the manager).
+    public nonisolated var threadPool: NIOThreadPool { resources.threadPool }
+
+    /// Makes and starts a pool of the threads that run blocking file work (writes, fsyncs,
+    /// renames): what a manager makes when it is given none, and what a process that
+    /// makes several managers can give them all. Shut it down when done with it.
     ///
-    /// Eight, whatever the core count: an fsync waits for the disk, not the CPU, and on a
-    /// journaling file system several fsyncs in flight are committed together, so
+    /// Eight threads, whatever the core count: an fsync waits for the disk, not the CPU,
+    /// and on a journaling file system several fsyncs in flight are committed together, so
     /// downloads finishing at once do not queue behind each other's. (NIO's shared pool
     /// has one thread per core.)
-    static let fileIOPool: NIOThreadPool = {
+    package static func makeFileIOPool() -> NIOThreadPool {
         let pool = NIOThreadPool(numberOfThreads: 8)
         pool.start()
         return pool
-    }()
+    }
 
     // MARK: - Adding downloads
 
@@ -337,7 +385,9 @@ public actor DownloadManager {
             endpoint.proxyPort = proxy.port
         }
         let job = Job(
-            core: JobCore(id: request.id, managerEvents: managerEvents, rateLimiter: rateLimiter, host: endpoint.key),
+            core: JobCore(
+                id: request.id, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,
+                rateLimiter: rateLimiter, host: endpoint.key),
             request: request, paths: paths, endpoint: endpoint)
         job.core.meter.reset(completed: 0, total: request.expectedSize)
         jobs[request.id] = job
@@ -476,32 +526,54 @@ public actor DownloadManager {
 
     /// Stops everything: running downloads are interrupted with their partial files kept
     /// (the journal records them as paused), waiting callers get
-    /// ``DownloadError/CancellationReason/shutdown``, and the HTTP client is closed. Call
-    /// it once, when done with the manager.
+    /// ``DownloadError/CancellationReason/shutdown``, the HTTP client is closed, and the
+    /// event loops and I/O threads the manager made (none it was given) are shut down.
+    /// Call it once, when done with the manager; a later or concurrent call waits for the
+    /// first to finish. A ``run()`` under way returns once it is done.
     ///
-    /// A manager released without it closes its HTTP client and releases its journal
-    /// entries without waiting; ``withDownloadManager(configuration:journal:connectivityMonitor:logger:isolation:_:)``
+    /// It finishes even if the calling task is cancelled, so every partial is checkpointed.
+    ///
+    /// A manager released without it closes its HTTP client, its own event loops and I/O
+    /// threads and releases its journal entries without waiting;
+    /// ``withDownloadManager(configuration:journal:connectivityMonitor:eventLoopGroup:threadPool:logger:isolation:_:)``
     /// calls it for you.
     public func shutdown() async {
-        guard !isShutDown else { return }
+        if let stopping {
+            await stopping.value
+            return
+        }
         isShutDown = true
         schedule(.shutDown)
-        var tasks: [Task<Void, Never>] = []
+        var transfers: [Task<Void, Never>] = []
         for job in Array(jobs.values) {
-            if job.isRunning, let task = job.task { tasks.append(task) }
+            if job.isRunning, let task = job.task { transfers.append(task) }
             stop(job, intent: .cancel(.shutdown))
         }
         // Parts held back by a speed limit go, so that no transfer waits out its budget.
         rateLimiter.releaseAll()
-        for task in tasks { await task.value }
+        // The rest in a task of its own, which a cancelled caller (a service group cancelling
+        // ``run()``) does not cancel: the checkpoints and the journal's last writes happen.
+        let stopping = Task { await self.finishShutdown(after: transfers) }
+        self.stopping = stopping
+        await stopping.value
+    }
+
+    /// The waiting half of ``shutdown()``: once the interrupted `transfers` have ended,
+    /// stops the background work, the probes, the store, the HTTP clients and the
+    /// manager's own event loops and I/O threads, in that order.
+    private func finishShutdown(after transfers: [Task<Void, Never>]) async {
+        for task in transfers { await task.value }
         await admissionFinished()
         for task in background { task.cancel() }
+        for stop in runStops { stop.finish() }
+        runStops = []
         await reachability.shutdown()
         if let store {
             store.release(owner: me)
             await store.close()
         }
         await clients.shutdown()
+        await resources.shutdown()
         managerEvents.finish()
         let waiters = idleWaiters
         idleWaiters = []
@@ -551,7 +623,8 @@ public actor DownloadManager {
 
     /// A manager released without ``shutdown()`` (nothing can be running then: a transfer
     /// keeps its manager alive) closes its HTTP client without waiting, which keeps a debug
-    /// build from trapping in the client's deinit, and gives its journal entries up.
+    /// build from trapping in the client's deinit, then its own event loops and I/O threads,
+    /// and gives its journal entries up.
     deinit {
         guard !isShutDown else { return }
         for task in background { task.cancel() }
@@ -559,40 +632,12 @@ public actor DownloadManager {
         Task { await reachability.shutdown() }
         store?.release(owner: me)
         managerEvents.finish()
-        clients.shutdownWithoutWaiting()
+        // The clients' connections live on the event loops: those go once the clients are closed.
+        let resources = self.resources
+        clients.shutdownWithoutWaiting { resources.shutdownWithoutWaiting() }
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-    }
-
-
-    /// Starts the journal poll and the network watchers, once.
-    func startBackgroundWork() {
-        guard background.isEmpty, !isShutDown else { return }
-        let restored = reachability.restored
-        background.append(
-            Task { [weak self] in
-                for await key in restored { await self?.hostRestored(key) }
-            })
-        if let connectivity {
-            let reachability = self.reachability
-            background.append(
-                Task {
-                    for await status in connectivity.statusUpdates() where status == .satisfied {
-                        await reachability.probeAllNow()
-                    }
-                })
-        }
-        if store != nil {
-            let interval = configuration.journalPollInterval
-            background.append(
-                Task { [weak self] in
-                    while !Task.isCancelled {
-                        do { try await Task.sleep(for: interval) } catch { return }
-                        await self?.pollJournal()
-                    }
-                })
-        }
     }
 }

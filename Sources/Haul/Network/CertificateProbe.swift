@@ -18,15 +18,15 @@ import NIOSSL
 /// certificate and then fails it: no request is sent, nothing is trusted.
 enum CertificateProbe {
     /// The validity of the certificate `host` presents at `address`:`port`, or `nil` when
-    /// the handshake cannot get that far within `timeout`.
+    /// the handshake cannot get that far within `timeout`. The connection runs on `group`.
     static func validity(
-        host: String, address: String, port: Int, timeout: Duration = .seconds(5)
+        host: String, address: String, port: Int, timeout: Duration = .seconds(5), on group: any EventLoopGroup
     ) async -> (notBefore: time_t, notAfter: time_t)? {
         guard let context = try? NIOSSLContext(configuration: .makeClientConfiguration()) else { return nil }
         let seen = NIOLockedValueBox<(notBefore: time_t, notAfter: time_t)?>(nil)
         let serverName = IPAddress(host) == nil ? host : nil
         let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.nanoseconds(nanoseconds))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -72,7 +72,9 @@ extension HTTPClients {
         var address = host
         if case .pinned(_, let pinned) = route { address = pinned }
         if address.hasPrefix("["), address.hasSuffix("]") { address = String(address.dropFirst().dropLast()) }
-        guard let validity = await CertificateProbe.validity(host: host, address: address, port: url.port ?? 443)
+        guard
+            let validity = await CertificateProbe.validity(
+                host: host, address: address, port: url.port ?? 443, on: eventLoopGroup)
         else { return error }
         let now = time(nil)
         if validity.notAfter < now {

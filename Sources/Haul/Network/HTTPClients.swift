@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Dispatch
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
@@ -22,8 +23,8 @@ enum NetworkRoute: Hashable, Sendable {
 /// request: every request (downloads, their segments, manifests) asks here, so they all
 /// route the same way.
 ///
-/// The direct client exists from the start; the others are made on first use and live
-/// until ``shutdown()``. With ``DownloadManager/AddressFamily/ipv4`` or `ipv6`, each host
+/// Every client runs on the manager's event loop group. The direct client exists from the
+/// start; the others are made on first use and live until ``shutdown()``. With ``DownloadManager/AddressFamily/ipv4`` or `ipv6`, each host
 /// name is resolved (on the I/O pool, with `getaddrinfo`) to an address of that family,
 /// and the request goes to a client that maps the name to that address
 /// (AsyncHTTPClient's `dnsOverride`, which keeps the name for TLS checks); a new address
@@ -33,19 +34,22 @@ final class HTTPClients: Sendable {
     private let base: HTTPClient.Configuration
     private let proxies: DownloadManager.ProxySettings
     private let family: DownloadManager.AddressFamily
+    /// The manager's event loops, which every client (and the certificate probe) runs on.
+    let eventLoopGroup: any EventLoopGroup
     private let threadPool: NIOThreadPool
     private let direct: HTTPClient
     private let others = NIOLockedValueBox<[NetworkRoute: HTTPClient]>([:])
 
     init(
         base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
-        family: DownloadManager.AddressFamily, threadPool: NIOThreadPool
+        family: DownloadManager.AddressFamily, eventLoopGroup: any EventLoopGroup, threadPool: NIOThreadPool
     ) {
         self.base = base
         self.proxies = proxies
         self.family = family
+        self.eventLoopGroup = eventLoopGroup
         self.threadPool = threadPool
-        self.direct = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: base)
+        self.direct = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: base)
     }
 
     /// The proxy a request to `url` goes through, if any.
@@ -63,8 +67,7 @@ final class HTTPClients: Sendable {
             if let client = clients[route] { return client }
             // After shutdown (marked by the direct entry) no client is made.
             guard clients[.direct] == nil else { return nil }
-            let client = HTTPClient(
-                eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration(for: route))
+            let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration(for: route))
             clients[route] = client
             return client
         }
@@ -116,12 +119,19 @@ final class HTTPClients: Sendable {
         for client in clients { try? await client.shutdown() }
     }
 
-    /// Shuts every client down without waiting (for a manager's `deinit`).
-    func shutdownWithoutWaiting() {
+    /// Shuts every client down without waiting (for a manager's `deinit`); `then` runs once
+    /// they are all shut down.
+    func shutdownWithoutWaiting(then: @escaping @Sendable () -> Void) {
+        let pending = DispatchGroup()
         for client in takeAll() {
+            pending.enter()
             // The callback holds the client until its shutdown is complete.
-            client.shutdown(queue: .global()) { _ in withExtendedLifetime(client) {} }
+            client.shutdown(queue: .global()) { _ in
+                withExtendedLifetime(client) {}
+                pending.leave()
+            }
         }
+        pending.notify(queue: .global(), execute: then)
     }
 
     /// Every client, once: later calls get none, and no new client is made after it.

@@ -1,10 +1,9 @@
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOPosix
 
 /// Carries out a manager's ``RateSchedule``: transfers ask it before releasing each body
 /// part, and get a future that succeeds when the part may go. One timer, on one event
-/// loop, wakes it when the earliest waiting part can go; nothing polls.
+/// loop of the manager's, wakes it when the earliest waiting part can go; nothing polls.
 ///
 /// Safe from any thread: the schedule is behind a lock, and promises are completed
 /// outside it.
@@ -22,7 +21,8 @@ final class RateLimiter: Sendable {
     private let state = NIOLockedValueBox(State())
     private let timerLoop: any EventLoop
 
-    init(overall: Int?, perHost: Int?, timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    /// Starts with the limits `overall` and `perHost` (`nil`: none); its timer runs on `timerLoop`.
+    init(overall: Int?, perHost: Int?, timerLoop: any EventLoop) {
         self.timerLoop = timerLoop
         let now = ContinuousClock.now
         state.withLockedValue { state in

@@ -4,8 +4,8 @@ import NIOPosix
 
 /// Tracks hosts that cannot be reached, probing each with backoff until it answers.
 ///
-/// A probe is a plain TCP connect to the host's port (or to its proxy's), closed at once.
-/// Restored hosts are announced on ``restored``.
+/// A probe is a plain TCP connect to the host's port (or to its proxy's), closed at once,
+/// on the manager's event loops. Restored hosts are announced on ``restored``.
 actor HostReachability {
     /// A host and port, with the key the scheduler uses for it.
     struct Endpoint: Hashable, Sendable {
@@ -25,12 +25,15 @@ actor HostReachability {
     private let initialDelay: Duration
     private let maxDelay: Duration
     private let timeout: Duration
+    /// The event loops the probes connect on.
+    private nonisolated let eventLoopGroup: any EventLoopGroup
 
-    init(initialDelay: Duration, maxDelay: Duration, timeout: Duration) {
+    init(initialDelay: Duration, maxDelay: Duration, timeout: Duration, eventLoopGroup: any EventLoopGroup) {
         (restored, restoredContinuation) = AsyncStream.makeStream(of: String.self)
         self.initialDelay = initialDelay
         self.maxDelay = maxDelay
         self.timeout = timeout
+        self.eventLoopGroup = eventLoopGroup
     }
 
     /// Records that the host `key` answered a request.
@@ -76,7 +79,7 @@ actor HostReachability {
                 if delay > .zero {
                     do { try await Task.sleep(for: delay) } catch { return }
                 }
-                if await Self.probe(endpoint, timeout: timeout) {
+                if await self.probe(endpoint, timeout: timeout) {
                     self.hostAnswered(endpoint.key)
                     return
                 }
@@ -92,9 +95,9 @@ actor HostReachability {
     }
 
     /// Whether a TCP connection to `endpoint` can be made within `timeout`.
-    static func probe(_ endpoint: Endpoint, timeout: Duration) async -> Bool {
+    nonisolated func probe(_ endpoint: Endpoint, timeout: Duration) async -> Bool {
         let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-        let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let bootstrap = ClientBootstrap(group: eventLoopGroup)
             .connectTimeout(.nanoseconds(nanoseconds))
         do {
             let channel = try await bootstrap.connect(

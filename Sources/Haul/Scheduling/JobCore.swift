@@ -1,6 +1,5 @@
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOPosix
 
 /// The part of a download shared by the manager, its handles and its transfer:
 /// events, result and progress. All of it is safe to touch from any thread.
@@ -12,16 +11,19 @@ final class JobCore: Sendable {
     /// Connections the running transfer uses (a segmented one sets it; 0 means one).
     private let connectionCount = NIOLockedValueBox(0)
     private let managerEvents: EventBroadcaster<DownloadManager.Event>
+    /// The manager's event loops, which time the trailing progress events.
+    private let eventLoopGroup: any EventLoopGroup
     private let rateLimiter: RateLimiter?
     /// The host (`host:port`) its per-host limit counts against.
     private let host: String
 
     init(
-        id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>, rateLimiter: RateLimiter? = nil,
-        host: String = ""
+        id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>, eventLoopGroup: any EventLoopGroup,
+        rateLimiter: RateLimiter? = nil, host: String = ""
     ) {
         self.id = id
         self.managerEvents = managerEvents
+        self.eventLoopGroup = eventLoopGroup
         self.rateLimiter = rateLimiter
         self.host = host
     }
@@ -71,7 +73,7 @@ final class JobCore: Sendable {
             emit(.progress(limited(progress)))
         case .later(let delay):
             let later = TimeAmount.nanoseconds(DownloadManager.nanoseconds(delay))
-            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: later) { [weak self] in
+            eventLoopGroup.next().scheduleTask(in: later) { [weak self] in
                 guard let self, let progress = self.meter.flush(at: .now) else { return }
                 self.emit(.progress(self.limited(progress)))
             }

@@ -14,11 +14,10 @@ import Foundation
 /// once, one caller syncs while the others wait, and the next sync covers every rename made
 /// before it started (a group commit), instead of one open, fsync and close each.
 ///
-/// Callers run on the I/O pool: ``sync(directoryOf:)`` blocks.
+/// Each manager has one (``DownloadManager/directorySync``), which all its downloads share;
+/// two managers renaming into one directory each sync it, which is as durable, only less
+/// grouped. Callers run on the I/O pool: ``sync(directoryOf:)`` blocks.
 final class DirectorySync: @unchecked Sendable {
-    /// The one instance: directories are shared by every manager in the process.
-    static let shared = DirectorySync()
-
     init() {}
 
     private struct Directory {

@@ -172,9 +172,10 @@ final class PartialFile: Sendable {
         }
     }
 
-    /// Renames the partial to `destination` atomically, then syncs the directory so the
-    /// rename itself survives a crash.
-    func commit(to destination: URL) throws(DownloadError) {
+    /// Renames the partial to `destination` atomically, then syncs the directory (through
+    /// `directories`, which groups the syncs of many renames) so the rename itself survives
+    /// a crash.
+    func commit(to destination: URL, syncing directories: DirectorySync) throws(DownloadError) {
         // An empty body still makes a file.
         _ = try openedDescriptor()
         let target = destination.path
@@ -185,7 +186,7 @@ final class PartialFile: Sendable {
             }
             throw .fileSystem("rename to \(target)", path: path, errno: code)
         }
-        DirectorySync.shared.sync(directoryOf: target)
+        directories.sync(directoryOf: target)
     }
 
     /// Removes a partial file and its metadata, ignoring files that are already gone.

@@ -25,6 +25,8 @@ package struct TransferOperation: Sendable {
     /// The manager's clients: each request takes the one for its route.
     let clients: HTTPClients
     let threadPool: NIOThreadPool
+    /// Makes the final rename durable, grouped with the manager's other renames.
+    let directorySync: DirectorySync
     let configuration: DownloadManager.Configuration
     let core: JobCore
     let logger: Logger
@@ -99,7 +101,7 @@ package struct TransferOperation: Sendable {
         let hadPartial = (try? await io { () throws(DownloadError) in Self.hasContent(paths) }) ?? false
         guard reachability.hasAnswered(endpoint.key) || hadPartial else { return .neverReached }
         if await reachability.isDown(endpoint.key) { return .down }
-        return await HostReachability.probe(endpoint, timeout: configuration.connectTimeout) ? .hostAnswers : .down
+        return await reachability.probe(endpoint, timeout: configuration.connectTimeout) ? .hostAnswers : .down
     }
 
     /// Whether a partial file with content exists, left by this or an earlier run: proof
@@ -362,7 +364,7 @@ package struct TransferOperation: Sendable {
         }
         let commit: @Sendable () throws(DownloadError) -> (size: Int64, modified: Int64)? = {
             () throws(DownloadError) in
-            try file.commit(to: destination)
+            try file.commit(to: destination, syncing: directorySync)
             if !wholeInMemory {
                 _ = unlink(paths.metadata)
                 _ = unlink(paths.metadata + ".tmp")

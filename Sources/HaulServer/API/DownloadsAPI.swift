@@ -97,7 +97,7 @@ package struct DownloadsAPI: Sendable {
             parameters["limit"].map(String.init), name: "limit", default: 100, range: 1...Self.maximumPage)
         await manager.flushJournal()
         let (journal, wanted) = (self.journal, query)
-        let (total, jobs) = try await Self.io { () throws(DownloadError) in try journal.page(wanted) }
+        let (total, jobs) = try await io { () throws(DownloadError) in try journal.page(wanted) }
         let live = await manager.liveStatus(of: jobs.map(\.id))
         return try ServiceJSON.response(
             Page(total: total, offset: query.offset, downloads: jobs.map { DownloadView($0, live: live[$0.id]) }))
@@ -209,7 +209,7 @@ package struct DownloadsAPI: Sendable {
             let states = try Self.states(names.joined(separator: ","), field: "states")
             let journal = self.journal
             await manager.flushJournal()
-            ids = try await Self.io { () throws(DownloadError) in try journal.ids(in: states) }
+            ids = try await io { () throws(DownloadError) in try journal.ids(in: states) }
         default:
             throw APIError.invalid("ids", "give either ids or states")
         }
@@ -330,10 +330,10 @@ package struct DownloadsAPI: Sendable {
         return number
     }
 
-    /// Runs a blocking journal call on the I/O pool.
-    static func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
+    /// Runs a blocking journal call on the manager's I/O pool.
+    func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
         do {
-            return try await ServiceCore.io(body)
+            return try await ServiceCore.io(on: manager.threadPool, body)
         } catch let error as DownloadError {
             throw APIError(.internalServerError, code: error.code.description, message: error.message)
         }

@@ -515,7 +515,7 @@ package actor Aria2RPC {
     private func io<T: Sendable>(_ body: @escaping @Sendable (Journal) throws(DownloadError) -> T) async throws(Aria2Error) -> T {
         let journal = core.journal
         do {
-            return try await ServiceCore.io { () throws(DownloadError) in try body(journal) }
+            return try await ServiceCore.io(on: core.manager.threadPool) { () throws(DownloadError) in try body(journal) }
         } catch {
             throw Aria2Error("cannot read the journal")
         }

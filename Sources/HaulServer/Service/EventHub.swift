@@ -284,7 +284,10 @@ package actor EventHub {
             view = known
         } else {
             let journal = self.journal
-            guard let snapshot = try? await ServiceCore.io({ () throws(DownloadError) in try journal.job(id) }) else { return }
+            guard
+                let snapshot = try? await ServiceCore.io(
+                    on: manager.threadPool, { () throws(DownloadError) in try journal.job(id) })
+            else { return }
             view = DownloadView(snapshot)
         }
         view.updatedAt = Date()
@@ -334,7 +337,9 @@ package actor EventHub {
     /// The service's numbers now: the manager's speed and bytes, the journal's counts.
     package static func stats(manager: DownloadManager, journal: Journal) async throws -> StatsView {
         let progress = await manager.progress
-        let counts = try await ServiceCore.io { () throws(DownloadError) in try journal.stateCounts() }
+        let counts = try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
+            try journal.stateCounts()
+        }
         var all: [String: Int] = [:]
         for state in JobState.allCases { all[state.rawValue] = counts[state] ?? 0 }
         return StatsView(

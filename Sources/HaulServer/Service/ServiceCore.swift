@@ -2,7 +2,7 @@ import Foundation
 package import Haul
 package import HaulPostgres
 import NIOConcurrencyHelpers
-import NIOPosix
+package import NIOPosix
 
 /// What every part of the running service shares: the manager that owns the journal's
 /// jobs, the journal, the live events, the dashboard's sessions, the settings that
@@ -60,7 +60,7 @@ package final class ServiceCore: Sendable {
     package func views(_ ids: [DownloadID]) async throws -> [DownloadView] {
         await manager.flushJournal()
         let journal = self.journal
-        let snapshots = try await Self.io { () throws(DownloadError) in try journal.jobs(ids) }
+        let snapshots = try await Self.io(on: manager.threadPool) { () throws(DownloadError) in try journal.jobs(ids) }
         let live = await manager.liveStatus(of: snapshots.map(\.id))
         return snapshots.map { DownloadView($0, live: live[$0.id]) }
     }
@@ -89,7 +89,7 @@ package final class ServiceCore: Sendable {
         try await holdingEvents {
             let ids = requests.map(\.id)
             let journal = self.journal
-            let existing = try await Self.io { () throws(DownloadError) in try journal.existing(ids) }
+            let existing = try await Self.io(on: manager.threadPool) { () throws(DownloadError) in try journal.existing(ids) }
             let written = try await manager.enqueue(requests, paused: paused)
             var byID: [DownloadID: DownloadView] = [:]
             for snapshot in written where !existing.contains(snapshot.id) { byID[snapshot.id] = DownloadView(snapshot) }
@@ -117,10 +117,12 @@ package final class ServiceCore: Sendable {
         return outcome.result
     }
 
-    /// Runs a blocking journal call on the I/O pool, never on an event loop or the
-    /// concurrency pool.
-    package static func io<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive { () throws -> T in try body() }
+    /// Runs a blocking journal call on `threadPool` (the manager's), never on an event loop
+    /// or the concurrency pool.
+    package static func io<T: Sendable>(
+        on threadPool: NIOThreadPool, _ body: @escaping @Sendable () throws(DownloadError) -> T
+    ) async throws -> T {
+        try await threadPool.runIfActive { () throws -> T in try body() }
     }
 }
 

@@ -1,0 +1,129 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import Testing
+
+/// The manager as an app embeds it: on the app's event loops and I/O threads, run and
+/// stopped by the app's `ServiceGroup`; and, made with defaults, owning and stopping its own.
+@Suite("DownloadManager as a service", .timeLimit(.minutes(1)))
+struct ManagerServiceTests {
+    @Test func gracefulShutdownCheckpointsThePartialAndLeavesTheAppsResourcesRunning() async throws {
+        // Given an app's event loops, I/O threads and journal, and a manager on them in a service group
+        let eventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let threadPool = NIOThreadPool(numberOfThreads: 2)
+        threadPool.start()
+        let server = try await FaultServer.start()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(at: directory)
+            try? FileManager.default.removeItem(atPath: directory.path + "-journal")
+        }
+        let journal = try Journal(path: directory.path + "-journal/journal.sqlite")
+        let bytes = FaultServer.randomBytes(count: 1 << 20, seed: 25)
+        server.setFile("s", bytes)
+        let stallAt = 400_000
+        let manager = DownloadManager(
+            configuration: Fixture.testConfiguration(), journal: journal, eventLoopGroup: eventLoopGroup,
+            threadPool: threadPool)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [manager], logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })))
+        let running = Task { try await group.run() }
+
+        // When a download stalls mid-body with its first bytes on disk (the server holds the rest)
+        let handle = try await manager.download(
+            DownloadRequest(
+                url: server.url("/files/s?stall_after=\(stallAt)&stall_times=1"),
+                destination: .directory(directory, name: "s")))
+        await firstEvent(handle.events) { event -> Bool? in
+            if case .progress(let progress) = event, progress.completedBytes == Int64(stallAt) { return true }
+            return nil
+        }
+        // and the group shuts down gracefully
+        await group.triggerGracefulShutdown()
+        try await running.value
+
+        // Then the download ended for the shutdown, its partial holds the bytes received,
+        // and the journal records it paused with them
+        let ended = await #expect(throws: DownloadError.self) { try await handle.result }
+        #expect(ended?.cancellationReason == .shutdown)
+        let partial = FileManager.default.contents(atPath: directory.appendingPathComponent("s.haul-partial").path)
+        #expect(partial?.count == stallAt)
+        #expect(sha256(partial) == sha256(bytes[..<stallAt]))
+        let job = try #require(try journal.job(handle.id))
+        #expect(job.state == .paused)
+        #expect(job.bytes == Int64(stallAt))
+        // and the app's event loops and I/O threads still run
+        #expect(try await eventLoopGroup.next().scheduleTask(in: .zero) { 7 }.futureResult.get() == 7)
+        #expect(try await threadPool.runIfActive { 7 } == 7)
+
+        // When a second manager on them resumes the journal's download
+        let second = DownloadManager(
+            configuration: Fixture.testConfiguration(), journal: journal, eventLoopGroup: eventLoopGroup,
+            threadPool: threadPool)
+        #expect(try await second.resumeUnfinished() == 1)
+        await second.waitUntilIdle()
+        await second.shutdown()
+
+        // Then it asked for the rest only, and the file is whole, byte for byte
+        #expect(server.requests(path: "/files/s").last?.header("Range") == "bytes=\(stallAt)-")
+        #expect(sha256(FileManager.default.contents(atPath: directory.appendingPathComponent("s").path)) == sha256(bytes))
+        #expect(try journal.job(handle.id)?.state == .completed)
+
+        try await server.shutdown()
+        try await threadPool.shutdownGracefully()
+        try await eventLoopGroup.shutdownGracefully()
+    }
+
+    @Test func aManagerMadeWithDefaultsStopsItsOwnThreadsWhenShutDown() async throws {
+        // Given a manager made with defaults, that ran a download
+        let server = try await FaultServer.start()
+        let bytes = FaultServer.randomBytes(count: 1000, seed: 26)
+        server.setFile("own", bytes)
+        let manager = DownloadManager(configuration: Fixture.testConfiguration())
+        #expect(manager.resources.ownsEventLoopGroup && manager.resources.ownsThreadPool)
+        let data = try await manager.download(
+            DownloadRequest(url: server.url("/files/own"), destination: .memory(limit: 1 << 20))
+        ).result.data
+        #expect(data == Data(bytes))
+
+        // When it shuts down
+        await manager.shutdown()
+
+        // Then its event loops and I/O threads are stopped
+        try await Self.expectStopped(manager.eventLoopGroup, manager.threadPool)
+        try await server.shutdown()
+    }
+
+    @Test func aManagerReleasedWithoutShutdownStopsItsOwnThreads() async throws {
+        // Given a manager made with defaults, that ran a download
+        let server = try await FaultServer.start()
+        server.setFile("dropped", FaultServer.randomBytes(count: 1000, seed: 27))
+        var manager: DownloadManager? = DownloadManager(configuration: Fixture.testConfiguration())
+        _ = try await manager!.download(
+            DownloadRequest(url: server.url("/files/dropped"), destination: .memory(limit: 1 << 20))
+        ).result
+        let resources = manager!.resources
+
+        // When it is released without shutdown()
+        manager = nil
+
+        // Then it stops its event loops and I/O threads on its own
+        await resources.waitUntilShutDown()
+        try await Self.expectStopped(resources.eventLoopGroup, resources.threadPool)
+        try await server.shutdown()
+    }
+
+    /// Expects `group` to take no more work, and `pool` to run no more.
+    static func expectStopped(_ group: any EventLoopGroup, _ pool: NIOThreadPool) async throws {
+        for loop in group.makeIterator() {
+            await #expect(throws: EventLoopError.self) { try await loop.scheduleTask(in: .zero) {}.futureResult.get() }
+        }
+        await #expect(throws: (any Error).self) { try await pool.runIfActive {} }
+    }
+}
