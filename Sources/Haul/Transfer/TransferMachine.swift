@@ -7,18 +7,19 @@ import NIOHTTP1
 /// ``TransferDelegate`` carries out the actions on the event loop and the I/O pool.
 ///
 /// ```
-///           start ─── a segmented partial ──────────────────────────────► segmenting
-///             │                                                              │  ▲
-///             ▼ send                                                         │  │ head: fresh 200,
-///   ┌──► awaitingHead ── head: 2xx to keep ──► receiving ── end ──► finished │  │ big, ranges,
-///   │         │  │                               │ body part: write / keep   │  │ validator
-///   │         │  └── head: segmentable ──────────┼──────────────────────────────┘ (request stopped)
-///   │         │                                  │ failure, memory limit     │
-///   │         └── head: anything else ──► discarding ◄──────────────────────┘ (segments ended:
-///   │              (redirect, error, 206         │  body parts counted,        complete ► finished,
-///   │               mismatch, 416, 304)          │  dropped past 64 KiB        changed ► send from 0)
-///   │                                            │ end
-///   └──── redirect followed / restart from 0 ◄───┴──► finished (fail, complete, not modified)
+///          start: a segmented partial resumes its segments first
+///   idle ──────────────────────────────────────────────────► segmenting ── segments ended:
+///     │ start                                                     ▲          complete ──► finished
+///     ▼                                                           │          changed ──► send from 0 ─┐
+///   awaitingHead ◄─────── send: redirect followed, restart from 0 ─┼──────────────────────────────────┘
+///     │ head                                      ▲                │
+///     ├── 2xx to keep ──────► receiving ──────────┼── end ──► finished (finish, or fail: short, size)
+///     │                         │ failure,        │
+///     │                         ▼ memory limit    │
+///     ├── 3xx, 4xx, 5xx, ───► discarding ─────────┴── end ──► finished (fail, complete, not modified)
+///     │   206 mismatch, 416,    (body counted, dropped past 64 KiB)
+///     │   304, size limits
+///     └── fresh 200, big enough, Accept-Ranges, validator: stop ──► segmenting
 /// ```
 ///
 /// Each event returns the one action the caller must carry out:
