@@ -62,7 +62,8 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         }
         let machine = state.withLockedValue { $0.machine }
         return machine.requestEnded(
-            error: error, finished: table.isFinished(claim.index), wroteSomething: table.written(claim.index) > claim.start)
+            error: error, finished: table.isFinished(claim.index),
+            wroteSomething: table.written(claim.index) > claim.start)
     }
 
     private func record(_ error: any Error) {

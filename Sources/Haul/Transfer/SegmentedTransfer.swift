@@ -81,11 +81,8 @@ struct SegmentedTransfer: Sendable {
         self.syncedRemaining = NIOLockedValueBox(segments.metadata.remaining)
     }
 
-    private enum WorkerResult: Sendable {
-        case done
-        case changed(String)
-        case failed(DownloadError)
-    }
+    /// How a worker, or one of its requests, ended.
+    private typealias WorkerResult = TransferMachine.SegmentResponse.Ending
 
     func run() async throws(DownloadError) -> Outcome {
         core.meter.reset(completed: table.completed, total: table.total)
@@ -242,7 +239,8 @@ struct SegmentedTransfer: Sendable {
         }
         let checkpointer = self.checkpointer
         let delegate = SegmentDelegate(
-            TransferMachine.SegmentResponse(url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
+            TransferMachine.SegmentResponse(
+                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
             claim: claim, table: table, file: file, core: core, threadPool: threadPool
         ) { count, now in
             if let checkpointer, checkpointer.wrote(count, at: now) {
@@ -268,10 +266,6 @@ struct SegmentedTransfer: Sendable {
         } catch {
             transportError = error
         }
-        switch await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) }) {
-        case .done: return .done
-        case .changed(let reason): return .changed(reason)
-        case .failed(let error): return .failed(error)
-        }
+        return await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
     }
 }

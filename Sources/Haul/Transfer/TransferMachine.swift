@@ -312,10 +312,12 @@ struct TransferMachine: Sendable {
                 return .stop
             }
             if case .memory(let limit) = destination, let total, total > Int64(limit) {
-                return stop(.tooLarge, "\(settings.url.absoluteString) is \(total) bytes, over the \(limit)-byte memory limit")
+                return stop(
+                    .tooLarge, "\(settings.url.absoluteString) is \(total) bytes, over the \(limit)-byte memory limit")
             }
             if let expected = settings.expectedSize, let total, total != expected {
-                return stop(.sizeMismatch, "\(settings.url.absoluteString) is \(total) bytes but \(expected) were expected")
+                return stop(
+                    .sizeMismatch, "\(settings.url.absoluteString) is \(total) bytes but \(expected) were expected")
             }
             var take = Take(
                 offset: offset, total: total, preparation: .none, digest: .none, inMemory: false,
@@ -341,7 +343,8 @@ struct TransferMachine: Sendable {
                     take.inMemory = true
                     receiving.memoryLimit = .max
                 } else {
-                    let metadata = PartialMetadata(url: settings.url.absoluteString, validator: validator, totalBytes: total)
+                    let metadata = PartialMetadata(
+                        url: settings.url.absoluteString, validator: validator, totalBytes: total)
                     take.preparation = .startOver(metadata, reserve: total)
                 }
             }
@@ -533,10 +536,10 @@ extension TransferMachine {
     /// is the segment asked for, and what the request ended with.
     ///
     /// ```
-    ///   awaitingHead ── 206, Content-Range at the start, same total ──► writing ── stopped ──► reachedEnd
-    ///        │ 200, 416 (changed), other status (failed), 206 mismatch (changed)     │
-    ///        ▼                                                                        ▼ a write failed
-    ///     refused                                                                   failed
+    ///   awaitingHead ── 206 at the start, same total ──► writing ── stopped ──► reachedEnd
+    ///        │ 200, 416, 206 mismatch (changed);                │ a write failed
+    ///        ▼ other statuses (failed)                          ▼
+    ///     refused                                             failed
     /// ```
     ///
     /// The segment's bytes are placed by ``SegmentTable``, shared by the connections;
@@ -602,7 +605,8 @@ extension TransferMachine {
                     state = .writing
                     return .write
                 }
-                state = .refused(.changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
+                state = .refused(
+                    .changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
             case 200, 416:
                 state = .refused(.changed("\(url.absoluteString) changed or stopped honouring ranges (\(status))"))
             default:
