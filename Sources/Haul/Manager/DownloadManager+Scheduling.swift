@@ -90,9 +90,12 @@ extension DownloadManager {
         }
         store?.recordStarted(job.id, owner: me)
         let operation = TransferOperation(
-            request: job.request, paths: job.paths, clients: clients, threadPool: threadPool,
-            directorySync: directorySync, configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,
-            journaled: job.journaled, reachability: reachability, endpoint: job.endpoint)
+            TransferOperation.Download(
+                request: job.request, paths: job.paths, endpoint: job.endpoint, core: job.core,
+                checkpointer: checkpointer, journaled: job.journaled, connections: connections),
+            environment: TransferOperation.Environment(
+                clients: clients, threadPool: threadPool, directorySync: directorySync, configuration: configuration,
+                logger: logger, reachability: reachability))
         job.journaled = nil
         rateLimiter.began(
             job.id, host: job.endpoint.key,

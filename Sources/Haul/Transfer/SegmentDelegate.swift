@@ -5,59 +5,38 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// Receives one ranged response of a segmented download and writes it at its offset.
+/// Receives one ranged response of a segmented download and writes it at its offset,
+/// carrying out what its ``TransferMachine/SegmentResponse`` decides.
 ///
-/// The response must be a 206 whose `Content-Range` starts where the segment does and whose
-/// total is the content's size; a 200 means the content changed (the `If-Range` validator
-/// no longer matches) or the server stopped honouring ranges. The segment's end can shrink
-/// while the response runs (another connection took half of it): the delegate writes up to
-/// the end and then cancels the request.
+/// The segment's end can shrink while the response runs (another connection took half of
+/// it): the delegate writes up to the end and then cancels the request.
 final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     typealias Response = Void
 
-    enum Verdict: Sendable {
-        /// A 206 for the segment: its body is being written.
-        case accepted
-        /// The content changed or ranges are no longer honoured: start over.
-        case changed(String)
-        /// An HTTP error status.
-        case failed(DownloadError)
-    }
-
     private struct State {
-        var verdict: Verdict?
-        var failure: DownloadError?
-        var reachedEnd = false
+        var machine: TransferMachine.SegmentResponse
         var eventLoop: (any EventLoop)?
     }
 
     private let claim: SegmentTable.Claim
-    /// Where the request's range ends (exclusive): the claim's end, or sooner for a paced
-    /// download.
-    private let requestEnd: Int64
     private let table: SegmentTable
-    private let file: PartialFile
     private let url: URL
     private let core: JobCore
-    private let threadPool: NIOThreadPool
-    private let onWrite: @Sendable (Int, ContinuousClock.Instant) throws -> Void
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     private let writer: BatchWriter
 
     /// - Parameter onWrite: Runs on the I/O pool after each write, with the byte count and
     ///   the time: the checkpointing hook.
     init(
-        claim: SegmentTable.Claim, requestEnd: Int64, table: SegmentTable, file: PartialFile, url: URL, core: JobCore,
-        threadPool: NIOThreadPool, onWrite: @escaping @Sendable (Int, ContinuousClock.Instant) throws -> Void
+        _ machine: TransferMachine.SegmentResponse, claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile,
+        core: JobCore, threadPool: NIOThreadPool,
+        onWrite: @escaping @Sendable (Int, ContinuousClock.Instant) throws -> Void
     ) {
         self.claim = claim
-        self.requestEnd = requestEnd
         self.table = table
-        self.file = file
-        self.url = url
+        self.url = machine.url
         self.core = core
-        self.threadPool = threadPool
-        self.onWrite = onWrite
+        self.state = NIOLockedValueBox(State(machine: machine))
         self.writer = BatchWriter(threadPool: threadPool) { batch in
             var position = batch.offset
             for part in batch.parts {
@@ -71,28 +50,26 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    var verdict: Verdict? { state.withLockedValue { $0.verdict } }
-    var failure: DownloadError? { state.withLockedValue { $0.failure } }
-    /// Whether the delegate stopped the request itself: the segment was done, or a
-    /// lowered limit asks for paced requests from here on.
-    var reachedEnd: Bool { state.withLockedValue { $0.reachedEnd } }
-
-    /// Writes what is still batched and waits until every write is done.
-    func drained() async {
-        guard let eventLoop = state.withLockedValue({ $0.eventLoop }) else { return }
-        do {
-            try await writer.flush(on: eventLoop).get()
-        } catch {
-            record(error)
+    /// Writes what is still batched, waits until every write is done, and says how the
+    /// request went; `error` is the transport's.
+    func drained(error: DownloadError?) async -> TransferMachine.SegmentResponse.Ending {
+        if let eventLoop = state.withLockedValue({ $0.eventLoop }) {
+            do {
+                try await writer.flush(on: eventLoop).get()
+            } catch {
+                record(error)
+            }
         }
+        let machine = state.withLockedValue { $0.machine }
+        return machine.requestEnded(
+            error: error, finished: table.isFinished(claim.index),
+            wroteSomething: table.written(claim.index) > claim.start)
     }
 
     private func record(_ error: any Error) {
         let failure =
             (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")
-        state.withLockedValue { state in
-            if state.failure == nil { state.failure = failure }
-        }
+        state.withLockedValue { $0.machine.failed(failure) }
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
@@ -100,35 +77,17 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     private func receive(_ head: HTTPResponseHead, task: HTTPClient.Task<Void>) -> EventLoopFuture<Void> {
-        let status = Int(head.status.code)
-        let verdict: Verdict
-        switch status {
-        case 206:
-            let range = head.headers.first(name: "Content-Range").flatMap(ContentRange.init)
-            if let range, range.range?.lowerBound == claim.start, range.total == table.total {
-                verdict = .accepted
-            } else {
-                verdict = .changed("\(url.absoluteString): a segment's Content-Range does not match the request")
-            }
-        case 200, 416:
-            verdict = .changed("\(url.absoluteString) changed or stopped honouring ranges (\(status))")
-        default:
-            verdict = .failed(
-                TransferOperation.httpError(status: status, url: url, retryAfter: head.headers.first(name: "Retry-After")))
-        }
-        state.withLockedValue { state in
-            state.verdict = verdict
+        let action = state.withLockedValue { state in
             state.eventLoop = task.eventLoop
+            return state.machine.receivedHead(status: Int(head.status.code), headers: head.headers)
         }
-        if case .accepted = verdict { return task.eventLoop.makeSucceededVoidFuture() }
-        task.cancel()
+        if case .stop = action { task.cancel() }
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        guard case .accepted? = state.withLockedValue({ $0.verdict }) else {
-            return task.eventLoop.makeSucceededVoidFuture()
-        }
+        let (writing, requestEnd) = state.withLockedValue { ($0.machine.isWriting, $0.machine.requestEnd) }
+        guard writing else { return task.eventLoop.makeSucceededVoidFuture() }
         let (offset, allowed) = table.reserve(claim.index, buffer.readableBytes)
         guard allowed > 0 else {
             stop(task)
@@ -154,7 +113,7 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
     }
 
     private func stop(_ task: HTTPClient.Task<Void>) {
-        state.withLockedValue { $0.reachedEnd = true }
+        state.withLockedValue { $0.machine.stopped() }
         task.cancel()
     }
 

@@ -57,34 +57,32 @@ struct SegmentedTransfer: Sendable {
     /// partial batches are saved each time.
     static let progressInterval: Duration = .milliseconds(100)
 
+    /// Runs `segments` into `file` over at most `connections` connections.
     init(
-        clients: HTTPClients, url: URL, validator: Validator, table: SegmentTable, file: PartialFile, paths: PartialPaths,
-        metadata: PartialMetadata, connections: Int, headers: [(name: String, value: String)],
-        configuration: DownloadManager.Configuration, core: JobCore, threadPool: NIOThreadPool,
-        checkpointer: Checkpointer?, logger: Logger
+        _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths, connections: Int,
+        download: TransferOperation.Download, environment: TransferOperation.Environment
     ) {
-        self.clients = clients
-        self.url = url
-        self.validator = validator
-        self.table = table
+        self.clients = environment.clients
+        self.url = segments.url
+        self.validator = segments.validator
+        self.table = SegmentTable(
+            total: segments.total, remaining: segments.remaining, connections: connections,
+            minimumSplit: TransferOperation.minimumSplit)
         self.file = file
         self.paths = paths
-        self.metadata = metadata
+        self.metadata = segments.metadata
         self.connections = connections
-        self.headers = headers
-        self.configuration = configuration
-        self.core = core
-        self.threadPool = threadPool
-        self.checkpointer = checkpointer
-        self.logger = logger
-        self.syncedRemaining = NIOLockedValueBox(metadata.remaining)
+        self.headers = segments.headers
+        self.configuration = environment.configuration
+        self.core = download.core
+        self.threadPool = environment.threadPool
+        self.checkpointer = download.checkpointer
+        self.logger = environment.logger
+        self.syncedRemaining = NIOLockedValueBox(segments.metadata.remaining)
     }
 
-    private enum WorkerResult: Sendable {
-        case done
-        case changed(String)
-        case failed(DownloadError)
-    }
+    /// How a worker, or one of its requests, ended.
+    private typealias WorkerResult = TransferMachine.SegmentResponse.Ending
 
     func run() async throws(DownloadError) -> Outcome {
         core.meter.reset(completed: table.completed, total: table.total)
@@ -241,7 +239,9 @@ struct SegmentedTransfer: Sendable {
         }
         let checkpointer = self.checkpointer
         let delegate = SegmentDelegate(
-            claim: claim, requestEnd: end, table: table, file: file, url: url, core: core, threadPool: threadPool
+            TransferMachine.SegmentResponse(
+                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
+            claim: claim, table: table, file: file, core: core, threadPool: threadPool
         ) { count, now in
             if let checkpointer, checkpointer.wrote(count, at: now) {
                 try checkpoint()
@@ -266,21 +266,6 @@ struct SegmentedTransfer: Sendable {
         } catch {
             transportError = error
         }
-        await delegate.drained()
-        if let failure = delegate.failure { return .failed(failure) }
-        switch delegate.verdict {
-        case .changed(let reason)?:
-            return .changed(reason)
-        case .failed(let error)?:
-            return .failed(error)
-        case .accepted?, nil:
-            if table.isFinished(claim.index) || delegate.reachedEnd { return .done }
-            // A request for part of the claim that ended well, having written something.
-            if end < claim.end, transportError == nil, table.written(claim.index) > claim.start { return .done }
-            guard let transportError else {
-                return .failed(DownloadError(.network, "\(url.absoluteString): a segment ended early"))
-            }
-            return .failed(TransferOperation.translate(transportError, url: url))
-        }
+        return await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
     }
 }

@@ -20,24 +20,56 @@ enum TransferOutcome: Sendable {
 /// the final atomic rename. One Swift task per download, no thread: the bytes are
 /// handled by ``TransferDelegate`` on the event loop and the I/O pool.
 package struct TransferOperation: Sendable {
-    let request: DownloadRequest
-    let paths: PartialPaths?
-    /// The manager's clients: each request takes the one for its route.
-    let clients: HTTPClients
-    let threadPool: NIOThreadPool
-    /// Makes the final rename durable, grouped with the manager's other renames.
-    let directorySync: DirectorySync
-    let configuration: DownloadManager.Configuration
-    let core: JobCore
-    let logger: Logger
-    /// Records progress in the journal, when there is one.
-    let checkpointer: Checkpointer?
-    /// What the journal knew of the partial file when this run began.
-    let journaled: JournaledProgress?
-    /// Probes hosts after connection failures.
-    let reachability: HostReachability
-    /// The request's host and port.
-    let endpoint: HostReachability.Endpoint
+    /// The download to transfer, and what this run of it starts from.
+    package struct Download: Sendable {
+        let request: DownloadRequest
+        /// The partial file's paths (file destinations).
+        let paths: PartialPaths?
+        /// The request's host and port.
+        let endpoint: HostReachability.Endpoint
+        /// Its events, progress meter and speed limits.
+        let core: JobCore
+        /// Records progress in the journal, when there is one.
+        let checkpointer: Checkpointer?
+        /// What the journal knew of the partial file when this run began.
+        let journaled: JournaledProgress?
+        /// Connections it may open (a segmented transfer): the scheduler's grant (see
+        /// ``SchedulerMachine/Action/start(_:connections:)``).
+        var connections: Int = 1
+    }
+
+    /// What the manager lends every transfer.
+    package struct Environment: Sendable {
+        /// The manager's clients: each request takes the one for its route.
+        let clients: HTTPClients
+        let threadPool: NIOThreadPool
+        /// Makes the final rename durable, grouped with the manager's other renames.
+        let directorySync: DirectorySync
+        let configuration: DownloadManager.Configuration
+        let logger: Logger
+        /// Probes hosts after connection failures.
+        let reachability: HostReachability
+    }
+
+    let download: Download
+    let environment: Environment
+
+    init(_ download: Download, environment: Environment) {
+        self.download = download
+        self.environment = environment
+    }
+
+    private var request: DownloadRequest { download.request }
+    private var paths: PartialPaths? { download.paths }
+    private var core: JobCore { download.core }
+    private var checkpointer: Checkpointer? { download.checkpointer }
+    private var endpoint: HostReachability.Endpoint { download.endpoint }
+    private var clients: HTTPClients { environment.clients }
+    private var threadPool: NIOThreadPool { environment.threadPool }
+    private var directorySync: DirectorySync { environment.directorySync }
+    private var configuration: DownloadManager.Configuration { environment.configuration }
+    private var logger: Logger { environment.logger }
+    private var reachability: HostReachability { environment.reachability }
 
     /// A journal's view of a partial file, from before this process started the job.
     package struct JournaledProgress: Sendable {
@@ -62,7 +94,7 @@ package struct TransferOperation: Sendable {
 
     func run() async -> TransferOutcome {
         var digest: ContentDigest?
-        var journaled = self.journaled
+        var journaled = download.journaled
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
         let outcome = await withRetries(
@@ -176,161 +208,108 @@ package struct TransferOperation: Sendable {
         }
     }
 
+    /// Carries out the machine's actions for a file: requests, segments, and the commit.
     private func transfer(
         into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?,
         revalidating: CompletedFile?
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
-        var existing = existing
         let url = request.url.absoluteString
-        var stored =
+        let stored =
             existing > 0
             ? try await io { () throws(DownloadError) in
                 PartialMetadata.load(from: paths.metadata).flatMap { $0.url == url ? $0 : nil }
             }
             : nil
-        var segmentation = connections > 1 ? configuration.segmentationThreshold : nil
-        // A download limited to a low rate is fetched in paced steps, the way a segmented
-        // one is, once it is larger than a read of the socket.
-        if let requestSize = core.pacedRequestSize {
-            let paced = RateSchedule.pacedDownloadThreshold(requestSize: requestSize)
-            segmentation = min(segmentation ?? paced, paced)
-        }
-
-        // A segmented partial resumes segment by segment.
-        if let metadata = stored, let remaining = metadata.ranges(currentBoot: ProcessIdentity.bootID),
-            let validator = metadata.validator, let total = metadata.totalBytes, existing > 0
-        {
-            let table = SegmentTable(
-                total: total, remaining: remaining, connections: connections, minimumSplit: Self.minimumSplit)
-            let location = metadata.location.flatMap(URL.init(string:)) ?? request.url
-            switch try await segmented(
-                file: file, paths: paths, url: location, validator: validator, table: table, metadata: metadata)
-            {
-            case .complete:
+        var machine = TransferMachine(
+            settings: machineSettings(carrying: digest), destination: .file,
+            partial: TransferMachine.Partial(
+                length: existing, stored: stored, currentBoot: ProcessIdentity.bootID,
+                revalidating: revalidating?.validator))
+        let sink = TransferDelegate.Sink.file(file, paths)
+        var body: ByteBuffer?
+        var action = machine.start()
+        while true {
+            switch action {
+            case .send:
+                action = try await exchange(&machine, action, sink: sink, digest: &digest, body: &body)
+            case .segment(let segments):
+                // Segments are not hashed as they arrive: the file is, at the end.
                 digest = nil
-                return try await finish(
-                    file: file, paths: paths, size: total, digest: &digest, headers: HTTPHeaders(),
-                    validator: validator, finalURL: location)
-            case .changed(let reason):
-                logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
-                segmentation = nil
-                try await io { () throws(DownloadError) in
-                    try file.truncate(to: 0)
-                    _ = unlink(paths.metadata)
+                action = machine.segmentsEnded(try await segmented(segments, file: file, paths: paths))
+            case .finish(let finish):
+                return try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
+            case .notModified(let finalURL):
+                guard let revalidating else {
+                    throw DownloadError(.protocolViolation, "\(url): unexpected response")
                 }
-                existing = 0
-                stored = nil
+                // Still current: the completed file stays as it is, and nothing was transferred.
+                core.meter.reset(completed: revalidating.size, total: revalidating.size)
+                let result = DownloadResult(
+                    id: request.id, fileURL: URL(fileURLWithPath: revalidating.path), data: nil, finalURL: finalURL,
+                    byteCount: revalidating.size, bytesTransferred: 0)
+                return (result, revalidating)
+            case .fail(let error):
+                throw error
+            case .reject(let error):
+                try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
+                throw error
             }
         }
-
-        var plan = ResumePlan(
-            existingBytes: existing, stored: stored, allowsBlindResume: configuration.allowsBlindResume)
-        if plan.offset == 0 { plan.revalidating = revalidating?.validator }
-        core.meter.reset(completed: plan.offset, total: stored?.totalBytes ?? request.expectedSize)
-
-        var (outcome, finalURL) = try await exchange(
-            plan: &plan, sink: .file(file, paths), carriedDigest: digest,
-            segmentationThreshold: plan.offset == 0 ? segmentation : nil, partialIsEmpty: existing == 0)
-        if case .notModified = outcome.action, let revalidating {
-            // Still current: the completed file stays as it is, and nothing was transferred.
-            core.meter.reset(completed: revalidating.size, total: revalidating.size)
-            let result = DownloadResult(
-                id: request.id, fileURL: URL(fileURLWithPath: revalidating.path), data: nil, finalURL: finalURL,
-                byteCount: revalidating.size, bytesTransferred: 0)
-            return (result, revalidating)
-        }
-        if let segmentable = outcome.segmentable {
-            let metadata = PartialMetadata(
-                url: request.url.absoluteString, validator: segmentable.validator, totalBytes: segmentable.total,
-                remaining: [[0, segmentable.total]], location: finalURL.absoluteString)
-            try await io { () throws(DownloadError) in
-                try file.truncate(to: 0)
-                try file.reserve(upTo: segmentable.total)
-                try metadata.save(to: paths.metadata)
-            }
-            let table = SegmentTable(
-                total: segmentable.total, remaining: [(0, segmentable.total)], connections: connections,
-                minimumSplit: Self.minimumSplit)
-            switch try await segmented(
-                file: file, paths: paths, url: finalURL, validator: segmentable.validator, table: table,
-                metadata: metadata)
-            {
-            case .complete:
-                digest = nil
-                return try await finish(
-                    file: file, paths: paths, size: segmentable.total, digest: &digest, headers: outcome.headers,
-                    validator: segmentable.validator, finalURL: finalURL)
-            case .changed(let reason):
-                // Changed under our feet: once more, over one connection.
-                logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
-                try await io { () throws(DownloadError) in
-                    try file.truncate(to: 0)
-                    _ = unlink(paths.metadata)
-                }
-                plan = .fresh
-                core.meter.reset(completed: 0, total: request.expectedSize)
-                (outcome, finalURL) = try await exchange(plan: &plan, sink: .file(file, paths), carriedDigest: nil)
-            }
-        }
-        if let used = outcome.digest { digest = used }
-
-        let size: Int64
-        switch outcome.action {
-        case .complete(let total):
-            size = total
-        case .write(let offset, _, let total):
-            size = offset + outcome.bytesWritten
-            if let total, size != total {
-                throw DownloadError(
-                    .network,
-                    "\(request.url.absoluteString): connection ended after \(size) of \(total) bytes")
-            }
-        default:
-            throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
-        }
-        return try await finish(
-            file: file, paths: paths, size: size, digest: &digest, headers: outcome.headers,
-            validator: Validator(
-                etag: outcome.headers.first(name: "ETag"), lastModified: outcome.headers.first(name: "Last-Modified")),
-            finalURL: finalURL, body: outcome.body)
     }
 
     /// Segments smaller than this are never split further.
     static let minimumSplit: Int64 = 1 << 20
 
-    /// Connections a large download may use: the configured number, within the host cap.
-    private var connections: Int {
-        max(1, min(configuration.segmentedConnections, configuration.maxConnectionsPerHost))
+    /// Connections a large download may use: what the scheduler granted it.
+    private var connections: Int { max(1, download.connections) }
+
+    /// What a machine for this download starts from.
+    private func machineSettings(carrying digest: ContentDigest?) -> TransferMachine.Settings {
+        TransferMachine.Settings(
+            url: request.url, policy: policy, maxRedirects: configuration.maxRedirects,
+            expectedSize: request.expectedSize, hashes: request.checksum != nil, carriedDigestBytes: digest?.byteCount,
+            segmentationThreshold: TransferMachine.segmentationThreshold(
+                connections: connections, configured: configuration.segmentationThreshold,
+                pacedRequestSize: core.pacedRequestSize),
+            allowsBlindResume: configuration.allowsBlindResume)
     }
 
-    private func segmented(
-        file: PartialFile, paths: PartialPaths, url: URL, validator: Validator, table: SegmentTable,
-        metadata: PartialMetadata
-    ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
+    /// Runs the segments: a fresh download's file is emptied, reserved and given its
+    /// sidecar first.
+    private func segmented(_ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths)
+        async throws(DownloadError) -> SegmentedTransfer.Outcome
+    {
+        if segments.prepares {
+            let metadata = segments.metadata
+            try await io { () throws(DownloadError) in
+                try file.truncate(to: 0)
+                try file.reserve(upTo: segments.total)
+                try metadata.save(to: paths.metadata)
+            }
+        }
         let transfer = SegmentedTransfer(
-            clients: clients, url: url, validator: validator, table: table, file: file, paths: paths,
-            metadata: metadata, connections: connections, headers: policy.headers(for: url), configuration: configuration,
-            core: core, threadPool: threadPool, checkpointer: checkpointer, logger: logger)
+            segments, file: file, paths: paths, connections: connections, download: download, environment: environment)
         let outcome = try await transfer.run()
         reachability.noteAnswered(endpoint.key)
         return outcome
     }
 
-    /// Verifies size and checksum, then syncs the file and renames it into place.
+    /// Verifies the checksum, then syncs the file and renames it into place (the machine
+    /// has checked the size).
     ///
     /// `body` is a small body kept in memory, written here at offset 0 in the same hop to
     /// the I/O pool as the sync and the rename.
     /// Returns the result and, when the content had a validator, the saved file's details
     /// for revalidation next time.
     private func finish(
-        file: PartialFile, paths: PartialPaths, size: Int64, digest: inout ContentDigest?, headers: HTTPHeaders,
-        validator: Validator?, finalURL: URL, body: ByteBuffer? = nil
+        _ finish: TransferMachine.Finish, file: PartialFile, paths: PartialPaths, digest: inout ContentDigest?,
+        body: ByteBuffer?
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         var body = body
+        let (size, validator) = (finish.size, finish.validator)
 
-        do {
-            try verify(size: size)
-            if let checksum = request.checksum {
+        if let checksum = request.checksum {
+            do {
                 let hex: String
                 if let digest, digest.byteCount == size {
                     hex = digest.hex()
@@ -345,14 +324,13 @@ package struct TransferOperation: Sendable {
                     }
                 }
                 try verify(checksum: checksum, actual: hex)
+            } catch {
+                try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
+                throw error
             }
-        } catch {
-            try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
-            throw error
         }
 
-        let destination = paths.destination(
-            contentDisposition: headers.first(name: "Content-Disposition"), finalURL: finalURL)
+        let destination = paths.destination(contentDisposition: finish.contentDisposition, finalURL: finish.url)
         let unwritten = body
         // A body kept in memory for a file created on demand is the whole file, and no
         // sidecar was written for it: nothing to cut or clean up.
@@ -387,7 +365,7 @@ package struct TransferOperation: Sendable {
             }
         }
         let result = DownloadResult(
-            id: request.id, fileURL: destination, data: nil, finalURL: finalURL, byteCount: size,
+            id: request.id, fileURL: destination, data: nil, finalURL: finish.url, byteCount: size,
             bytesTransferred: core.meter.bytesTransferred)
         guard let validator, let attributes else { return (result, nil) }
         return (
@@ -402,77 +380,74 @@ package struct TransferOperation: Sendable {
         guard case .memory(let limit) = request.destination else {
             throw .invalid("no partial file for a file destination")
         }
-        var plan = ResumePlan.fresh
-        core.meter.reset(completed: 0, total: request.expectedSize)
-        let (outcome, finalURL) = try await exchange(plan: &plan, sink: .memory(limit: limit), carriedDigest: nil)
-        let body = outcome.body ?? ByteBuffer()
-        let size = Int64(body.readableBytes)
-        if case .write(_, _, let total?) = outcome.action, total != size {
-            throw DownloadError(
-                .network, "\(request.url.absoluteString): connection ended after \(size) of \(total) bytes")
+        var machine = TransferMachine(settings: machineSettings(carrying: nil), destination: .memory(limit: limit))
+        var used: ContentDigest?
+        var body: ByteBuffer?
+        let action = try await exchange(&machine, machine.start(), sink: .memory, digest: &used, body: &body)
+        let finish: TransferMachine.Finish
+        switch action {
+        case .finish(let finished):
+            finish = finished
+        case .fail(let error), .reject(let error):
+            throw error
+        case .send, .segment, .notModified:
+            throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         }
-        try verify(size: size)
+        let content = body ?? ByteBuffer()
         if let checksum = request.checksum {
-            let fresh = outcome.digest ?? {
+            let fresh = used ?? {
                 let digest = ContentDigest(checksum.algorithm)
-                digest.update(body)
+                digest.update(content)
                 return digest
             }()
             try verify(checksum: checksum, actual: fresh.hex())
         }
-        let data = Data(body.readableBytesView)
         return DownloadResult(
-            id: request.id, fileURL: nil, data: data, finalURL: finalURL, byteCount: size,
-            bytesTransferred: core.meter.bytesTransferred)
+            id: request.id, fileURL: nil, data: Data(content.readableBytesView), finalURL: finish.url,
+            byteCount: finish.size, bytesTransferred: core.meter.bytesTransferred)
     }
 
     // MARK: - Requests and redirects
 
-    /// Sends requests until one yields content (or proves the partial complete),
-    /// following redirects and restarting from zero when the partial cannot be trusted.
+    /// Sends the machine's requests (`action`, then each redirect and restart) until it
+    /// asks for something else, which is returned. `digest` is the digest carried in and
+    /// then the one a kept body used; `body` is the body kept in memory.
     private func exchange(
-        plan: inout ResumePlan, sink: TransferDelegate.Sink, carriedDigest: ContentDigest?,
-        segmentationThreshold: Int64? = nil, partialIsEmpty: Bool = false
-    ) async throws(DownloadError) -> (TransferDelegate.Outcome, URL) {
-        var redirects = RedirectFollower(
-            url: request.url, policy: policy, maxRedirects: configuration.maxRedirects, subject: .download)
-        var restarted = false
-        while true {
-            let delegate = TransferDelegate(
-                plan: plan, sink: sink, requestURL: request.url, expectedSize: request.expectedSize,
-                algorithm: request.checksum?.algorithm, carriedDigest: carriedDigest, core: core,
-                threadPool: threadPool, checkpointer: checkpointer, segmentationThreshold: segmentationThreshold,
-                partialIsEmpty: partialIsEmpty && !restarted)
-            let url = redirects.url
-            let transportError = await send(url: url, headers: redirects.headers, plan: plan, delegate: delegate)
-            await delegate.drained()
-            let outcome = delegate.outcome
-            if outcome.status != nil { reachability.noteAnswered(endpoint.key) }
-            if let failure = outcome.failure { throw failure }
-            if outcome.segmentable != nil { return (outcome, url) }
-            guard let action = outcome.action else {
-                throw Self.translate(transportError, url: url)
-            }
-            switch action {
-            case .write:
-                if let transportError { throw Self.translate(transportError, url: url) }
-                return (outcome, url)
-            case .complete, .notModified:
-                return (outcome, url)
-            case .fail(let status, let retryAfter):
-                throw Self.httpError(status: status, url: url, retryAfter: retryAfter)
+        _ machine: inout TransferMachine, _ action: TransferMachine.EndAction, sink: TransferDelegate.Sink,
+        digest: inout ContentDigest?, body: inout ByteBuffer?
+    ) async throws(DownloadError) -> TransferMachine.EndAction {
+        var action = action
+        while case .send(let next) = action {
+            switch next.reason {
+            case .first, .redirect:
+                break
             case .restart(let reason):
                 logger.debug("restarting from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
-                guard !restarted, plan.offset > 0 else {
-                    throw DownloadError(.protocolViolation, "\(url.absoluteString): \(reason)")
+            case .segmentsChanged(let reason):
+                // Changed under our feet: once more, over one connection.
+                logger.debug("segments restart from zero", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
+                if case .file(let file, let paths) = sink {
+                    try await io { () throws(DownloadError) in
+                        try file.truncate(to: 0)
+                        _ = unlink(paths.metadata)
+                    }
                 }
-                restarted = true
-                plan = .fresh
-                core.meter.reset(completed: 0, total: request.expectedSize)
-            case .redirect(let location):
-                try redirects.follow(status: outcome.status ?? 302, location: location)
             }
+            if let progress = next.progress { core.meter.reset(completed: progress.completed, total: progress.total) }
+            let delegate = TransferDelegate(
+                machine: machine, sink: sink,
+                context: TransferDelegate.Context(
+                    core: core, threadPool: threadPool, checkpointer: checkpointer,
+                    algorithm: request.checksum?.algorithm, carriedDigest: digest, name: request.url.lastPathComponent))
+            let transportError = await send(next, delegate: delegate)
+            let received = await delegate.drained()
+            if received.answered { reachability.noteAnswered(endpoint.key) }
+            machine = received.machine
+            if let used = received.digest { digest = used }
+            body = received.body
+            action = machine.requestEnded(error: transportError.map { Self.translate($0, url: next.url) })
         }
+        return action
     }
 
     /// Which headers go to which hop: credentials only to the request's origin.
@@ -480,15 +455,13 @@ package struct TransferOperation: Sendable {
         RedirectPolicy(request: request, netrc: configuration.netrc, allowsDowngrade: configuration.allowsInsecureRedirects)
     }
 
-    /// Sends one request with `extraHeaders` (chosen by the redirect policy) and waits for
-    /// its end; returns the transport error, if any.
-    private func send(
-        url: URL, headers extraHeaders: [(name: String, value: String)], plan: ResumePlan, delegate: TransferDelegate
-    ) async -> (any Error)? {
+    /// Sends one request and waits for its end; returns the transport error, if any.
+    private func send(_ next: TransferMachine.Request, delegate: TransferDelegate) async -> (any Error)? {
+        let url = next.url
         var headers = HTTPHeaders()
         headers.add(name: "User-Agent", value: configuration.userAgent)
-        for header in extraHeaders { headers.add(name: header.name, value: header.value) }
-        for (name, value) in plan.requestHeaders { headers.replaceOrAdd(name: name, value: value) }
+        for header in next.headers { headers.add(name: header.name, value: header.value) }
+        for (name, value) in next.resumeHeaders { headers.replaceOrAdd(name: name, value: value) }
         let httpRequest: HTTPClient.Request
         do {
             httpRequest = try HTTPClient.Request(url: url, method: .GET, headers: headers)
@@ -515,14 +488,6 @@ package struct TransferOperation: Sendable {
     }
 
     // MARK: - Checks and helpers
-
-    private func verify(size: Int64) throws(DownloadError) {
-        if let expected = request.expectedSize, expected != size {
-            throw DownloadError(
-                .sizeMismatch,
-                "size check failed for \(request.url.absoluteString): got \(size) bytes, expected \(expected)")
-        }
-    }
 
     private func verify(checksum: Checksum, actual: String) throws(DownloadError) {
         guard actual == checksum.hex else {
@@ -561,10 +526,7 @@ package struct TransferOperation: Sendable {
     }
 
     /// Turns a transport error into a ``DownloadError`` a person can act on.
-    static func translate(_ error: (any Error)?, url: URL) -> DownloadError {
-        guard let error else {
-            return DownloadError(.network, "\(url.absoluteString): the request ended without a response")
-        }
+    static func translate(_ error: any Error, url: URL) -> DownloadError {
         if let error = error as? DownloadError { return error }
         let host = url.host ?? url.absoluteString
         if let tls = translateTLSError(error, host: host, url: url) { return tls }
