@@ -51,11 +51,11 @@ public final class QueueWorker: Service, Sendable {
     public let settings: Settings
     let logger: Logger
     /// The manager of the run under way, for tests.
-    private let current = NIOLockedValueBox<ManagerBox?>(nil)
+    private let current = NIOLockedValueBox<DownloadManager?>(nil)
 
     /// Returns once the manager of the run under way has nothing queued or running.
     func waitUntilIdle() async {
-        await current.withLockedValue { $0 }?.manager?.waitUntilIdle()
+        await current.withLockedValue { $0 }?.waitUntilIdle()
     }
 
     public init(queue: PostgresQueue, settings: Settings, logger: Logger? = nil) {
@@ -71,11 +71,7 @@ public final class QueueWorker: Service, Sendable {
     public func run(started: @escaping @Sendable (Int64) -> Void) async throws {
         try await queue.migrate()
         let owner = try await register()
-        let box = ManagerBox()
-        let store = PostgresJobStore(
-            queue: queue, owner: owner, settings: settings, logger: logger,
-            onLost: { ids in Task { await box.manager?.relinquish(ids) } },
-            onRoom: { Task { await box.manager?.wake() } })
+        let store = PostgresJobStore(queue: queue, owner: owner, settings: settings, logger: logger)
         var configuration = settings.configuration
         configuration.maxConcurrentDownloads = settings.slots
         configuration.maxConnectionsPerHost = settings.perHost.map { min($0, settings.slots) } ?? settings.slots
@@ -88,13 +84,13 @@ public final class QueueWorker: Service, Sendable {
         configuration.followsOtherProcesses = false
         let manager = DownloadManager(
             configuration: configuration, journal: nil, store: store, connectivityMonitor: nil, logger: logger)
-        await box.set(manager)
-        current.withLockedValue { $0 = box }
+        current.withLockedValue { $0 = manager }
+        // Starts the manager listening to the store's signals.
         await manager.wake()
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.renewLeases(store: store, manager: manager) }
-                group.addTask { await self.listen(manager: manager, started: { started(owner) }) }
+                group.addTask { await self.renewLeases(store: store) }
+                group.addTask { await store.listen(started: { started(owner) }) }
                 await group.waitForAll()
             }
         }
@@ -124,7 +120,7 @@ public final class QueueWorker: Service, Sendable {
 
     /// Renews the leases every quarter of the lease; stops the transfers that lost theirs,
     /// and all of them when renewing failed for too long.
-    private func renewLeases(store: PostgresJobStore, manager: DownloadManager) async {
+    private func renewLeases(store: PostgresJobStore) async {
         let clock = ContinuousClock()
         var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
         while !Task.isCancelled {
@@ -132,12 +128,10 @@ public final class QueueWorker: Service, Sendable {
             do {
                 let lost = try await store.renewLeases()
                 guardian.renewed(sentAt: sent)
-                if !lost.isEmpty {
-                    for id in lost {
-                        logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
-                    }
-                    await manager.relinquish(lost)
+                for id in lost {
+                    logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
                 }
+                store.onLost(lost)
             } catch {
                 logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
             }
@@ -147,7 +141,7 @@ public final class QueueWorker: Service, Sendable {
                 if !dropped.isEmpty {
                     logger.warning(
                         "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
-                    await manager.relinquish(dropped)
+                    store.onLost(dropped)
                 }
             }
             // Wake at the next renewal, or when the leases stop being safe if sooner.
@@ -157,35 +151,4 @@ public final class QueueWorker: Service, Sendable {
             }
         }
     }
-
-    /// Wakes the manager on every notification of new work; listens again after the
-    /// connection breaks (the polling fallback covers the gap).
-    private func listen(manager: DownloadManager, started: @escaping @Sendable () -> Void) async {
-        var announced = false
-        while !Task.isCancelled {
-            do {
-                try await queue.client.withConnection { connection in
-                    try await connection.listen(on: PostgresQueue.channel) { notifications in
-                        if !announced {
-                            announced = true
-                            started()
-                            // Whatever was added before the listening began.
-                            await manager.wake()
-                        }
-                        for try await _ in notifications { await manager.wake() }
-                    }
-                }
-            } catch {
-                logger.debug("listening stopped", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            do { try await Task.sleep(for: settings.pollInterval) } catch { return }
-        }
-    }
-}
-
-/// The manager, once made: the store's loss callback needs it before it exists.
-actor ManagerBox {
-    var manager: DownloadManager?
-
-    func set(_ manager: DownloadManager) { self.manager = manager }
 }

@@ -28,10 +28,11 @@ extension DownloadManager {
         await store.flush()
         while !isShutDown, queue.count < configuration.admissionWindow {
             let wanted = configuration.admissionWindow - queue.count
-            guard let records = try? await store.claimQueued(limit: wanted, session: me) else { break }
+            guard let claims = try? await store.claimQueued(limit: wanted) else { break }
             // A window's jobs mostly share a directory: check each directory once per window.
             var checkedDirectories: Set<String> = []
-            for record in records where jobs[DownloadID(record.id)] == nil {
+            for claimed in claims where jobs[claimed.id] == nil {
+                let record = claimed.record
                 guard var request = try? record.request(),
                     let (paths, endpoint) = try? Self.validate(request, skippingDirectoryCheckFor: checkedDirectories)
                 else {
@@ -55,13 +56,17 @@ extension DownloadManager {
                     continue
                 }
                 if let paths { checkedDirectories.insert(paths.directoryPath) }
+                let journaled: TransferOperation.JournaledProgress?
+                do throws(DownloadError) { journaled = try await takeUp(claimed, paths: paths) } catch {
+                    store.recordFailed(request.id, error)
+                    continue
+                }
                 let job = add(request, paths: paths, endpoint: endpoint)
-                job.journaled = .init(
-                    committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
+                job.journaled = journaled
                 enqueue(job)
             }
             schedule()
-            if records.count < wanted {
+            if claims.count < wanted {
                 journalMayHaveWork = false
                 break
             }

@@ -96,7 +96,7 @@ extension DownloadManager {
         let checkpointer = store.flatMap { store in
             job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
         }
-        store?.recordStarted(job.id, owner: me)
+        store?.recordStarted(job.id)
         let operation = TransferOperation(
             request: job.request, paths: job.paths, clients: clients, threadPool: threadPool,
             configuration: configuration, core: job.core, logger: logger, checkpointer: checkpointer,

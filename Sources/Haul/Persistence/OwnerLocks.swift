@@ -15,6 +15,11 @@ public struct JournalOwner: Sendable, Hashable, Codable, CustomStringConvertible
     /// The host name of its machine (or container).
     public var host: String
 
+    package init(pid: Int32, host: String) {
+        self.pid = pid
+        self.host = host
+    }
+
     /// "haul process 1234 on HOST".
     public var description: String { "haul process \(pid) on \(host)" }
 }
