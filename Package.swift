@@ -116,6 +116,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            // The upgrade fixture (a journal and partial files), read from the source tree.
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
     ]

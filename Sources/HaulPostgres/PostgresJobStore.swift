@@ -527,13 +527,16 @@ package final class PostgresJobStore: JobStore, Sendable {
     }
 
     /// Pauses, cancels or resumes job `id` through the queue: at once when it waits, else
-    /// by a command its worker acts on.
+    /// by a command its worker acts on. Resuming a failed or cancelled job queues it again,
+    /// as the journal's does.
     package func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
         do {
             switch command {
             case .pause: try await queue.pause([id.rawValue])
             case .cancel: try await queue.cancel([id.rawValue])
-            case .resume: try await queue.resume([id.rawValue])
+            case .resume:
+                // A paused job becomes available; a failed or cancelled one is queued again.
+                if try await queue.resume([id.rawValue]) == 0 { try await queue.retry([id.rawValue]) }
             }
         } catch {
             throw DownloadError.queue("could not \(command.rawValue) \(id): \(String(reflecting: error))")

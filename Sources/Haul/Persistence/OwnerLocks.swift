@@ -143,7 +143,8 @@ final class OwnerLocks: Sendable {
         return JournalOwner(pid: pid, host: String(fields[1]))
     }
 
-    private func path(of token: Int64) -> String { directory + "/\(token)" }
+    /// The lock file of `token`.
+    func path(of token: Int64) -> String { directory + "/\(token)" }
 
     private static func failure(_ message: String) -> DownloadError {
         DownloadError(.fileSystem, "\(message): \(String(cString: strerror(errno)))")
