@@ -175,6 +175,12 @@ package struct StoredProgress: Sendable, Hashable {
     package init(_ record: JobRecord) {
         self.init(committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
     }
+
+    /// How much of a partial file of `length` bytes the transfer trusts, by the rule of
+    /// ``TransferOperation/JournaledProgress/trustedLength(of:currentBoot:)``.
+    package func trustedLength(of length: Int64, currentBoot: String?) -> Int64 {
+        TransferOperation.JournaledProgress(self).trustedLength(of: length, currentBoot: currentBoot)
+    }
 }
 
 /// A job another live owner holds, which this one follows from the store.
