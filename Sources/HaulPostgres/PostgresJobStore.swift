@@ -7,7 +7,7 @@ import PostgresNIO
 
 /// The shared queue as one worker's ``JobStore``: the second implementation of the
 /// protocol the SQLite journal's `JournalStore` is the first of. The manager admits the
-/// jobs this store leases (``claimQueued(limit:session:)``) and runs them with its usual
+/// jobs this store leases (``claimQueued(limit:)``) and runs them with its usual
 /// transfer, and every write it makes comes back here, where it is fenced.
 ///
 /// The store remembers the lease (owner and attempt) of every job it claimed, so the

@@ -325,3 +325,28 @@ struct StoreConformancePostgresTests {
         try await PostgresHarness.with(StoreConformance.crashedOwnerTakenOverAndFenced)
     }
 }
+
+/// The one place partial files change hands: a job taken over from an owner that may
+/// still write (``ClaimedJob/mayBeWritten``) gets a partial of its own.
+@Suite("Taking over a partial file")
+struct PartialTakeoverTests {
+    @Test func theStaleWritersLateWritesMissTheDetachedPartial() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-takeover-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let paths = try #require(
+            try PartialPaths(
+                destination: .directory(directory, name: "f.bin"), url: URL(string: "http://127.0.0.1/f.bin")!))
+        try Data("committed".utf8).write(to: URL(fileURLWithPath: paths.partial))
+        // Given the stale owner's descriptor, still open on the partial
+        let stale = open(paths.partial, O_WRONLY | O_APPEND)
+        #expect(stale >= 0)
+        defer { close(stale) }
+        // When the new owner detaches it (the metadata file does not exist yet)
+        #expect(try paths.detachFromPreviousWriter() == [paths.partial])
+        // Then the stale owner's late writes land in a file no name leads to
+        _ = "late".withCString { write(stale, $0, 4) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: paths.partial)) == Data("committed".utf8))
+        #expect(!FileManager.default.fileExists(atPath: paths.partial + ".haul-takeover"))
+    }
+}

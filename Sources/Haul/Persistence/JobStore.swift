@@ -8,7 +8,7 @@
 /// `any JobStore`: no SQL, no database type and no transfer type crosses it, and how a
 /// store tells live owners from dead ones stays inside it.
 ///
-/// What every store guarantees (``StoreConformanceTests`` checks each, on both):
+/// What every store guarantees (the tests' `StoreConformance` sequences check each, on both):
 /// - **One owner per store.** A store instance acts for one owner, which it identifies
 ///   (``ownerToken()``) and proves alive its own way. A job is *held* by a live owner
 ///   that runs it or queued it and has yet to run it. Claims never take a held job; they

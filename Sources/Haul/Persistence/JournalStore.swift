@@ -12,8 +12,10 @@ import NIOConcurrencyHelpers
 /// ``close()`` are that manager's, while the journal (and its owner token) may be shared.
 ///
 /// Coordination is the kernel's: an owner is alive while it holds its lock in
-/// ``OwnerLocks``, so a job changes hands only when its owner died, and every write is
-/// fenced on the owner (a refused one is reported as ``StoreSignal/lost(_:)``). SQLite
+/// ``OwnerLocks``, so a job changes hands only when its owner died (or its lock file was
+/// removed), and every write is fenced on the owner (a refused one is reported as
+/// ``StoreSignal/lost(_:)``). An owner token is one process's, never reused, and a
+/// process holds a job under one claim at a time: the token is the claim's attempt too. SQLite
 /// cannot tell another process of a change, so ``signals`` polls, every `pollInterval`,
 /// while the manager listens.
 final class JournalStore: JobStore {
