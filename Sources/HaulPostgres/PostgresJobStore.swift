@@ -19,7 +19,7 @@ import PostgresNIO
 /// Coordination is by leases: an owner holds a job while its lease lasts (renewed by
 /// ``renewLeases()``), and a job whose lease expired is claimed again by whoever comes
 /// first, reported as ``ClaimedJob/mayBeWritten`` (its old owner may only be stopped).
-/// ``signals`` passes on `NOTIFY haul_jobs` (see ``listen(started:)``), and ticks every
+/// ``signals`` passes on `NOTIFY haul_jobs` (see ``coordinate(started:)``), and ticks every
 /// poll interval for what nobody announces: retries falling due, leases expiring.
 ///
 /// Fire-and-forget writes run in order on one task, as the protocol requires.
@@ -83,17 +83,19 @@ package final class PostgresJobStore: JobStore, Sendable {
     private func onRoom() { signalling.yield(.wake) }
 
     /// Tells the manager it no longer holds `ids`.
-    func onLost(_ ids: [DownloadID]) {
+    private func onLost(_ ids: [DownloadID]) {
         guard !ids.isEmpty else { return }
         signalling.yield(.lost(ids))
     }
 
-    /// Passes `NOTIFY haul_jobs` on as ``StoreSignal/wake``, and wakes every poll
-    /// interval for what no notification announces (retries falling due, leases
-    /// expiring); listens again after the connection breaks. Runs until cancelled.
-    /// `started` is called once the first `LISTEN` is in place.
-    func listen(started: @escaping @Sendable () -> Void) async {
+    /// The worker's side of the coordination, until cancelled: renews the leases (see
+    /// ``renewLeases()``), passes `NOTIFY haul_jobs` on as ``StoreSignal/wake`` (listening
+    /// again after the connection breaks), and wakes every poll interval for what no
+    /// notification announces (retries falling due, leases expiring). `started` is called
+    /// once the first `LISTEN` is in place.
+    func coordinate(started: @escaping @Sendable () -> Void) async {
         await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.keepLeases() }
             group.addTask { [self] in
                 while !Task.isCancelled {
                     do { try await Task.sleep(for: settings.pollInterval) } catch { return }
@@ -122,6 +124,40 @@ package final class PostgresJobStore: JobStore, Sendable {
                 }
             }
             await group.waitForAll()
+        }
+    }
+
+    /// Renews the leases every quarter of the lease; reports the jobs whose lease was
+    /// taken as lost, and all of them when renewing failed for too long (see ``LeaseGuard``).
+    private func keepLeases() async {
+        let clock = ContinuousClock()
+        var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
+        while !Task.isCancelled {
+            let sent = clock.now
+            do {
+                let lost = try await renewLeases()
+                guardian.renewed(sentAt: sent)
+                for id in lost {
+                    logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
+                }
+                onLost(lost)
+            } catch {
+                logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            if guardian.mustStop(at: clock.now) {
+                // Before any other worker can take the jobs over: stop them here.
+                let dropped = dropAllLeases()
+                if !dropped.isEmpty {
+                    logger.warning(
+                        "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
+                    onLost(dropped)
+                }
+            }
+            // Wake at the next renewal, or when the leases stop being safe if sooner.
+            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
+            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
+                return
+            }
         }
     }
 

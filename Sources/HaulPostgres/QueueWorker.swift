@@ -9,8 +9,9 @@ public import ServiceLifecycle
 ///
 /// A worker is a ``DownloadManager`` whose job store is the queue (see
 /// `PostgresJobStore`): the manager's admission claims jobs with leases, and its transfer,
-/// resume and verification run them as they would any download. Around it the worker:
-/// - registers itself in `haul_workers` (its ID is the owner of its leases);
+/// resume and verification run them as they would any download. The worker registers
+/// itself in `haul_workers` (its ID is the owner of its leases), and its store
+/// (`PostgresJobStore.coordinate(started:)`):
 /// - renews its leases every quarter of the lease (``Settings/lease``), stopping the
 ///   transfers whose lease another worker took, and stopping all of them, partials kept,
 ///   when it could not renew for three quarters of the lease (see ``LeaseGuard``);
@@ -87,13 +88,7 @@ public final class QueueWorker: Service, Sendable {
         current.withLockedValue { $0 = manager }
         // Starts the manager listening to the store's signals.
         await manager.wake()
-        await cancelWhenGracefulShutdown {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.renewLeases(store: store) }
-                group.addTask { await store.listen(started: { started(owner) }) }
-                await group.waitForAll()
-            }
-        }
+        await cancelWhenGracefulShutdown { await store.coordinate(started: { started(owner) }) }
         await manager.shutdown()
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue
@@ -116,39 +111,5 @@ public final class QueueWorker: Service, Sendable {
             "INSERT INTO haul_workers (host, pid) VALUES (\(host), \(pid)) RETURNING id", logger: logger)
         for try await id in rows.decode(Int64.self) { return id }
         throw QueueError("the queue did not register the worker")
-    }
-
-    /// Renews the leases every quarter of the lease; stops the transfers that lost theirs,
-    /// and all of them when renewing failed for too long.
-    private func renewLeases(store: PostgresJobStore) async {
-        let clock = ContinuousClock()
-        var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
-        while !Task.isCancelled {
-            let sent = clock.now
-            do {
-                let lost = try await store.renewLeases()
-                guardian.renewed(sentAt: sent)
-                for id in lost {
-                    logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
-                }
-                store.onLost(lost)
-            } catch {
-                logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            if guardian.mustStop(at: clock.now) {
-                // Before any other worker can take the jobs over: stop them here.
-                let dropped = store.dropAllLeases()
-                if !dropped.isEmpty {
-                    logger.warning(
-                        "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
-                    store.onLost(dropped)
-                }
-            }
-            // Wake at the next renewal, or when the leases stop being safe if sooner.
-            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
-            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
-                return
-            }
-        }
     }
 }
