@@ -122,6 +122,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            // The upgrade fixture (a journal and partial files), read from the source tree.
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
     ]

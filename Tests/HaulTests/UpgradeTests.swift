@@ -1,0 +1,90 @@
+import Foundation
+import GRDB
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// A journal written by an earlier release resumes under this code, every partial kept.
+/// The fixture and how it was made: `Fixtures/upgrade-10c1a37/README.md`.
+@Suite("Upgrades", .serialized)
+struct UpgradeTests {
+    /// Where the fixture was made, and is restored: the journal names these paths.
+    static let root = "/tmp/haul-upgrade-fixture"
+    /// The port of the URLs in the journal.
+    static let port = 47391
+    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/upgrade-10c1a37")
+
+    /// The served files: name, size, seed, ETag (as `make-upgrade-fixture.sh` served them).
+    static let files: [(name: String, size: Int, seed: Int, etag: String)] = [
+        ("a.bin", 300 * 1024, 1, "a-v1"), ("b.bin", 400 * 1024, 2, "b-v1"),
+    ]
+
+    static func content(size: Int, seed: Int) -> [UInt8] {
+        (0..<size).map { i in UInt8(truncatingIfNeeded: i &* 7 &+ (i >> 8) &* 13 &+ seed) }
+    }
+
+    @Test func journalOfRelease10c1a37ResumesEveryPartial() async throws {
+        // Given the journal and partials the release left, restored where it made them
+        let manager = FileManager.default
+        try? manager.removeItem(atPath: Self.root)
+        try manager.createDirectory(atPath: Self.root + "/downloads", withIntermediateDirectories: true)
+        try manager.copyItem(
+            atPath: Self.fixture.appendingPathComponent("journal.sqlite").path, toPath: Self.root + "/journal.sqlite")
+        var partialSizes: [String: Int] = [:]
+        for file in Self.files {
+            for suffix in [".haul-partial", ".haul-meta"] {
+                try manager.copyItem(
+                    atPath: Self.fixture.appendingPathComponent("downloads/\(file.name)\(suffix)").path,
+                    toPath: Self.root + "/downloads/\(file.name)\(suffix)")
+            }
+            let size = try manager.attributesOfItem(atPath: Self.root + "/downloads/\(file.name).haul-partial")[.size]
+            partialSizes[file.name] = (size as? NSNumber)?.intValue
+        }
+        #expect(partialSizes["a.bin"].map { $0 > 0 && $0 < 300 * 1024 } == true)
+        #expect(partialSizes["b.bin"].map { $0 > 0 && $0 < 400 * 1024 } == true)
+        // (the killed b.bin resumes in the boot that wrote it, as after an upgrade without a
+        // reboot: see the fixture's README)
+        let queue = try DatabaseQueue(path: Self.root + "/journal.sqlite")
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE job SET bootID = ? WHERE url LIKE '%/b.bin'", arguments: [ProcessIdentity.bootID])
+        }
+        try queue.close()
+        // and a server with the same bytes on the same port
+        let server = try await FaultServer.start(port: Self.port)
+        let modified = Date(timeIntervalSince1970: 1_704_067_200)
+        for file in Self.files {
+            server.setFile(
+                file.name,
+                ServedFile(
+                    bytes: Self.content(size: file.size, seed: file.seed), etag: .custom(file.etag),
+                    lastModified: .custom(modified)))
+        }
+
+        // When this code resumes the journal's unfinished downloads
+        let journal = try Journal(path: Self.root + "/journal.sqlite")
+        let resumed = try await withDownloadManager(journal: journal) { downloads in
+            let resumed = try await downloads.resumeUnfinished()
+            await downloads.waitUntilIdle()
+            return resumed
+        }
+        #expect(resumed == 2)
+
+        // Then each asked for the rest of its partial, and the files are complete and right
+        for file in Self.files {
+            let gets = server.requests(path: "/files/\(file.name)").filter { $0.method == "GET" }
+            let ranges = gets.map { request in request.headers.first { $0.name.lowercased() == "range" }?.value }
+            #expect(ranges.first == "bytes=\(partialSizes[file.name] ?? -1)-", "\(file.name): \(ranges)")
+            let saved = try Data(contentsOf: URL(fileURLWithPath: Self.root + "/downloads/\(file.name)"))
+            #expect(saved == Data(Self.content(size: file.size, seed: file.seed)), "\(file.name)")
+            #expect(!manager.fileExists(atPath: Self.root + "/downloads/\(file.name).haul-partial"))
+        }
+        let rows = try journal.jobs()
+        #expect(rows.count == 2)
+        #expect(rows.allSatisfy { $0.state == .completed }, "\(rows.map(\.state))")
+        try await server.shutdown()
+        try? manager.removeItem(atPath: Self.root)
+    }
+}
