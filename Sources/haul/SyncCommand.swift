@@ -54,10 +54,11 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     mutating func run() async throws {
-        let configuration = try options.managerConfiguration()
+        let settings = options.$settings
+        for warning in settings.warnings { Console.err(warning) }
         let journal = try journalOptions.open()
-        let manager = DownloadManager(configuration: configuration, journal: journal)
-        let renderer = SyncRenderer(mode: options.mode)
+        let manager = DownloadManager(configuration: settings.configuration, journal: journal)
+        let renderer = SyncRenderer(mode: settings.mode)
         let syncOptions = SyncOptions(
             deleteExtraneous: deleteExtraneous, dryRun: dryRun, atomic: atomic, verifyContents: verifyContents)
         let started = ContinuousClock.now
