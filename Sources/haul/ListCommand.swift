@@ -9,6 +9,9 @@ import Haul
 /// terminal long IDs are shortened in the middle and errors cut to fit the width; otherwise
 /// every field is printed in full.
 ///
+/// Jobs are shown as they stand (``Journal/standingJobs(in:)``): one that a killed process
+/// left `running` shows as `paused`, with the bytes its partial file holds.
+///
 /// `--json` prints a JSON array with one object per job, keys sorted, one object per line:
 ///
 ///     id           string   the download's ID (its URL for `haul get`)
