@@ -3,8 +3,13 @@ import Foundation
 import Haul
 
 /// The `haul` command: a download manager on the command line.
+///
+/// Every subcommand checks its arguments in `validate()` (and its option groups'), so that
+/// every usage error is found while parsing, before anything is opened, and is reported by
+/// ArgumentParser with the subcommand's usage. Each subcommand then runs once against the
+/// backend its options choose (``BackendChoice``).
 @main
-struct Haul: AsyncParsableCommand {
+struct HaulCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "haul",
         abstract: "A download manager: parallel, resumable, verified downloads.",
@@ -20,36 +25,42 @@ struct Haul: AsyncParsableCommand {
             SyncCommand.self, Serve.self, Worker.self,
         ])
 
-    /// Exit status for invalid arguments.
+    /// Exit status for invalid arguments, as curl and wget use (ArgumentParser's is `EX_USAGE`, 64).
     static let usageExitCode: Int32 = 2
 
-    /// Runs the command; invalid arguments exit with status 2 instead of `EX_USAGE` (64).
+    /// Parses and runs the command as ArgumentParser's `main()` does, except that usage
+    /// errors exit with ``usageExitCode``.
     static func main() async {
         MemoryTuning.keepFreedMemory()
-        var command: any ParsableCommand
         do {
-            command = try await asyncParseAsRoot()
-        } catch {
-            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
-            Console.err(fullMessage(for: error) + "\n")
-            Foundation.exit(usageExitCode)
-        }
-        do {
+            var command = try await asyncParseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
-        } catch let error as ValidationError {
-            // Thrown by run() once it has read the input files: show it like a parse error.
-            let subcommand = type(of: command)
-            let name = subcommand.configuration.commandName ?? "\(subcommand)".lowercased()
-            let usage = usageString(for: subcommand).replacingOccurrences(of: "\n", with: "\n  ")
-            Console.err(
-                "Error: \(error.message)\nUsage: \(usage)\n  See 'haul \(name) --help' for more information.\n")
-            Foundation.exit(usageExitCode)
         } catch {
-            exit(withError: error)
+            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+            Console.err(fullMessage(for: error) + "\n")
+            Foundation.exit(usageExitCode)
         }
     }
+}
+
+/// A value a command's `validate()` works out for its `run()`: not an argument, never
+/// parsed (ArgumentParser keeps it as a default), set once the arguments are known to be
+/// good, so that `run()` does not check or compute them again.
+@propertyWrapper
+struct Derived<Value>: Decodable {
+    var wrappedValue: Value?
+
+    init() { wrappedValue = nil }
+
+    /// The value, which `validate()` has set (`$name`).
+    var projectedValue: Value {
+        guard let wrappedValue else { preconditionFailure("read before validate() set it") }
+        return wrappedValue
+    }
+
+    init(from decoder: any Decoder) { wrappedValue = nil }
 }

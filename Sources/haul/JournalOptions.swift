@@ -14,9 +14,12 @@ struct JournalOptions: ParsableArguments {
     /// The journal's path: `--journal`, else ``Journal/defaultPath``.
     var resolvedPath: String { path ?? Journal.defaultPath }
 
+    func validate() throws {
+        if let path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
+    }
+
     /// Opens the journal; on failure says why on standard error and exits with status 1.
     func open() throws -> Journal {
-        if let path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
         do {
             return try Journal(path: resolvedPath)
         } catch {
@@ -82,18 +85,28 @@ struct DownloadOptions: ParsableArguments {
             """)
     var noWait = false
 
+    /// The checked options, once `validate()` has run.
+    @Derived var settings: RunSettings?
+
     /// How to show progress.
     var mode: ProgressRenderer.Mode {
         if json { .json } else if quiet { .quiet } else if Console.outputIsTerminal { .live } else { .lines }
     }
 
-    /// The manager's configuration; throws `ValidationError` for bad values.
-    func managerConfiguration() throws -> DownloadManager.Configuration {
+    mutating func validate() throws {
+        var warnings: [String] = []
+        let configuration = try managerConfiguration { warnings.append($0) }
+        settings = RunSettings(configuration: configuration, mode: mode, warnings: warnings)
+    }
+
+    /// The manager's configuration; throws `ValidationError` for bad values, and hands
+    /// warnings about them to `warn`.
+    private func managerConfiguration(warn: (String) -> Void) throws -> DownloadManager.Configuration {
         if quiet && json { throw ValidationError("--quiet and --json cannot be used together.") }
         var configuration = DownloadManager.Configuration()
         configuration.followsOtherProcesses = !noWait
         configuration.allowsInsecureRedirects = allowInsecureRedirects
-        try network.apply(to: &configuration)
+        try network.apply(to: &configuration, warn: warn)
         configuration.tls.allowsHTTP2 = http2
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }

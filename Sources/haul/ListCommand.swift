@@ -1,5 +1,4 @@
 import ArgumentParser
-import HaulPostgres
 import Foundation
 import Haul
 
@@ -9,6 +8,9 @@ import Haul
 /// alone when the size is unknown), SPEED (running downloads only), NAME and ERROR. On a
 /// terminal long IDs are shortened in the middle and errors cut to fit the width; otherwise
 /// every field is printed in full.
+///
+/// Jobs are shown as they stand (``Journal/standingJobs(in:)``): one that a killed process
+/// left `running` shows as `paused`, with the bytes its partial file holds.
 ///
 /// `--json` prints a JSON array with one object per job, keys sorted, one object per line:
 ///
@@ -45,37 +47,31 @@ struct List: AsyncParsableCommand {
 
     @OptionGroup var queueOptions: QueueOptions
 
+    /// The backend, once `validate()` has chosen it.
+    @Derived var backend: BackendChoice?
+
+    mutating func validate() throws {
+        backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
+    }
+
     mutating func run() async throws {
-        if let address = try queueOptions.address() {
-            let jobs = try await QueueOptions.with(address) { queue in try await queue.jobs() }
-            for job in jobs {
-                let size = job.totalBytes.map { "\(job.bytesCommitted)/\($0)" } ?? "\(job.bytesCommitted)"
-                var line = "\(job.state)\t\(job.attempt)/\(job.maxAttempts)\t\(size)\t\(job.id)"
-                if let error = job.lastError { line += "\t" + error }
-                Console.out(line + "\n")
-            }
-            return
-        }
-        let states: Set<JobState>? = all ? nil : [.queued, .running, .paused, .waiting, .failed]
-        let jobs: [JobSnapshot]
-        if let client = try ServiceMode.client(journalOptions) {
-            jobs = try await ServiceMode.with(client) { client in try await client.list(states: states).map(\.snapshot) }
-        } else {
-            let journal = try journalOptions.open()
-            do {
-                jobs = try journal.jobs(in: states)
-            } catch {
-                Console.err("haul: \(error.message)\n")
-                throw ExitCode.failure
-            }
-        }
-        if json {
-            Console.out(Self.json(jobs))
+        let request = ListRequest(all: all, json: json)
+        try await $backend.with { try await $0.list(request) }
+    }
+}
+
+/// The journal's jobs as `haul list` prints them (from the journal or a service): a table,
+/// or JSON with `--json` (see ``List``).
+enum JobTable {
+    /// Prints `jobs` as `request` asks.
+    static func print(_ jobs: [JobSnapshot], _ request: ListRequest) {
+        if request.json {
+            Console.out(json(jobs))
         } else if jobs.isEmpty {
-            Console.out(all ? "no jobs in the journal\n" : "no unfinished or failed jobs (--all shows every job)\n")
+            Console.out(request.all ? "no jobs in the journal\n" : "no unfinished or failed jobs (--all shows every job)\n")
         } else {
             let width: Int? = Console.outputIsTerminal ? Console.size.columns : nil
-            Console.out(Self.table(jobs, width: width))
+            Console.out(table(jobs, width: width))
         }
     }
 

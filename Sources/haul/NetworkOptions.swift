@@ -85,20 +85,14 @@ struct NetworkOptions: ParsableArguments {
         return names
     }
 
-    /// Throws a `ValidationError` when network options were given to a command that a
-    /// running service carries out with its own.
-    func refuseForService() throws {
-        guard !given.isEmpty else { return }
-        throw ValidationError(
-            "a service runs for this journal and downloads with its own network settings: \(given.joined(separator: ", ")) would be ignored; give them to 'haul serve'.")
-    }
-
     /// Sets the network part of `configuration` from these options and `environment`:
-    /// throws `ValidationError` (exit status 2) for bad values, warns on standard error
-    /// for `--insecure` and a netrc file others can read. Reads the netrc file.
+    /// throws `ValidationError` (exit status 2) for bad values, and warns (on standard
+    /// error, unless `warn` says otherwise) for `--insecure` and a netrc file others can
+    /// read. Reads the netrc file.
     func apply(
         to configuration: inout DownloadManager.Configuration,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        warn: (String) -> Void = { Console.err($0) }
     ) throws {
         configuration.proxy = try proxySettings(environment: environment)
         for file in caCertificates {
@@ -127,11 +121,11 @@ struct NetworkOptions: ParsableArguments {
         }
         if insecure {
             configuration.tls.verifiesCertificates = false
-            Console.err(
+            warn(
                 "haul: warning: --insecure: https certificates are not checked, so anyone on the path can read and change these downloads.\n"
             )
         }
-        configuration.netrc = try loadNetrc()
+        configuration.netrc = try loadNetrc(warn: warn)
         if let userAgent {
             guard !userAgent.isEmpty, !userAgent.contains(where: { $0 == "\r" || $0 == "\n" }) else {
                 throw ValidationError("--user-agent needs a text of one line.")
@@ -170,7 +164,7 @@ struct NetworkOptions: ParsableArguments {
 
     /// The netrc file `--netrc-file` or `--netrc` names, parsed; `nil` without either, or
     /// for `--netrc` when the default file does not exist (as curl).
-    private func loadNetrc() throws -> Netrc? {
+    private func loadNetrc(warn: (String) -> Void) throws -> Netrc? {
         let path: String
         if let netrcFile {
             guard !netrcFile.isEmpty else { throw ValidationError("--netrc-file needs a file path.") }
@@ -188,7 +182,7 @@ struct NetworkOptions: ParsableArguments {
             throw ValidationError("\(netrcFile != nil ? "--netrc-file" : "--netrc"): \(error.message).")
         }
         if Netrc.isReadableByOthers(path: path) {
-            Console.err("haul: warning: \(path) can be read by other users; its passwords are not private (chmod 600 \(path)).\n")
+            warn("haul: warning: \(path) can be read by other users; its passwords are not private (chmod 600 \(path)).\n")
         }
         return parsed
     }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Haul
-import HaulServer
 
 /// `haul resume`: continues every unfinished download in the journal.
 struct Resume: AsyncParsableCommand {
@@ -27,30 +26,18 @@ struct Resume: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    /// The backend, once `validate()` has chosen it.
+    @Derived var backend: BackendChoice?
+
+    mutating func validate() throws {
+        let backend = try BackendChoice.make(journal: journalOptions)
+        try backend.permit(.init(networkOptions: options.network.given))
+        self.backend = backend
+    }
+
     mutating func run() async throws {
-        let configuration = try options.managerConfiguration()
-        if let client = try ServiceMode.client(journalOptions) {
-            do {
-                try options.network.refuseForService()
-            } catch {
-                await client.close()
-                throw error
-            }
-            let code = try await ServiceMode.resume(client, quiet: options.quiet)
-            if code != 0 { throw ExitCode(code) }
-            return
-        }
-        let journal = try journalOptions.open()
-        var session = DownloadSession(configuration: configuration, journal: journal, mode: options.mode)
-        session.nothingToDo = "nothing to resume"
-        let code = await session.run { intake in
-            do throws(DownloadError) {
-                let count = try await intake.manager.resumeUnfinished()
-                await intake.adopted(count)
-            } catch {
-                await intake.fail("cannot resume: \(error.message)")
-            }
-        }
+        let settings = options.$settings
+        let code = try await $backend.with { try await $0.resume(settings) }
         if code != 0 { throw ExitCode(code) }
     }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import Haul
-import HaulPostgres
 import HaulServer
 
 /// `haul serve`: the download manager as a service, with an HTTP API and a dashboard.
@@ -73,7 +72,10 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
-    func run() async throws {
+    /// The service's options, once `validate()` has checked them.
+    @Derived var options: HaulService.Options?
+
+    mutating func validate() throws {
         guard #available(macOS 14, iOS 17, tvOS 17, *) else {
             throw ValidationError("haul serve needs macOS 14 or later.")
         }
@@ -87,9 +89,7 @@ struct Serve: AsyncParsableCommand {
         for origin in rpcOrigins where AccessRules.normalizedOrigin(origin) == nil {
             throw ValidationError("--rpc-allow-origin takes an origin such as https://ariang.example, without a path: '\(origin)'.")
         }
-        if let path = journalOptions.path, path.isEmpty { throw ValidationError("--journal needs a file path.") }
         let directory = URL(fileURLWithPath: self.directory).standardizedFileURL.path
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var options = HaulService.Options(journalPath: journalOptions.resolvedPath, directory: directory)
         options.host = host
         options.port = port
@@ -103,8 +103,15 @@ struct Serve: AsyncParsableCommand {
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         try network.apply(to: &options.network)
         options.queue = try queueOptions.address(fromEnvironment: true)
+        self.options = options
+    }
+
+    func run() async throws {
+        guard #available(macOS 14, iOS 17, tvOS 17, *) else { return }
+        var options = $options
         options.eventLoopGroup = ProcessResources.eventLoopGroup
         options.threadPool = ProcessResources.threadPool
+        try? FileManager.default.createDirectory(atPath: options.directory, withIntermediateDirectories: true)
         let queueNote = options.queue.map { "; the shared queue at \($0)" } ?? ""
         do {
             try await HaulService.run(options) { address, tokenNote in

@@ -54,12 +54,13 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     mutating func run() async throws {
-        let configuration = try options.managerConfiguration()
+        let settings = options.$settings
+        for warning in settings.warnings { Console.err(warning) }
         let journal = try journalOptions.open()
         let manager = DownloadManager(
-            configuration: configuration, journal: journal, eventLoopGroup: ProcessResources.eventLoopGroup,
+            configuration: settings.configuration, journal: journal, eventLoopGroup: ProcessResources.eventLoopGroup,
             threadPool: ProcessResources.threadPool)
-        let renderer = SyncRenderer(mode: options.mode)
+        let renderer = SyncRenderer(mode: settings.mode)
         let syncOptions = SyncOptions(
             deleteExtraneous: deleteExtraneous, dryRun: dryRun, atomic: atomic, verifyContents: verifyContents)
         let started = ContinuousClock.now

@@ -213,6 +213,47 @@ struct CLITests {
         }
     }
 
+    /// A `haul get` killed with SIGKILL leaves its row `running`, with no more bytes than
+    /// its last checkpoint (none, for a small file), while its partial file holds what was
+    /// written: `haul list` shows what is true, a download paused (its process is dead)
+    /// with the bytes on disk.
+    @Test(.timeLimit(.minutes(2)))
+    func listShowsAKilledDownloadPausedWithTheBytesOnDisk() async throws {
+        try await CLIFixture.with { f, journal in
+            // Given: a download killed while its server stalls after 300,000 bytes
+            f.serve("k.bin", count: 2_000_000)
+            let url = f.server.url("/files/k.bin?stall_after=300000").absoluteString
+            let killed = try await Haul.run(["get", url, "-d", f.directory.path, "--json", "--journal", journal]) { line in
+                guard line.contains("\"event\":\"progress\""),
+                    let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                    let bytes = object["bytes"] as? Int
+                else { return nil }
+                return bytes >= 300_000 ? SIGKILL : nil
+            }
+            #expect(killed.status == SIGKILL)
+            let attributes = try FileManager.default.attributesOfItem(atPath: f.file("k.bin.haul-partial").path)
+            let onDisk = try #require(attributes[.size] as? Int)
+            #expect(onDisk == 300_000)
+
+            // When
+            let jobs = try await Haul.jobs(journal)
+            let table = try await Haul.run(["list", "--journal", journal])
+
+            // Then
+            let job = try #require(jobs.first)
+            #expect(jobs.count == 1)
+            #expect(job["state"] as? String == "paused")
+            #expect(job["bytes"] as? Int == onDisk)
+            #expect(job["speed"] as? Int == 0)
+            #expect(table.status == 0)
+            let row = try #require(table.stdout.split(separator: "\n").last.map(String.init))
+            #expect(row.hasPrefix(url + " "))
+            #expect(row.contains(" paused "), "\(row)")
+            #expect(!row.contains("running"), "\(row)")
+            #expect(row.contains("293.0 KiB"), "\(row)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func pauseFromAnotherProcessThenResume() async throws {
         try await CLIFixture.with { f, journal in

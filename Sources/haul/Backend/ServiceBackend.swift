@@ -3,37 +3,50 @@ import Foundation
 import Haul
 import HaulServer
 
-/// The CLI as a client of `haul serve`: when a service runs for the journal, the commands
-/// that would touch the journal go through its API instead (see ``ServiceClient``).
-enum ServiceMode {
+/// The backend that hands the work to a running `haul serve` through its API
+/// (``ServiceClient``): it downloads, and this process follows the downloads on its event
+/// stream.
+struct ServiceBackend: CommandBackend {
     /// How many downloads the first request queues; each next one takes four times more, up
     /// to 2,000 (and 512 KiB: a service takes bodies of 1 MiB at most).
     static let firstPart = 100
 
-    /// The client of the service running for the journal, or `nil` when none runs.
-    static func client(_ journal: JournalOptions) throws -> ServiceClient? {
+    let client: ServiceClient
+
+    func close() async {
+        await client.close()
+    }
+
+    /// Runs `body`; a failed call is said on standard error and exits with status 1.
+    private func calling<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            return try ServiceClient(journalPath: journal.resolvedPath)
-        } catch {
-            Console.err("haul: \(error.message)\n")
+            return try await body()
+        } catch let failure as ServiceClient.Failure {
+            Console.err("haul: \(failure.message)\n")
             throw ExitCode.failure
         }
     }
 
-    /// Runs `body` with the client, closing it after; a failed call exits with status 1.
-    static func with<T>(_ client: ServiceClient, _ body: (ServiceClient) async throws -> T) async throws -> T {
+    // MARK: - Downloads
+
+    func get(_ batch: GetBatch) async throws -> Int32 {
+        let directory = try batch.createdDirectory()
+        let headers = batch.allHeaders.isEmpty ? nil : Dictionary(batch.allHeaders.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
+        var inputs: [DownloadInput] = []
         do {
-            let result = try await body(client)
-            await client.close()
-            return result
-        } catch let failure as ServiceClient.Failure {
-            await client.close()
-            Console.err("haul: \(failure.message)\n")
-            throw ExitCode.failure
+            try await batch.entries { entry in
+                inputs.append(
+                    DownloadInput(
+                        url: entry.url.absoluteString, directory: directory.path, name: entry.name,
+                        checksum: entry.checksum?.description, headers: headers,
+                        maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload))
+                return true
+            }
         } catch {
-            await client.close()
-            throw error
+            Console.err("haul: \(error) (the input changed while it was read)\n")
+            throw ExitCode.failure
         }
+        return try await get(inputs, detach: batch.detach, quiet: batch.run.quiet)
     }
 
     /// Queues `inputs` with the service and, unless `detach`, follows them to their end,
@@ -42,8 +55,8 @@ enum ServiceMode {
     /// The downloads go to the service in parts, so that the first start while the rest are
     /// sent, as they do without a service; every one is checked here first, by the service's
     /// own rules (``DownloadBatch``), so that a bad one is refused before any is queued.
-    static func get(_ client: ServiceClient, _ inputs: [DownloadInput], detach: Bool, quiet: Bool) async throws -> Int32 {
-        if inputs.count > firstPart, let directory = inputs.first?.directory {
+    private func get(_ inputs: [DownloadInput], detach: Bool, quiet: Bool) async throws -> Int32 {
+        if inputs.count > Self.firstPart, let directory = inputs.first?.directory {
             do throws(FieldError) {
                 _ = try DownloadBatch(roots: [directory], defaultDirectory: directory).requests(for: inputs)
             } catch {
@@ -51,11 +64,11 @@ enum ServiceMode {
                 throw ExitCode.failure
             }
         }
-        return try await with(client) { client in
+        return try await calling {
             // Follow first, so that no end is missed.
-            let events = detach ? nil : try await client.events(filter: filter(quiet: quiet))
+            let events = detach ? nil : try await client.events(filter: Self.filter(quiet: quiet))
             var ids: [String] = []
-            var part = firstPart
+            var part = Self.firstPart
             while ids.count < inputs.count {
                 // At most `part` downloads and about 512 KiB of JSON (the service takes 1 MiB).
                 var end = ids.count
@@ -76,7 +89,7 @@ enum ServiceMode {
                 if !quiet { for id in ids { Console.out("queued \(id)\n") } }
                 return 0
             }
-            return try await follow(ids, on: client, events: events!, quiet: quiet)
+            return try await Self.follow(ids, on: client, events: events!, quiet: quiet)
         }
     }
 
@@ -87,32 +100,45 @@ enum ServiceMode {
             + (input.checksum?.utf8.count ?? 0) + headers
     }
 
-    /// `haul pause`, `cancel` and `retry` through the service: one line per download it
-    /// changed; exit status 1 when it changed none.
-    static func control(_ client: ServiceClient, _ action: String, done: String, ids: [String], all: [JobState]?)
-        async throws
-    {
-        let affected = try await with(client) { client in
-            try await client.bulk(action, ids: all == nil ? ids : nil, states: all)
-        }
-        Console.out("\(done) \(affected) download\(affected == 1 ? "" : "s") (through the service at \(client.address))\n")
-        if affected == 0, all == nil { throw ExitCode.failure }
-    }
-
     /// `haul resume` through the service: resumes the downloads a person paused and follows
     /// every unfinished one to its end; returns the exit status, as `get` does.
-    static func resume(_ client: ServiceClient, quiet: Bool) async throws -> Int32 {
-        try await with(client) { client in
-            let events = try await client.events(filter: filter(quiet: quiet))
+    func resume(_ run: RunSettings) async throws -> Int32 {
+        try await calling {
+            let events = try await client.events(filter: Self.filter(quiet: run.quiet))
             let unfinished = try await client.list(states: [.queued, .running, .waiting, .paused])
             guard !unfinished.isEmpty else {
-                if !quiet { Console.out("nothing to resume\n") }
+                if !run.quiet { Console.out("nothing to resume\n") }
                 return 0
             }
             let paused = unfinished.filter { $0.state == .paused }.map(\.id)
             if !paused.isEmpty { _ = try await client.bulk("resume", ids: paused) }
-            return try await follow(unfinished.map(\.id), on: client, events: events, quiet: quiet)
+            return try await Self.follow(unfinished.map(\.id), on: client, events: events, quiet: run.quiet)
         }
+    }
+
+    // MARK: - Jobs
+
+    func list(_ request: ListRequest) async throws {
+        let jobs = try await calling { try await client.list(states: request.states).map(\.snapshot) }
+        JobTable.print(jobs, request)
+    }
+
+    /// One line with how many downloads the service changed; exit status 1 when it
+    /// changed none of the IDs given.
+    func control(_ action: ControlAction, _ target: ControlTarget) async throws {
+        let affected = try await calling {
+            switch target {
+            case .ids(let ids): try await client.bulk(action.name, ids: ids)
+            case .all: try await client.bulk(action.name, states: action.allStates.sorted { $0.rawValue < $1.rawValue })
+            }
+        }
+        Console.out(
+            "\(action.done) \(affected) download\(affected == 1 ? "" : "s") (through the service at \(client.address))\n")
+        if affected == 0, case .ids = target { throw ExitCode.failure }
+    }
+
+    func clean() async throws {
+        throw BackendRefusal.unsupported("a service runs for this journal: 'haul clean' works on the journal itself")
     }
 
     /// The events a follower needs: quiet, only the ends of downloads (and removals), since

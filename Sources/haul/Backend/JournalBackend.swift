@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+import Haul
+
+/// The backend that runs downloads in this process, on the local journal: a
+/// ``DownloadManager`` fed through a ``DownloadSession``, and the journal's own control
+/// calls, which reach a running `haul get` through the journal.
+struct JournalBackend: CommandBackend {
+    /// How many requests are handed to the manager at once.
+    static let batchSize = 10_000
+
+    let journal: Journal
+
+    /// Opens the journal at `path`; on failure says why on standard error and exits with 1.
+    init(path: String) throws {
+        do {
+            journal = try Journal(path: path)
+        } catch {
+            Console.err("haul: cannot use the journal \(path): \(error.message)\n")
+            throw ExitCode.failure
+        }
+    }
+
+    func close() async {}
+
+    // MARK: - Downloads
+
+    func get(_ batch: GetBatch) async throws -> Int32 {
+        if batch.detach { throw BackendRefusal.detachWithoutService }
+        let directory = try batch.createdDirectory()
+        for warning in batch.run.warnings { Console.err(warning) }
+        let session = DownloadSession(configuration: batch.run.configuration, journal: journal, mode: batch.run.mode)
+        return await session.run { intake in
+            await intake.expect(batch.scan.count)
+            await Self.feed(intake, batch, directory: directory)
+        }
+    }
+
+    func resume(_ run: RunSettings) async throws -> Int32 {
+        for warning in run.warnings { Console.err(warning) }
+        var session = DownloadSession(configuration: run.configuration, journal: journal, mode: run.mode)
+        session.nothingToDo = "nothing to resume"
+        return await session.run { intake in
+            do throws(DownloadError) {
+                let count = try await intake.manager.resumeUnfinished()
+                await intake.adopted(count)
+            } catch {
+                await intake.fail("cannot resume: \(error.message)")
+            }
+        }
+    }
+
+    /// The second pass: builds requests and queues them in batches. An entry whose file
+    /// name another URL claimed first is reported as a duplicate instead.
+    private static func feed(_ intake: Intake, _ batch: GetBatch, directory: URL) async {
+        var requests: [DownloadRequest] = []
+        requests.reserveCapacity(min(batchSize, batch.scan.count))
+        let secretNames = Set(batch.secretHeaders.map(\.name))
+        do {
+            try await batch.entries { entry in
+                var request = DownloadRequest(
+                    url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
+                    checksum: entry.checksum, headers: batch.allHeaders)
+                request.forceDownload = batch.force
+                request.sensitiveHeaderNames = secretNames
+                request.storesCredentials = batch.storesCredentials
+                guard batch.scan.owns(entry) else {
+                    let name = InputFile.partialKey(for: entry)
+                    let message =
+                        "another URL in the list would be saved to the same file (\(name)); give it another name with out= in an input file"
+                    await intake.reject(request, code: "duplicate", message: message)
+                    return true
+                }
+                requests.append(request)
+                guard requests.count >= batchSize else { return true }
+                defer { requests.removeAll(keepingCapacity: true) }
+                return await intake.enqueue(requests)
+            }
+        } catch {
+            await intake.fail("\(error) (the input changed while it was read)")
+            return
+        }
+        if !requests.isEmpty { await intake.enqueue(requests) }
+    }
+
+    // MARK: - Jobs
+
+    func list(_ request: ListRequest) async throws {
+        let jobs: [JobSnapshot]
+        do {
+            jobs = try journal.standingJobs(in: request.states)
+        } catch {
+            Console.err("haul: \(error.message)\n")
+            throw ExitCode.failure
+        }
+        JobTable.print(jobs, request)
+    }
+
+    func control(_ action: ControlAction, _ target: ControlTarget) async throws {
+        var targets: [DownloadID]
+        do throws(DownloadError) {
+            switch target {
+            case .all:
+                targets = try journal.jobs(in: action.allStates).map(\.id)
+                if targets.isEmpty { Console.out(Self.nothing(action) + "\n") }
+            case .ids(let ids):
+                targets = try ids.map { text throws(DownloadError) in try resolve(text) }
+            }
+        } catch {
+            Console.err("haul: \(error.message)\n")
+            throw ExitCode.failure
+        }
+        var missing = false
+        var applied = 0
+        for id in targets {
+            let result: Journal.ControlResult
+            do throws(DownloadError) {
+                switch action {
+                case .pause: result = try journal.pause(id)
+                case .cancel: result = try journal.cancel(id)
+                case .retry: result = try journal.retry(id)
+                }
+            } catch {
+                Console.err("haul: \(id): \(error.message)\n")
+                missing = true
+                continue
+            }
+            switch result {
+            case .applied:
+                applied += 1
+                Console.out("\(action.done) \(id)\n")
+            case .requested:
+                Console.out("asked the running haul to \(action == .retry ? "resume" : action.name) \(id)\n")
+            case .unchanged(let state):
+                Console.out("\(id) is already \(state.rawValue)\n")
+            case .notFound:
+                Console.err("haul: no job \(id)\n")
+                missing = true
+            }
+        }
+        if action == .retry, applied > 0 { Console.out("run 'haul resume' to download \(applied == 1 ? "it" : "them")\n") }
+        if missing { throw ExitCode.failure }
+    }
+
+    /// What `--all` says when it finds no job.
+    private static func nothing(_ action: ControlAction) -> String {
+        switch action {
+        case .pause: "nothing to pause"
+        case .cancel: "nothing to cancel"
+        case .retry: "no failed jobs"
+        }
+    }
+
+    /// The ID as typed, or as URL parsing normalises it when only that one is in the journal.
+    private func resolve(_ text: String) throws(DownloadError) -> DownloadID {
+        let id = DownloadID(text)
+        guard try journal.job(id) == nil, let normalised = URL(string: text)?.absoluteString, normalised != text
+        else { return id }
+        return try journal.job(DownloadID(normalised)) == nil ? id : DownloadID(normalised)
+    }
+
+    func clean() async throws {
+        do {
+            let report = try journal.clean()
+            let jobs = report.rows == 1 ? "job" : "jobs"
+            let files = report.partialFiles == 1 ? "file" : "files"
+            Console.out("removed \(report.rows) finished \(jobs) and \(report.partialFiles) orphaned partial \(files)\n")
+        } catch {
+            Console.err("haul: \(error.message)\n")
+            throw ExitCode.failure
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import Haul
+import HaulPostgres
+import Logging
+import ServiceLifecycle
+
+/// The backend that works on the shared queue on PostgreSQL (issue 14): `haul get` adds
+/// jobs for `haul worker` to run, and `list`, `pause`, `cancel` and `retry` work on the
+/// queue's jobs. Downloads do not run in this process.
+struct QueueBackend: CommandBackend {
+    let address: QueueAddress
+
+    func close() async {}
+
+    /// The queue's request for `entry` (with `-o` and `--checksum` applied), or the usage
+    /// error that refuses it; `validate()` asks this of every entry before any is queued.
+    static func request(for entry: InputEntry, headers: [(name: String, value: String)]) throws -> QueueRequest {
+        do {
+            return try QueueRequest(
+                url: entry.url, name: entry.name, checksum: entry.checksum?.description, headers: headers)
+        } catch {
+            throw ValidationError("\(error.message); nothing was queued")
+        }
+    }
+
+    /// Runs `body` with the queue's connection pool running.
+    private func with<T: Sendable>(_ body: @Sendable (PostgresQueue) async throws -> T) async throws -> T {
+        let queue = PostgresQueue(address: address)
+        return try await queue.withRunning {
+            try await queue.migrate()
+            return try await body(queue)
+        }
+    }
+
+    /// `haul worker`: runs the queue's jobs with `settings` until SIGTERM or SIGINT, in a
+    /// service group that turns either signal into a graceful shutdown.
+    func work(_ settings: QueueWorker.Settings) async throws {
+        let queue = PostgresQueue(address: address)
+        let worker = QueueWorker(
+            queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool,
+            logger: Logger(label: "haul.worker", factory: { _ in WorkerLogHandler() }))
+        try await queue.withRunning {
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: [.init(service: AnnouncedWorker(worker: worker))], gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: .init(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })))
+            try await group.run()
+        }
+    }
+
+    // MARK: - Downloads
+
+    /// Adds every entry in one transaction (all or nothing) and says how many were new.
+    func get(_ batch: GetBatch) async throws -> Int32 {
+        var requests: [QueueRequest] = []
+        requests.reserveCapacity(batch.scan.count)
+        try await batch.entries { entry in
+            requests.append(try Self.request(for: entry, headers: batch.headers))
+            return true
+        }
+        let wanted = requests
+        let added = try await with { queue in try await queue.enqueue(wanted) }
+        Console.out("queued \(added) of \(wanted.count) (\(wanted.count - added) already in the queue)\n")
+        return 0
+    }
+
+    func resume(_ run: RunSettings) async throws -> Int32 {
+        throw BackendRefusal.unsupported("'haul resume' runs the journal's downloads: the shared queue's run on 'haul worker'")
+    }
+
+    // MARK: - Jobs
+
+    /// One line per job: state, attempt/attempts, bytes[/total], ID and the last error.
+    func list(_ request: ListRequest) async throws {
+        let jobs = try await with { queue in try await queue.jobs() }
+        for job in jobs {
+            let size = job.totalBytes.map { "\(job.bytesCommitted)/\($0)" } ?? "\(job.bytesCommitted)"
+            var line = "\(job.state)\t\(job.attempt)/\(job.maxAttempts)\t\(size)\t\(job.id)"
+            if let error = job.lastError { line += "\t" + error }
+            Console.out(line + "\n")
+        }
+    }
+
+    /// `ACTION: N job(s)`. The queue takes IDs only (see ``BackendChoice/check(_:)``);
+    /// retry without IDs retries every failed job.
+    func control(_ action: ControlAction, _ target: ControlTarget) async throws {
+        let ids: [String]
+        if case .ids(let given) = target { ids = given } else { ids = [] }
+        let count = try await with { queue in
+            switch action {
+            case .pause: try await queue.pause(ids)
+            case .cancel: try await queue.cancel(ids)
+            case .retry: try await queue.retry(ids)
+            }
+        }
+        Console.out("\(action.name): \(count) job(s)\n")
+    }
+
+    func clean() async throws {
+        throw BackendRefusal.unsupported("'haul clean' works on the journal; the shared queue keeps its own jobs")
+    }
+}
+
+/// The worker as a service that says on stderr when it is registered and listening:
+/// `haul worker: worker ID is listening for jobs`.
+private struct AnnouncedWorker: Service {
+    let worker: QueueWorker
+
+    func run() async throws {
+        try await worker.run(started: { id in Console.err("haul worker: worker \(id) is listening for jobs\n") })
+    }
+}
+
+/// What a worker logs at notice level and above (a lease lost, a write refused, the
+/// database unreachable), one line each on stderr: `haul worker: MESSAGE`. The queue's
+/// address in messages is its description, which never holds the password.
+struct WorkerLogHandler: LogHandler {
+    var logLevel: Logger.Level = .notice
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        let details = merged.isEmpty ? "" : " (" + merged.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
+        Console.err("haul worker: \(event.message)\(details)\n")
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import Haul
+import HaulPostgres
+
+/// `haul worker`: runs jobs of a shared queue on this machine until SIGTERM or SIGINT.
+struct Worker: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker",
+        abstract: "Run jobs of a shared queue on PostgreSQL, beside other workers on other machines.",
+        discussion: """
+            Workers lease jobs (FOR UPDATE SKIP LOCKED), renew their leases while they run, and \
+            stop a transfer whose lease another worker took. A job whose worker died is taken \
+            over once its lease expires, from its committed bytes when the partial file is on \
+            storage the workers share (the same -d), from zero otherwise. SIGTERM or SIGINT \
+            stops the transfers, keeping their partial files, and gives the jobs back.
+            """)
+
+    @OptionGroup var queueOptions: QueueOptions
+
+    @Option(
+        name: [.customShort("j"), .customLong("jobs")],
+        help: ArgumentHelp("How many jobs run at once on this worker. (default: 4)", valueName: "n"))
+    var jobs = 4
+
+    @Option(
+        name: .customLong("per-host"),
+        help: ArgumentHelp(
+            "How many jobs may use the same host at once, across all the workers of the queue (give every worker the same value). (default: no cap)",
+            valueName: "n"))
+    var perHost: Int?
+
+    @Option(
+        name: [.customShort("d"), .customLong("directory")],
+        help: ArgumentHelp("Where files go. (default: the current directory)", valueName: "dir"))
+    var directory = "."
+
+    @Option(help: ArgumentHelp("How long a lease holds a job, in seconds. (default: 30)", valueName: "seconds"))
+    var lease = 30
+
+    @OptionGroup(title: "Network options") var network: NetworkOptions
+
+    /// The queue and the worker's settings, once `validate()` has checked them.
+    @Derived var plan: (backend: QueueBackend, settings: QueueWorker.Settings)?
+
+    mutating func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
+        if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
+        guard lease >= 4 else { throw ValidationError("--lease must be at least 4 seconds") }
+        guard let address = try queueOptions.address(required: true) else { return }
+        var settings = QueueWorker.Settings(
+            directory: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL)
+        settings.slots = jobs
+        settings.perHost = perHost
+        settings.lease = .seconds(lease)
+        try network.apply(to: &settings.configuration)
+        plan = (QueueBackend(address: address), settings)
+    }
+
+    mutating func run() async throws {
+        let (backend, settings) = $plan
+        try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
+        Console.err("haul worker: jobs of \(backend.address) into \(settings.directory.path)\n")
+        try await backend.work(settings)
+    }
+}
