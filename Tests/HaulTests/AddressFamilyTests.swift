@@ -22,10 +22,10 @@ struct AddressFamilyTests {
         let proxy = try DownloadManager.ProxyServer(url: "http://127.0.0.1:3128")
         var configuration = Fixture.testConfiguration()
         configuration.proxy = .all(proxy, except: ["direct.example"])
-        let proxiedManager = DownloadManager(configuration: configuration)
+        let proxiedManager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
         configuration.proxy = .direct
         configuration.addressFamily = .ipv4
-        let forcedManager = DownloadManager(configuration: configuration)
+        let forcedManager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
         let (proxied, forced) = (await proxiedManager.clients, await forcedManager.clients)
         let routes = try await [
             proxied.route(for: URL(string: "https://example.com/a")!),
@@ -83,7 +83,7 @@ struct AddressFamilyTests {
         guard let server = try? await FaultServer.start(host: "::1") else { return }  // no IPv6 loopback here
         var configuration = Fixture.testConfiguration()
         configuration.addressFamily = .ipv6
-        let manager = DownloadManager(configuration: configuration)
+        let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
         let bytes = FaultServer.randomBytes(count: 2_000, seed: 61)
         server.setFile("v6.bin", bytes)
         let url = URL(string: "http://[::1]:\(server.port)/files/v6.bin")!

@@ -225,7 +225,7 @@ struct CredentialTests {
         let journal = try Journal(path: path)
         try await Fixture.with { f in
             let bytes = f.serve("m", count: 1000)
-            let manager = DownloadManager(configuration: f.configuration, journal: journal)
+            let manager = DownloadManager(configuration: f.configuration, journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
             _ = try await manager.download(
                 DownloadRequest(
                     url: f.server.url("/files/m"), destination: .directory(f.directory),

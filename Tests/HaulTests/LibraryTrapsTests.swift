@@ -254,7 +254,7 @@ struct LibraryTrapsTests {
         let request = DownloadRequest(url: server.url("/files/scoped"), destination: .memory(limit: 1 << 20))
 
         // When the body returns
-        let (data, used) = try await withDownloadManager(configuration: Fixture.testConfiguration()) { manager in
+        let (data, used) = try await withDownloadManager(configuration: Fixture.testConfiguration(), eventLoopGroup: TestResources.group, threadPool: TestResources.pool) { manager in
             (try await manager.download(request).result.data, manager)
         }
         #expect(data == Data(bytes))
@@ -285,7 +285,7 @@ struct LibraryTrapsTests {
         server.setFile("forgot", bytes)
 
         // Given a manager that was used
-        var manager: DownloadManager? = DownloadManager(configuration: Fixture.testConfiguration())
+        var manager: DownloadManager? = DownloadManager(configuration: Fixture.testConfiguration(), eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
         let events = manager!.events
         let result = try await manager!.download(
             DownloadRequest(url: server.url("/files/forgot"), destination: .memory(limit: 1 << 20))

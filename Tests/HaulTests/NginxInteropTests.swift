@@ -141,7 +141,7 @@ struct NginxFixture {
                 .appendingPathComponent("haul-nginx-tests-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let fixture = NginxFixture(
-                nginx: nginx, manager: DownloadManager(configuration: Fixture.testConfiguration()), directory: directory)
+                nginx: nginx, manager: DownloadManager(configuration: Fixture.testConfiguration(), eventLoopGroup: TestResources.group, threadPool: TestResources.pool), directory: directory)
             do {
                 try await body(fixture)
             } catch {

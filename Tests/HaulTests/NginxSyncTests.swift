@@ -15,7 +15,7 @@ struct NginxSyncTests {
             let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("haul-nginx-sync-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: scratch) }
             let journal = try Journal(path: scratch.appendingPathComponent("journal.sqlite").path)
-            let manager = DownloadManager(configuration: Fixture.testConfiguration(), journal: journal)
+            let manager = DownloadManager(configuration: Fixture.testConfiguration(), journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
             let mirror = scratch.appendingPathComponent("mirror")
             let modified = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 3600).rounded(.down))
             var files: [String: [UInt8]] = [:]

@@ -215,7 +215,7 @@ struct OwnershipTests {
 
             // When a manager on another instance of the journal asks for it, and for it
             // again through enqueue
-            let other = DownloadManager(configuration: f.configuration, journal: try Journal(path: journalPath))
+            let other = DownloadManager(configuration: f.configuration, journal: try Journal(path: journalPath), eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
             let events = other.events
             let follower = try await other.download(f.request("/files/lib?gate=g", to: "lib"))
             var attached: JournalOwner?

@@ -47,7 +47,7 @@ struct ProxyTests {
                     var configuration = Fixture.testConfiguration()
                     configuration.tls.additionalTrustRoots = [certificates.authority]
                     configuration.proxy = .all(try DownloadManager.ProxyServer(url: proxy.url()))
-                    let manager = DownloadManager(configuration: configuration)
+                    let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
                     // When it is downloaded
                     let result = try await manager.download(
@@ -163,7 +163,7 @@ struct ProxyTests {
                         var configuration = f.configuration
                         configuration.proxy = .all(withCredentials)
                         return configuration
-                    }())
+                    }(), eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 _ = try await manager.download(
                     DownloadRequest(url: f.server.url("/files/c.bin"), destination: .directory(f.directory))
                 ).result

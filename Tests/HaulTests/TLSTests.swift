@@ -24,7 +24,7 @@ struct TLSTests {
             try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
                 // Given a server whose certificate is signed by an authority nobody trusts
                 try nginx.write([UInt8](repeating: 7, count: 1024), at: "/a.bin", modified: Date())
-                let manager = DownloadManager(configuration: Fixture.testConfiguration())
+                let manager = DownloadManager(configuration: Fixture.testConfiguration(), eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
                 // When a download is tried without that authority
                 let handle = try await manager.download(
@@ -54,7 +54,7 @@ struct TLSTests {
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
                 configuration.tls.allowsHTTP2 = allowsHTTP2
-                let manager = DownloadManager(configuration: configuration)
+                let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 let directory = certificates.directory.appendingPathComponent("out")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 
@@ -146,7 +146,7 @@ struct TLSClientTests {
                 try nginx.write([1, 2, 3], at: "/w.bin", modified: Date())
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
-                let manager = DownloadManager(configuration: configuration)
+                let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
                 let handle = try await manager.download(
                     DownloadRequest(url: nginx.url("/w.bin"), destination: .memory(limit: 1024)))
@@ -169,7 +169,7 @@ struct TLSClientTests {
                 try nginx.write([1, 2, 3], at: "/x.bin", modified: Date())
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
-                let manager = DownloadManager(configuration: configuration)
+                let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
                 let handle = try await manager.download(
                     DownloadRequest(url: nginx.url("/x.bin"), destination: .memory(limit: 1024)))
@@ -195,7 +195,7 @@ struct TLSClientTests {
                 configuration.tls.additionalTrustRoots = [certificates.authority]
 
                 // When a download is tried without a client certificate, it is refused
-                let without = DownloadManager(configuration: configuration)
+                let without = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 let refused = try await without.download(
                     DownloadRequest(url: nginx.url("/m.bin"), destination: .memory(limit: 1 << 20)))
                 await #expect(throws: DownloadError.self) { try await refused.result }
@@ -204,7 +204,7 @@ struct TLSClientTests {
                 // And with one it succeeds
                 configuration.tls.clientCertificate = .init(
                     certificateFile: certificates.clientCertificate, privateKeyFile: certificates.clientKey)
-                let with = DownloadManager(configuration: configuration)
+                let with = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 let result = try await with.download(
                     DownloadRequest(url: nginx.url("/m.bin"), destination: .memory(limit: 1 << 20))
                 ).result
@@ -247,7 +247,7 @@ struct TLSClientTests {
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
                 configuration.tls.trustsSystemRoots = false
-                let manager = DownloadManager(configuration: configuration)
+                let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 let result = try await manager.download(
                     DownloadRequest(url: nginx.url("/o.bin"), destination: .memory(limit: 1024))
                 ).result
@@ -257,7 +257,7 @@ struct TLSClientTests {
                 // Without any authority nothing would be trusted: refused at once
                 var none = Fixture.testConfiguration()
                 none.tls.trustsSystemRoots = false
-                let empty = DownloadManager(configuration: none)
+                let empty = DownloadManager(configuration: none, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
                 let error = await #expect(throws: DownloadError.self) {
                     _ = try await empty.download(
                         DownloadRequest(url: nginx.url("/o.bin"), destination: .memory(limit: 1024)))
@@ -312,7 +312,7 @@ struct TLSOptionsTests {
         var configuration = Fixture.testConfiguration()
         let path = "/nonexistent-\(UUID().uuidString)/ca.pem"
         configuration.tls.additionalTrustRoots = [path]
-        let manager = DownloadManager(configuration: configuration)
+        let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
         // When a download is added
         let error = await #expect(throws: DownloadError.self) {
@@ -334,7 +334,7 @@ struct TLSOptionsTests {
         defer { try? FileManager.default.removeItem(at: path) }
         var configuration = Fixture.testConfiguration()
         configuration.tls.additionalTrustRoots = [path.path]
-        let manager = DownloadManager(configuration: configuration)
+        let manager = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
 
         // When downloads are queued
         let error = await #expect(throws: DownloadError.self) {

@@ -39,7 +39,7 @@ struct Fixture {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let journal = try useJournal ? Journal(path: directory.path + "-journal/journal.sqlite") : nil
         let fixture = Fixture(
-            server: server, manager: DownloadManager(configuration: configuration, journal: journal),
+            server: server, manager: DownloadManager(configuration: configuration, journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool),
             directory: directory, journal: journal, configuration: configuration)
         do {
             try await body(fixture)
@@ -61,7 +61,7 @@ struct Fixture {
     func makeManager(_ configure: (inout DownloadManager.Configuration) -> Void = { _ in }) -> DownloadManager {
         var configuration = self.configuration
         configure(&configuration)
-        return DownloadManager(configuration: configuration, journal: journal)
+        return DownloadManager(configuration: configuration, journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
     }
 
     /// Registers `count` random bytes under `/files/<name>` and returns them.

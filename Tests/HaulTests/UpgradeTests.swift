@@ -65,7 +65,7 @@ struct UpgradeTests {
 
         // When this code resumes the journal's unfinished downloads
         let journal = try Journal(path: Self.root + "/journal.sqlite")
-        let resumed = try await withDownloadManager(journal: journal) { downloads in
+        let resumed = try await withDownloadManager(journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool) { downloads in
             let resumed = try await downloads.resumeUnfinished()
             await downloads.waitUntilIdle()
             return resumed
