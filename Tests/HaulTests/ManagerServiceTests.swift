@@ -87,6 +87,8 @@ struct ManagerServiceTests {
         server.setFile("own", bytes)
         let manager = DownloadManager(configuration: Fixture.testConfiguration())
         #expect(manager.resources.ownsEventLoopGroup && manager.resources.ownsThreadPool)
+        let threads = try Self.threadPrefix(of: manager.eventLoopGroup)
+        Self.expectThreads(threads, running: true)
         let data = try await manager.download(
             DownloadRequest(url: server.url("/files/own"), destination: .memory(limit: 1 << 20))
         ).result.data
@@ -96,7 +98,8 @@ struct ManagerServiceTests {
         await manager.shutdown()
 
         // Then its event loops and I/O threads are stopped
-        try await Self.expectStopped(manager.eventLoopGroup, manager.threadPool)
+        Self.expectThreads(threads, running: false)
+        await #expect(throws: (any Error).self) { try await manager.threadPool.runIfActive {} }
         try await server.shutdown()
     }
 
@@ -109,21 +112,35 @@ struct ManagerServiceTests {
             DownloadRequest(url: server.url("/files/dropped"), destination: .memory(limit: 1 << 20))
         ).result
         let resources = manager!.resources
+        let threads = try Self.threadPrefix(of: resources.eventLoopGroup)
+        Self.expectThreads(threads, running: true)
 
         // When it is released without shutdown()
         manager = nil
 
         // Then it stops its event loops and I/O threads on its own
         await resources.waitUntilShutDown()
-        try await Self.expectStopped(resources.eventLoopGroup, resources.threadPool)
+        Self.expectThreads(threads, running: false)
+        await #expect(throws: (any Error).self) { try await resources.threadPool.runIfActive {} }
         try await server.shutdown()
     }
 
-    /// Expects `group` to take no more work, and `pool` to run no more.
-    static func expectStopped(_ group: any EventLoopGroup, _ pool: NIOThreadPool) async throws {
-        for loop in group.makeIterator() {
-            await #expect(throws: EventLoopError.self) { try await loop.scheduleTask(in: .zero) {}.futureResult.get() }
-        }
-        await #expect(throws: (any Error).self) { try await pool.runIfActive {} }
+    /// The name its threads start with, from the group's description
+    /// (`MultiThreadedEventLoopGroup { threadPattern = NIO-ELT-5-#* }`).
+    static func threadPrefix(of group: any EventLoopGroup) throws -> String {
+        let description = "\(group)"
+        let pattern = try #require(description.range(of: "threadPattern = "), "\(description)")
+        return String(description[pattern.upperBound...].prefix { $0 != "*" })
+    }
+
+    /// Expects threads named with `prefix` in this process when `running`, none otherwise
+    /// (Linux, where `/proc` lists them).
+    static func expectThreads(_ prefix: String, running: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
+        #if os(Linux)
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            let names = tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            let matching = names.filter { $0.hasPrefix(prefix) }
+            #expect(matching.isEmpty != running, "threads \(prefix)*: \(matching)", sourceLocation: sourceLocation)
+        #endif
     }
 }
