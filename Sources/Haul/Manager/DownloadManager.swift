@@ -563,7 +563,10 @@ public actor DownloadManager {
     /// manager's own event loops and I/O threads, in that order.
     private func finishShutdown(after transfers: [Task<Void, Never>]) async {
         for task in transfers { await task.value }
-        await admissionFinished()
+        // An admission under way brings nothing in any more (it checks for the shutdown);
+        // it is not waited for, since its store may be stopping under it (a worker's
+        // PostgreSQL client stops with the service group).
+        admission?.cancel()
         for task in background { task.cancel() }
         for stop in runStops { stop.finish() }
         runStops = []
