@@ -149,7 +149,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The reason, for ``Code/cancelled``.
     public let cancellationReason: CancellationReason?
     /// The delay a server asked for with `Retry-After`, if any.
-    let retryAfter: Duration?
+    package let retryAfter: Duration?
     /// Whether the failure was reaching the host at all (refused, unreachable, DNS,
     /// connect timeout), which may mean the network is gone.
     let isConnectivity: Bool
@@ -175,7 +175,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Whether the retry policy may try again after this error.
     ///
     /// Connection failures, timeouts, 408, 429 and 5xx are retried; other 4xx are not.
-    var isRetryable: Bool {
+    package var isRetryable: Bool {
         switch code.base {
         case .network, .timeout, .protocolViolation:
             return true

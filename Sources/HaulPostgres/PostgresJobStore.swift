@@ -2,19 +2,24 @@ import Foundation
 package import Haul
 package import Logging
 import NIOConcurrencyHelpers
-package import NIOPosix
 import PostgresNIO
 
 /// The shared queue as one worker's ``JobStore``: the second implementation of the
 /// protocol the SQLite journal's `JournalStore` is the first of. The manager admits the
-/// jobs this store leases (``claimQueued(limit:session:)``) and runs them with its usual
+/// jobs this store leases (``claimQueued(limit:)``) and runs them with its usual
 /// transfer, and every write it makes comes back here, where it is fenced.
 ///
 /// The store remembers the lease (owner and attempt) of every job it claimed, so the
 /// manager's writes, which name only a job's ID, become fenced statements: each is
 /// conditioned on `lease_owner` and `attempt` and does nothing once another worker took
 /// the job over. A checkpoint that finds its lease gone reports the job lost
-/// (``onLost``), and the worker stops it.
+/// (``StoreSignal/lost(_:)``), and the manager stops it.
+///
+/// Coordination is by leases: an owner holds a job while its lease lasts (renewed by
+/// ``renewLeases()``), and a job whose lease expired is claimed again by whoever comes
+/// first, reported as ``ClaimedJob/mayBeWritten`` (its old owner may only be stopped).
+/// ``signals`` passes on `NOTIFY haul_jobs` (see ``coordinate(started:)``), and ticks every
+/// poll interval for what nobody announces: retries falling due, leases expiring.
 ///
 /// Fire-and-forget writes run in order on one task, as the protocol requires.
 package final class PostgresJobStore: JobStore, Sendable {
@@ -36,14 +41,8 @@ package final class PostgresJobStore: JobStore, Sendable {
     let owner: Int64
     let settings: QueueWorker.Settings
     let logger: Logger
-    /// The worker's I/O threads, for the blocking copy of a partial taken over.
-    let threadPool: NIOThreadPool
-    /// Told of jobs whose lease turned out to be lost.
-    let onLost: @Sendable ([DownloadID]) -> Void
-    /// Told when a job stops counting against the worker's slots (completed, failed, given
-    /// back, lost), so that the manager looks for more work at once: a claim made while
-    /// every slot was taken found no room, and the manager then waits for the next poll.
-    let onRoom: @Sendable () -> Void
+    package let signals: AsyncStream<StoreSignal>
+    private let signalling: AsyncStream<StoreSignal>.Continuation
     private let state = NIOLockedValueBox(State())
     private let completions = NIOLockedValueBox(Completions())
     private let writes: AsyncStream<Write>.Continuation
@@ -54,23 +53,22 @@ package final class PostgresJobStore: JobStore, Sendable {
         case flush(CheckedContinuation<Void, Never>)
     }
 
-    package init(
-        queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger, threadPool: NIOThreadPool,
-        onLost: @escaping @Sendable ([DownloadID]) -> Void, onRoom: @escaping @Sendable () -> Void = {}
-    ) {
+    package init(queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger) {
         self.queue = queue
         self.owner = owner
         self.settings = settings
         self.logger = logger
-        self.threadPool = threadPool
-        self.onLost = onLost
-        self.onRoom = onRoom
+        (signals, signalling) = AsyncStream.makeStream(of: StoreSignal.self)
         let (stream, continuation) = AsyncStream.makeStream(of: Write.self)
         writes = continuation
+        let deadline = Self.deadline(lease: settings.lease)
         writer = Task {
             for await write in stream {
                 switch write {
-                case .run(let body): await body()
+                case .run(let body):
+                    do { try await answering(within: deadline) { await body() } } catch {
+                        logger.notice("a write to the database was given up: \(error)")
+                    }
                 case .flush(let continuation): continuation.resume()
                 }
             }
@@ -79,9 +77,100 @@ package final class PostgresJobStore: JobStore, Sendable {
 
     deinit {
         writes.finish()
+        signalling.finish()
+    }
+
+    /// A job stopped counting against the worker's slots (completed, failed, given back,
+    /// lost): the manager looks for more work at once, since a claim made while every slot
+    /// was taken found no room.
+    private func onRoom() { signalling.yield(.wake) }
+
+    /// Tells the manager it no longer holds `ids`.
+    private func onLost(_ ids: [DownloadID]) {
+        guard !ids.isEmpty else { return }
+        signalling.yield(.lost(ids))
+    }
+
+    /// The worker's side of the coordination, until cancelled: renews the leases (see
+    /// ``renewLeases()``), passes `NOTIFY haul_jobs` on as ``StoreSignal/wake`` (listening
+    /// again after the connection breaks), and wakes every poll interval for what no
+    /// notification announces (retries falling due, leases expiring). `started` is called
+    /// once the first `LISTEN` is in place.
+    func coordinate(started: @escaping @Sendable () -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.keepLeases() }
+            group.addTask { [self] in
+                while !Task.isCancelled {
+                    do { try await Task.sleep(for: settings.pollInterval) } catch { return }
+                    signalling.yield(.wake)
+                }
+            }
+            group.addTask { [self] in
+                var announced = false
+                while !Task.isCancelled {
+                    do {
+                        try await client.withConnection { connection in
+                            try await connection.listen(on: PostgresQueue.channel) { notifications in
+                                if !announced {
+                                    announced = true
+                                    started()
+                                    // Whatever was added before the listening began.
+                                    signalling.yield(.wake)
+                                }
+                                for try await _ in notifications { signalling.yield(.wake) }
+                            }
+                        }
+                    } catch {
+                        logger.debug("listening stopped", metadata: ["error": "\(String(reflecting: error))"])
+                    }
+                    do { try await Task.sleep(for: settings.pollInterval) } catch { return }
+                }
+            }
+            await group.waitForAll()
+        }
+    }
+
+    /// Renews the leases every quarter of the lease; reports the jobs whose lease was
+    /// taken as lost, and all of them when renewing failed for too long (see ``LeaseGuard``).
+    private func keepLeases() async {
+        let clock = ContinuousClock()
+        var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
+        while !Task.isCancelled {
+            let sent = clock.now
+            do {
+                let lost = try await answering(within: deadline) { try await self.renewLeases() }
+                guardian.renewed(sentAt: sent)
+                for id in lost {
+                    logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
+                }
+                onLost(lost)
+            } catch {
+                logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
+            }
+            if guardian.mustStop(at: clock.now) {
+                // Before any other worker can take the jobs over: stop them here.
+                let dropped = dropAllLeases()
+                if !dropped.isEmpty {
+                    logger.warning(
+                        "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
+                    onLost(dropped)
+                }
+            }
+            // Wake at the next renewal, or when the leases stop being safe if sooner.
+            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
+            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
+                return
+            }
+        }
     }
 
     var client: PostgresClient { queue.client }
+
+    /// How long any call to the database may take before it is given up (see
+    /// ``answering(within:_:)``): a quarter of the lease, the time between renewals, and at
+    /// least a second.
+    static func deadline(lease: Duration) -> Duration { max(lease / 4, .seconds(1)) }
+    var deadline: Duration { Self.deadline(lease: settings.lease) }
     var leaseSeconds: Double { settings.lease.timeInterval }
 
     /// The keys and leases this store holds now.
@@ -141,28 +230,176 @@ package final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Admission
 
-    package func claim(_ job: JobRecord, owner: Int64, force: Bool) async throws(DownloadError) -> JobClaim {
-        throw DownloadError.queue("a worker takes jobs from the shared queue; add them with PostgresQueue.enqueue")
+    /// Claims `job` for this worker, leased: inserts it running, or takes over the row with
+    /// its key unless another worker's lease on it lasts. (The queue keeps no completed
+    /// file's details, so `force` changes nothing: a completed row starts again from zero.)
+    package func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim {
+        let request = try queueRequest(for: job)
+        let options = try encodedOptions(request)
+        let key = request.id, url = request.url.absoluteString, host = PostgresQueue.hostKey(request.url)
+        let name = request.name, priority = request.priority, attempts = request.maxAttempts
+        let owner = self.owner, lease = leaseSeconds
+        let logger = self.logger
+        typealias Row = (Int, Int, String, Int64, Int64?, String?, String?, Bool, Bool)
+        let claimed: Row?
+        do {
+            claimed = try await answering(within: deadline) { [client] in
+                try await client.withTransaction(logger: logger) { connection -> Row? in
+                    try await connection.query(
+                        """
+                        INSERT INTO haul_jobs (key, url, host, destination, options, priority, max_attempts, state)
+                        VALUES (\(key), \(url), \(host), \(name), \(options)::jsonb, \(priority), \(attempts), 'paused')
+                        ON CONFLICT (key) DO NOTHING
+                        """, logger: logger)
+                    let rows = try await connection.query(
+                        """
+                        WITH previous AS (
+                            SELECT id, state, lease_owner, url FROM haul_jobs WHERE key = \(key) FOR UPDATE
+                        )
+                        UPDATE haul_jobs j SET
+                            state = 'running',
+                            lease_owner = \(owner), attempt = j.attempt + 1,
+                            max_attempts = greatest(j.max_attempts, j.attempt + 1),
+                            lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL,
+                            url = \(url), host = \(host), destination = \(name), options = \(options)::jsonb,
+                            priority = \(priority), updated_at = now(), finished_at = NULL,
+                            bytes_committed = CASE WHEN p.state IN ('completed', 'cancelled') OR p.url <> \(url) THEN 0
+                                ELSE j.bytes_committed END,
+                            last_error = NULL, last_error_code = NULL
+                        FROM previous p
+                        WHERE j.id = p.id AND NOT (p.state = 'running' AND j.lease_expires_at > now()
+                            AND p.lease_owner IS DISTINCT FROM \(owner))
+                        RETURNING j.attempt, j.max_attempts, j.url, j.bytes_committed, j.total_bytes, j.validator,
+                                  j.boot_id, (p.state = 'running' AND p.lease_owner IS DISTINCT FROM \(owner)),
+                                  p.state IN ('completed', 'cancelled') OR p.url <> \(url)
+                        """, logger: logger)
+                    for try await row in rows.decode(Row.self) { return row }
+                    return nil
+                }
+            }
+        } catch {
+            throw DownloadError.queue("could not claim \(key): \(String(reflecting: error))")
+        }
+        guard let (attempt, maxAttempts, url2, committed, total, validator, boot, rescued, fresh) = claimed else {
+            guard let attachment = try await attachments(for: [key]).first else {
+                throw DownloadError.queue("\(key) is held by another worker that could not be found")
+            }
+            return .heldElsewhere(attachment)
+        }
+        // A job added paused is leased too: the manager's pause gives it back, fenced.
+        state.withLockedValue { $0.leases[key] = Held(attempt: attempt, maxAttempts: maxAttempts, url: url2) }
+        var record = job
+        record.owner = owner
+        record.bytesCommitted = fresh ? 0 : committed
+        record.totalBytes = total ?? record.totalBytes
+        record.validator = validator
+        record.bootID = boot
+        return .claimed(
+            ClaimedJob(
+                record: record, progress: fresh ? nil : StoredProgress(committed: committed, bootID: boot),
+                mayBeWritten: rescued))
     }
 
-    package func insert(_ jobs: [JobRecord], session: Int64, forcing: Set<String>) async throws(DownloadError)
-        -> [JobAttachment]
-    {
-        throw DownloadError.queue("a worker takes jobs from the shared queue; add them with PostgresQueue.enqueue")
+    /// Adds `jobs` to the queue, available to every worker; those whose key is queued
+    /// already stay as they are, and those another live worker runs are returned.
+    package func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment] {
+        let requests = try jobs.map { record throws(DownloadError) in try queueRequest(for: record) }
+        do {
+            // A large batch takes longer: a deadline per thousand jobs.
+            _ = try await answering(within: deadline * (1 + requests.count / 1000)) { [queue] in
+                try await queue.enqueue(requests)
+            }
+        } catch {
+            throw DownloadError.queue("could not queue \(jobs.count) job(s): \(String(reflecting: error))")
+        }
+        return try await attachments(for: requests.map(\.id))
     }
 
-    package func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
+    /// Makes the jobs a person paused available again (unless `keepingPaused`: the queue
+    /// pauses nothing on its own, a worker that stops gives its jobs back); returns how many
+    /// jobs any worker may claim now, and those other live workers run.
+    package func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError)
         -> (count: Int, attachments: [JobAttachment])
     {
-        // Expired leases are claimed like available jobs: there is nothing to adopt.
-        (0, [])
+        let (count, held): (Int, [String])
+        do {
+            (count, held) = try await answering(within: deadline) { [self] in
+                if !keepingPaused {
+                    try await client.query(
+                        """
+                        UPDATE haul_jobs SET state = 'available', scheduled_at = now(), command = NULL,
+                            max_attempts = greatest(max_attempts, attempt + 1), updated_at = now()
+                        WHERE state = 'paused'
+                        """, logger: logger)
+                }
+                var count = 0
+                let rows = try await client.query(
+                    """
+                    SELECT count(*) FROM haul_jobs
+                    WHERE state IN ('available', 'retryable') OR (state = 'running' AND lease_expires_at <= now())
+                    """, logger: logger)
+                for try await n in rows.decode(Int64.self) { count = Int(n) }
+                var held: [String] = []
+                let running = try await client.query(
+                    """
+                    SELECT key FROM haul_jobs WHERE state = 'running' AND lease_expires_at > now()
+                        AND lease_owner IS DISTINCT FROM \(owner)
+                    """, logger: logger)
+                for try await key in running.decode(String.self) { held.append(key) }
+                try await client.query("SELECT pg_notify(\(PostgresQueue.channel), '')", logger: logger)
+                return (count, held)
+            }
+        } catch {
+            throw DownloadError.queue("could not adopt the unfinished jobs: \(String(reflecting: error))")
+        }
+        return (count, try await attachments(for: held))
+    }
+
+    /// The attachments for those of `keys` another live worker runs (its lease lasts).
+    private func attachments(for keys: [String]) async throws(DownloadError) -> [JobAttachment] {
+        guard !keys.isEmpty else { return [] }
+        let watch = try await watch(keys.map { DownloadID($0) })
+        return watch.rows.values.compactMap { record in
+            guard record.state == .running, let holder = record.owner, holder != owner, let live = watch.live[holder]
+            else { return nil }
+            return JobAttachment(id: DownloadID(record.id), holder: holder, owner: live, record: record)
+        }
+    }
+
+    /// The queue's request for `record`, saved into the worker's directory under the
+    /// record's file name.
+    private func queueRequest(for record: JobRecord) throws(DownloadError) -> QueueRequest {
+        let request = try record.request()
+        let name: String? =
+            switch request.destination {
+            case .directory(_, let name): name
+            case .file(let file): file.lastPathComponent
+            case .memory: nil
+            }
+        do {
+            return try QueueRequest(
+                url: request.url, id: record.id, name: name,
+                priority: request.priority.rawValue - DownloadPriority.normal.rawValue,
+                expectedSize: request.expectedSize, checksum: record.checksum,
+                headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond)
+        } catch {
+            throw DownloadError.queue("\(record.id): \(error.message)")
+        }
+    }
+
+    private func encodedOptions(_ request: QueueRequest) throws(DownloadError) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        do { return String(decoding: try encoder.encode(request.options), as: UTF8.self) } catch {
+            throw DownloadError.queue("could not encode the options of \(request.id): \(error)")
+        }
     }
 
     /// Leases up to `limit` jobs (no more than the worker's slots minus what it holds), by
     /// priority then age, skipping rows other claims have locked. With a per-host cap, the
     /// claims of all workers take one advisory lock in turn, so that the count of running
     /// jobs per host they read cannot be raced past the cap.
-    package func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
+    package func claimQueued(limit: Int) async throws(DownloadError) -> [ClaimedJob] {
         let room = min(limit, settings.slots - state.withLockedValue { $0.leases.count + $0.completing.count })
         guard room > 0 else { return [] }
         let cap = settings.perHost ?? Int(Int32.max)
@@ -174,46 +411,48 @@ package final class PostgresJobStore: JobStore, Sendable {
         typealias Row = (String, Int, Int, String, String?, String, Int, Int64, Int64?, String?, String?, Bool)
         let rows: [Row]
         do {
-            rows = try await client.withTransaction(logger: logger) { connection -> [Row] in
-                if perHost {
-                    try await connection.query("SELECT pg_advisory_xact_lock(\(PostgresQueue.claimLock))", logger: logger)
+            rows = try await answering(within: deadline) { [client] in
+                try await client.withTransaction(logger: logger) { connection -> [Row] in
+                    if perHost {
+                        try await connection.query("SELECT pg_advisory_xact_lock(\(PostgresQueue.claimLock))", logger: logger)
+                    }
+                    let result = try await connection.query(
+                        """
+                        WITH candidates AS (
+                            SELECT id, host, priority, scheduled_at, state, lease_owner FROM haul_jobs
+                            WHERE (state IN ('available', 'retryable') AND scheduled_at <= now())
+                               OR (state = 'running' AND lease_expires_at <= now())
+                            ORDER BY priority DESC, scheduled_at, id
+                            LIMIT \(scan)
+                            FOR UPDATE SKIP LOCKED
+                        ), busy AS (
+                            SELECT host, count(*) AS n FROM haul_jobs
+                            WHERE state = 'running' AND lease_expires_at > now() GROUP BY host
+                        ), ranked AS (
+                            SELECT c.id, c.priority, c.scheduled_at, c.state, c.lease_owner,
+                                   coalesce(b.n, 0) + row_number() OVER (
+                                       PARTITION BY c.host ORDER BY c.priority DESC, c.scheduled_at, c.id) AS slot
+                            FROM candidates c LEFT JOIN busy b ON b.host = c.host
+                        ), chosen AS (
+                            SELECT id, state AS previous_state, lease_owner AS previous_owner FROM ranked WHERE slot <= \(cap)
+                            ORDER BY priority DESC, scheduled_at, id LIMIT \(room)
+                        )
+                        UPDATE haul_jobs j SET state = 'running', lease_owner = \(owner), attempt = j.attempt + 1,
+                            lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL, updated_at = now()
+                        FROM chosen WHERE j.id = chosen.id
+                        RETURNING j.key, j.attempt, j.max_attempts, j.url, j.destination, j.options::text, j.priority,
+                                  j.bytes_committed, j.total_bytes, j.validator, j.boot_id,
+                                  (chosen.previous_state = 'running' AND chosen.previous_owner IS DISTINCT FROM \(owner))
+                        """, logger: logger)
+                    var rows: [Row] = []
+                    for try await row in result.decode(Row.self) { rows.append(row) }
+                    return rows
                 }
-                let result = try await connection.query(
-                    """
-                    WITH candidates AS (
-                        SELECT id, host, priority, scheduled_at, state, lease_owner FROM haul_jobs
-                        WHERE (state IN ('available', 'retryable') AND scheduled_at <= now())
-                           OR (state = 'running' AND lease_expires_at <= now())
-                        ORDER BY priority DESC, scheduled_at, id
-                        LIMIT \(scan)
-                        FOR UPDATE SKIP LOCKED
-                    ), busy AS (
-                        SELECT host, count(*) AS n FROM haul_jobs
-                        WHERE state = 'running' AND lease_expires_at > now() GROUP BY host
-                    ), ranked AS (
-                        SELECT c.id, c.priority, c.scheduled_at, c.state, c.lease_owner,
-                               coalesce(b.n, 0) + row_number() OVER (
-                                   PARTITION BY c.host ORDER BY c.priority DESC, c.scheduled_at, c.id) AS slot
-                        FROM candidates c LEFT JOIN busy b ON b.host = c.host
-                    ), chosen AS (
-                        SELECT id, state AS previous_state, lease_owner AS previous_owner FROM ranked WHERE slot <= \(cap)
-                        ORDER BY priority DESC, scheduled_at, id LIMIT \(room)
-                    )
-                    UPDATE haul_jobs j SET state = 'running', lease_owner = \(owner), attempt = j.attempt + 1,
-                        lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL, updated_at = now()
-                    FROM chosen WHERE j.id = chosen.id
-                    RETURNING j.key, j.attempt, j.max_attempts, j.url, j.destination, j.options::text, j.priority,
-                              j.bytes_committed, j.total_bytes, j.validator, j.boot_id,
-                              (chosen.previous_state = 'running' AND chosen.previous_owner IS DISTINCT FROM \(owner))
-                    """, logger: logger)
-                var rows: [Row] = []
-                for try await row in result.decode(Row.self) { rows.append(row) }
-                return rows
             }
         } catch {
             throw DownloadError.queue("could not claim jobs: \(String(reflecting: error))")
         }
-        var records: [JobRecord] = []
+        var records: [ClaimedJob] = []
         for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot, rescued) in rows {
             let held = Held(attempt: attempt, maxAttempts: maxAttempts, url: url)
             let reclaimed = state.withLockedValue { state in
@@ -229,84 +468,16 @@ package final class PostgresJobStore: JobStore, Sendable {
                 record.totalBytes = total ?? record.totalBytes
                 record.validator = validator
                 record.bootID = boot
-                if rescued { try await detachPartial(of: record) }
-                records.append(record)
+                record.owner = owner
+                records.append(
+                    ClaimedJob(
+                        record: record, progress: StoredProgress(committed: committed, bootID: boot),
+                        mayBeWritten: rescued))
             } catch {
                 recordFailed(DownloadID(key), error)
             }
         }
         return records
-    }
-
-    /// Gives the partial file of a job taken over from another worker (its lease expired)
-    /// a file of its own: a copy of the partial (and of its sidecar) renamed over it.
-    ///
-    /// The other worker may not be dead, only stopped (SIGSTOP, a VM paused, a long
-    /// stall), with the partial still open. On storage the workers share, it would write
-    /// into whatever file that descriptor names once it runs again, and this worker renames
-    /// its partial into place as the final file: without the copy, the stale worker's
-    /// late writes would land in the finished file. After the copy they land in a file no
-    /// name leads to any more.
-    private func detachPartial(of record: JobRecord) async throws(DownloadError) {
-        let partial = record.partialPath
-        guard partial.hasSuffix(".haul-partial") else { return }
-        let metadata = String(partial.dropLast(".haul-partial".count)) + ".haul-meta"
-        let logger = self.logger
-        let key = record.id
-        do {
-            try await threadPool.runIfActive {
-                for path in [partial, metadata] where try Self.replaceWithCopy(path) {
-                    logger.debug("took over a partial file with a copy of it", metadata: ["id": "\(key)", "path": "\(path)"])
-                }
-            }
-        } catch {
-            throw DownloadError.queue("\(key): could not take over the partial file: \(error)")
-        }
-    }
-
-    /// Replaces the file at `path` with a copy of itself (a new inode); `false` if there is
-    /// no such file. Blocking: for the I/O pool.
-    static func replaceWithCopy(_ path: String) throws(QueueError) -> Bool {
-        let source = open(path, O_RDONLY | O_CLOEXEC)
-        guard source >= 0 else {
-            if errno == ENOENT { return false }
-            throw QueueError("cannot open \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { closeDescriptor(source) }
-        let temporary = path + ".haul-takeover"
-        let target = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard target >= 0 else { throw QueueError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var failure: QueueError?
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        copying: while true {
-            let count = read(source, &buffer, buffer.count)
-            if count < 0, errno == EINTR { continue }
-            if count < 0 {
-                failure = QueueError("cannot read \(path): \(String(cString: strerror(errno)))")
-                break
-            }
-            if count == 0 { break }
-            var offset = 0
-            while offset < count {
-                let written = buffer.withUnsafeBytes { write(target, $0.baseAddress! + offset, count - offset) }
-                if written < 0, errno == EINTR { continue }
-                if written <= 0 {
-                    failure = QueueError("cannot write \(temporary): \(String(cString: strerror(errno)))")
-                    break copying
-                }
-                offset += written
-            }
-        }
-        if failure == nil, fsync(target) != 0 { failure = QueueError("cannot fsync \(temporary): \(String(cString: strerror(errno)))") }
-        closeDescriptor(target)
-        if failure == nil, rename(temporary, path) != 0 {
-            failure = QueueError("cannot rename \(temporary): \(String(cString: strerror(errno)))")
-        }
-        if let failure {
-            _ = unlink(temporary)
-            throw failure
-        }
-        return true
     }
 
     /// The library's priority for a queue priority: the queue's 0 (the default) is
@@ -333,36 +504,119 @@ package final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Coordination
 
-    package func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
+    package func commands() async throws(DownloadError) -> [(id: DownloadID, command: JobLifecycle.Command)] {
         do {
-            var commands: [(id: DownloadID, command: String)] = []
-            let rows = try await client.query(
-                """
-                SELECT key, command FROM haul_jobs
-                WHERE lease_owner = \(self.owner) AND state = 'running' AND command IS NOT NULL
-                """, logger: logger)
-            for try await (key, command) in rows.decode((String, String).self) {
-                commands.append((DownloadID(key), command))
+            return try await answering(within: deadline) { [self] in
+                var commands: [(id: DownloadID, command: JobLifecycle.Command)] = []
+                let rows = try await client.query(
+                    """
+                    SELECT key, command FROM haul_jobs
+                    WHERE lease_owner = \(self.owner) AND state = 'running' AND command IS NOT NULL
+                    """, logger: logger)
+                for try await (key, command) in rows.decode((String, String).self) {
+                    if let command = JobLifecycle.Command(rawValue: command) { commands.append((DownloadID(key), command)) }
+                }
+                return commands
             }
-            return commands
         } catch {
             throw DownloadError.queue("could not read commands: \(String(reflecting: error))")
         }
     }
 
-    package func watch(_ ids: [DownloadID]) async throws(DownloadError)
-        -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner])
-    {
-        ([:], [:])
+    /// The rows of `ids` as records (a running row names its worker as owner while its
+    /// lease lasts), and the workers whose heartbeat is within a lease, but this one.
+    package func watch(_ ids: [DownloadID]) async throws(DownloadError) -> JobWatch {
+        let keys = ids.map(\.rawValue)
+        let lease = leaseSeconds
+        typealias Row = (String, String, String, String?, String, Int, Int64, Int64?, String?, String?, Int64?, Bool,
+            String?, String?, String?, String?)
+        do {
+            return try await answering(within: deadline) { [self] in
+                var watch = JobWatch(rows: [:], live: [:])
+                let rows = try await client.query(
+                    """
+                    SELECT key, state, url, destination, options::text, priority, bytes_committed, total_bytes, validator,
+                           boot_id, lease_owner, coalesce(lease_expires_at > now(), false), command, final_url,
+                           last_error_code, last_error
+                    FROM haul_jobs WHERE key = ANY(\(keys)::text[])
+                    """, logger: logger)
+                for try await row in rows.decode(Row.self) {
+                    let (key, state, url, name, options, priority, committed, total, validator, boot, leaseOwner, leased,
+                        command, finalURL, errorCode, error) = row
+                    guard var record = try? makeRecord(key: key, url: url, name: name, options: options, priority: priority)
+                    else { continue }
+                    record.state = Self.jobState(queueState: state)
+                    record.owner = record.state == .running && leased ? leaseOwner : nil
+                    record.bytesCommitted = committed
+                    record.totalBytes = total ?? record.totalBytes
+                    record.validator = validator
+                    record.bootID = boot
+                    record.command = command
+                    record.finalURL = finalURL
+                    record.errorCode = errorCode
+                    record.lastError = error
+                    watch.rows[DownloadID(key)] = record
+                }
+                let workers = try await client.query(
+                    """
+                    SELECT id, host, pid FROM haul_workers
+                    WHERE id <> \(owner) AND heartbeat_at > now() - make_interval(secs => \(lease))
+                    """, logger: logger)
+                for try await (id, host, pid) in workers.decode((Int64, String, Int32).self) {
+                    watch.live[id] = JournalOwner(pid: pid, host: host)
+                }
+                return watch
+            }
+        } catch {
+            throw DownloadError.queue("could not read jobs: \(String(reflecting: error))")
+        }
     }
 
-    package func leave(_ command: JobLifecycle.Command, for id: DownloadID) throws(DownloadError) {
-        throw DownloadError.queue("pause, cancel and retry jobs of the shared queue with PostgresQueue")
+    /// The library's state for a queue state: waiting ones are queued.
+    static func jobState(queueState: String) -> JobState {
+        switch queueState {
+        case "running": .running
+        case "paused": .paused
+        case "completed": .completed
+        case "failed": .failed
+        case "cancelled": .cancelled
+        default: .queued
+        }
+    }
+
+    /// Pauses, cancels or resumes job `id` through the queue: at once when it waits, else
+    /// by a command its worker acts on. Resuming a failed or cancelled job queues it again,
+    /// as the journal's does.
+    package func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
+        do {
+            try await answering(within: deadline) { [self] in
+                switch command {
+                case .pause: try await queue.pause([id.rawValue])
+                case .cancel: try await queue.cancel([id.rawValue])
+                case .resume:
+                    // A paused job becomes available; a failed or cancelled one is queued again.
+                    if try await queue.resume([id.rawValue]) == 0 { try await queue.retry([id.rawValue]) }
+                }
+            }
+        } catch {
+            throw DownloadError.queue("could not \(command.rawValue) \(id): \(String(reflecting: error))")
+        }
     }
 
     // MARK: - Fire-and-forget writes
 
-    package func recordStarted(_ id: DownloadID, owner: Int64) {}
+    /// The transfer of job `id` starts: its lease is extended from now, as a heartbeat would.
+    package func recordStarted(_ id: DownloadID) {
+        let owner = self.owner
+        let key = id.rawValue
+        let lease = leaseSeconds
+        fenced(id, forgetting: false, reportingLoss: true) { attempt in
+            """
+            UPDATE haul_jobs SET lease_expires_at = now() + make_interval(secs => \(lease)), updated_at = now()
+            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
+            """
+        }
+    }
 
     package func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
         let owner = self.owner
@@ -473,19 +727,23 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
+    /// Retries are the queue's (each a new claim, counted in `attempt`), and a worker's
+    /// manager makes none of its own (its `maxRetries` is 0): a retry inside a claim only
+    /// extends the lease, fenced like any write.
     package func recordAttempt(_ id: DownloadID, _ attempts: Int) {
-        // Retries are the queue's (each is a new claim), not the transfer's.
+        recordStarted(id)
     }
 
-    package func clearCommand(_ command: String, for id: DownloadID) {
+    package func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID) {
         let key = id.rawValue
+        let command = command.rawValue
         submit { [self] in
             _ = try? await client.query(
                 "UPDATE haul_jobs SET command = NULL WHERE key = \(key) AND command = \(command)", logger: logger)
         }
     }
 
-    package func release(owner: Int64) {
+    package func release() {
         let keys = state.withLockedValue { state in
             defer { state.leases = [:] }
             return state.leases
@@ -609,13 +867,13 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// ``complete(_:)``), so an answer lost with the connection is learnt the second time.
     private func completeResolving(_ batch: [PendingCompletion]) async throws -> Set<String> {
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: max(settings.lease, .seconds(30)))
+        let giveUp = clock.now.advanced(by: max(settings.lease, .seconds(30)))
         var delay = Duration.milliseconds(100)
         while true {
             do {
-                return try await complete(batch)
+                return try await answering(within: deadline) { try await self.complete(batch) }
             } catch {
-                guard clock.now.advanced(by: delay) < deadline else { throw error }
+                guard clock.now.advanced(by: delay) < giveUp else { throw error }
                 logger.warning(
                     "could not record \(batch.count) completion(s), trying again",
                     metadata: ["error": "\(String(reflecting: error))"])
@@ -707,12 +965,8 @@ package final class PostgresJobStore: JobStore, Sendable {
         await flush()
         writes.finish()
         await writer.value
+        signalling.finish()
     }
-}
-
-/// `close(2)` (inside the store, `close` names its own method).
-private func closeDescriptor(_ descriptor: Int32) {
-    _ = close(descriptor)
 }
 
 extension DownloadError {

@@ -11,8 +11,9 @@ public import ServiceLifecycle
 ///
 /// A worker is a ``DownloadManager`` whose job store is the queue (see
 /// `PostgresJobStore`): the manager's admission claims jobs with leases, and its transfer,
-/// resume and verification run them as they would any download. Around it the worker:
-/// - registers itself in `haul_workers` (its ID is the owner of its leases);
+/// resume and verification run them as they would any download. The worker registers
+/// itself in `haul_workers` (its ID is the owner of its leases), and its store
+/// (`PostgresJobStore.coordinate(started:)`):
 /// - renews its leases every quarter of the lease (``Settings/lease``), stopping the
 ///   transfers whose lease another worker took, and stopping all of them, partials kept,
 ///   when it could not renew for three quarters of the lease (see ``LeaseGuard``);
@@ -56,11 +57,11 @@ public final class QueueWorker: Service, Sendable {
     let eventLoopGroup: (any EventLoopGroup)?
     let threadPool: NIOThreadPool?
     /// The manager of the run under way, for tests.
-    private let current = NIOLockedValueBox<ManagerBox?>(nil)
+    private let current = NIOLockedValueBox<DownloadManager?>(nil)
 
     /// Returns once the manager of the run under way has nothing queued or running.
     func waitUntilIdle() async {
-        await current.withLockedValue { $0 }?.manager?.waitUntilIdle()
+        await current.withLockedValue { $0 }?.waitUntilIdle()
     }
 
     /// Creates a worker of `queue`.
@@ -87,14 +88,7 @@ public final class QueueWorker: Service, Sendable {
     public func run(started: @escaping @Sendable (Int64) -> Void) async throws {
         try await queue.migrate()
         let owner = try await register()
-        let box = ManagerBox()
-        // The store copies partials it takes over on the manager's pool: made here when none
-        // was handed in, and shut down after the manager.
-        let threadPool = self.threadPool ?? DownloadManager.makeFileIOPool()
-        let store = PostgresJobStore(
-            queue: queue, owner: owner, settings: settings, logger: logger, threadPool: threadPool,
-            onLost: { ids in Task { await box.manager?.relinquish(ids) } },
-            onRoom: { Task { await box.manager?.wake() } })
+        let store = PostgresJobStore(queue: queue, owner: owner, settings: settings, logger: logger)
         var configuration = settings.configuration
         configuration.maxConcurrentDownloads = settings.slots
         configuration.maxConnectionsPerHost = settings.perHost.map { min($0, settings.slots) } ?? settings.slots
@@ -108,18 +102,11 @@ public final class QueueWorker: Service, Sendable {
         let manager = DownloadManager(
             configuration: configuration, journal: nil, store: store, connectivityMonitor: nil,
             eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
-        await box.set(manager)
-        current.withLockedValue { $0 = box }
+        current.withLockedValue { $0 = manager }
+        // Starts the manager listening to the store's signals.
         await manager.wake()
-        await cancelWhenGracefulShutdown {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.renewLeases(store: store, manager: manager) }
-                group.addTask { await self.listen(manager: manager, started: { started(owner) }) }
-                await group.waitForAll()
-            }
-        }
+        await cancelWhenGracefulShutdown { await store.coordinate(started: { started(owner) }) }
         await manager.shutdown()
-        if self.threadPool == nil { try? await threadPool.shutdownGracefully() }
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue
         let logger = self.logger
@@ -142,71 +129,4 @@ public final class QueueWorker: Service, Sendable {
         for try await id in rows.decode(Int64.self) { return id }
         throw QueueError("the queue did not register the worker")
     }
-
-    /// Renews the leases every quarter of the lease; stops the transfers that lost theirs,
-    /// and all of them when renewing failed for too long.
-    private func renewLeases(store: PostgresJobStore, manager: DownloadManager) async {
-        let clock = ContinuousClock()
-        var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
-        while !Task.isCancelled {
-            let sent = clock.now
-            do {
-                let lost = try await store.renewLeases()
-                guardian.renewed(sentAt: sent)
-                if !lost.isEmpty {
-                    for id in lost {
-                        logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
-                    }
-                    await manager.relinquish(lost)
-                }
-            } catch {
-                logger.debug("could not renew the leases", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            if guardian.mustStop(at: clock.now) {
-                // Before any other worker can take the jobs over: stop them here.
-                let dropped = store.dropAllLeases()
-                if !dropped.isEmpty {
-                    logger.warning(
-                        "could not renew the leases for three quarters of a lease: stopping \(dropped.count) job(s) before another worker may take them over, partial files kept")
-                    await manager.relinquish(dropped)
-                }
-            }
-            // Wake at the next renewal, or when the leases stop being safe if sooner.
-            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
-            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
-                return
-            }
-        }
-    }
-
-    /// Wakes the manager on every notification of new work; listens again after the
-    /// connection breaks (the polling fallback covers the gap).
-    private func listen(manager: DownloadManager, started: @escaping @Sendable () -> Void) async {
-        var announced = false
-        while !Task.isCancelled {
-            do {
-                try await queue.client.withConnection { connection in
-                    try await connection.listen(on: PostgresQueue.channel) { notifications in
-                        if !announced {
-                            announced = true
-                            started()
-                            // Whatever was added before the listening began.
-                            await manager.wake()
-                        }
-                        for try await _ in notifications { await manager.wake() }
-                    }
-                }
-            } catch {
-                logger.debug("listening stopped", metadata: ["error": "\(String(reflecting: error))"])
-            }
-            do { try await Task.sleep(for: settings.pollInterval) } catch { return }
-        }
-    }
-}
-
-/// The manager, once made: the store's loss callback needs it before it exists.
-actor ManagerBox {
-    var manager: DownloadManager?
-
-    func set(_ manager: DownloadManager) { self.manager = manager }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Haul
+@testable import HaulPostgres
 
 /// The shared queue's rules as plain values: claims, leases, fencing, rescue, retries with
 /// backoff, and where a rescued job resumes. No database, no clock.

@@ -329,8 +329,8 @@ struct SharedQueueTests {
             try await f.queue.enqueue((0..<10).map { try! QueueRequest(url: f.server.url("/files/g\($0)"), id: "g\($0)") })
             let store = PostgresJobStore(
                 queue: f.queue, owner: 777, settings: f.settings(directory: try f.directory("d"), slots: 10),
-                logger: Logger(label: "test"), threadPool: NIOThreadPool.singleton, onLost: { _ in })
-            #expect(try await store.claimQueued(limit: 10, session: 777).count == 10)
+                logger: Logger(label: "test"))
+            #expect(try await store.claimQueued(limit: 10).count == 10)
             try await f.queue.client.query("UPDATE haul_jobs SET lease_owner = 888, attempt = attempt + 1 WHERE key = 'g9'")
             // When the first completion is held in flight (its row locked by another transaction)
             let (locked, lockedNow) = AsyncStream.makeStream(of: Void.self)

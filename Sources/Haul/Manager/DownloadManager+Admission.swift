@@ -34,26 +34,26 @@ extension DownloadManager {
         }
         guard let store else { return ended(found: 0, failed: false) }
         await store.flush()
-        let records: [JobRecord]
+        let claims: [ClaimedJob]
         do {
-            records = try await store.claimQueued(limit: limit, session: me)
+            claims = try await store.claimQueued(limit: limit)
         } catch {
             return ended(found: 0, failed: true)
         }
         // A window's jobs mostly share a directory: check each directory once per window.
         var checkedDirectories: Set<String> = []
-        for record in records where !isShutDown && jobs[DownloadID(record.id)] == nil {
+        for claimed in claims where !isShutDown && jobs[claimed.id] == nil {
+            let record = claimed.record
             guard let request = try? record.request(),
                 var validated = try? ValidatedRequest(request, checkedDirectories: checkedDirectories)
             else {
-                store.recordState(
-                    DownloadID(record.id), .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
+                store.recordState(claimed.id, .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
                 continue
             }
             if let paths = validated.paths, let other = jobsByPath[paths.partial] {
                 // Two queued URLs would write the same file: the second one fails.
                 store.recordState(
-                    DownloadID(record.id), .failed, errorCode: "duplicate",
+                    claimed.id, .failed, errorCode: "duplicate",
                     error: "\(record.id) would be saved to the same file as \(other)")
                 continue
             }
@@ -61,16 +61,23 @@ extension DownloadManager {
                 try vault.restore(&validated.request, from: record)
             } catch {
                 // Never run without the credentials: leave it paused, and say why.
-                store.recordState(request.id, .paused, errorCode: error.code.description, error: error.message)
-                managerEvents.yield(Event(id: request.id, event: .failed(error)))
+                store.recordState(claimed.id, .paused, errorCode: error.code.description, error: error.message)
+                managerEvents.yield(Event(id: claimed.id, event: .failed(error)))
                 continue
             }
             if let paths = validated.paths { checkedDirectories.insert(paths.directoryPath) }
+            if claimed.mayBeWritten {
+                // Rare (a lease taken over): the partial gets a file of its own first.
+                do throws(DownloadError) { try await detachPartial(of: claimed, paths: validated.paths) } catch {
+                    store.recordFailed(claimed.id, error)
+                    continue
+                }
+                guard !isShutDown, jobs[claimed.id] == nil else { continue }
+            }
             let job = add(validated)
-            job.journaled = .init(
-                committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
+            job.journaled = claimed.progress.map(TransferOperation.JournaledProgress.init)
             enqueue(job)
         }
-        ended(found: records.count, failed: false)
+        ended(found: claims.count, failed: false)
     }
 }

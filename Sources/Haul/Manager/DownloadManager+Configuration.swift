@@ -124,7 +124,7 @@ public struct RetryPolicy: Sendable, Hashable {
     }
 
     /// The delay before retry number `retry` (1-based).
-    func delay(beforeRetry retry: Int, retryAfter: Duration?) -> Duration {
+    package func delay(beforeRetry retry: Int, retryAfter: Duration?) -> Duration {
         if let retryAfter { return min(retryAfter, maxDelay) }
         let exponent = min(retry - 1, 30)
         let ceiling = min(baseDelay * (1 << exponent), maxDelay)

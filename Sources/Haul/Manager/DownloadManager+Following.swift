@@ -42,7 +42,8 @@ extension DownloadManager {
     func pollFollowed() async {
         guard let store else { return }
         let followed = jobs.values.compactMap { $0.following == nil ? nil : $0.id }
-        guard !followed.isEmpty, let (rows, live) = try? await store.watch(followed) else { return }
+        guard !followed.isEmpty, let watch = try? await store.watch(followed) else { return }
+        let (rows, live) = (watch.rows, watch.live)
         for id in followed {
             guard let job = jobs[id], var following = job.following else { continue }
             let action = following.evaluate(row: rows[id], live: live, me: me)
@@ -89,12 +90,18 @@ extension DownloadManager {
             return
         }
         vault.deposit(job.request, into: &record)
-        guard let claim = try? await store.claim(record, owner: me, force: false),
+        guard let claim = try? await store.claim(record, force: false),
             jobs[job.id] === job, job.following != nil
         else { return }
         switch claim {
-        case .claimed(let journaled):
+        case .claimed(let claimed):
             logger.debug("took over a download whose process died", metadata: ["id": "\(job.id)"])
+            let journaled: TransferOperation.JournaledProgress?
+            do throws(DownloadError) { journaled = try await takeUp(claimed, paths: job.paths) } catch {
+                finish(job, .failure(error))
+                return
+            }
+            guard jobs[job.id] === job, job.following != nil else { return }
             job.journaled = journaled
             perform(job.lifecycle.takeOver(), for: job)
         case .heldElsewhere(let attachment):
@@ -105,9 +112,9 @@ extension DownloadManager {
     }
 
     /// Leaves a command for the process that runs a followed download (pause, cancel,
-    /// resume), off the actor.
+    /// resume), without waiting for it.
     func forward(_ id: DownloadID, _ command: JobLifecycle.Command) {
         guard let store else { return }
-        threadPool.submit { _ in try? store.leave(command, for: id) }
+        Task { try? await store.leave(command, for: id) }
     }
 }

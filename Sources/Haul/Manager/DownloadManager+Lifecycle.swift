@@ -132,8 +132,8 @@ extension DownloadManager: Service {
 
     /// The loops the manager keeps running while it is used: restored hosts wake their
     /// waiting downloads, the platform's "network is back" probes every host that was down,
-    /// and the journal is polled for commands other processes leave. Each ends when
-    /// cancelled, and none keeps the manager alive.
+    /// and the store's signals say when to look again (commands other processes leave, work)
+    /// and which jobs were lost. Each ends when cancelled, and none keeps the manager alive.
     private func backgroundWork() -> [@Sendable () async -> Void] {
         var work: [@Sendable () async -> Void] = []
         let restored = reachability.restored
@@ -148,15 +148,7 @@ extension DownloadManager: Service {
                 }
             }
         }
-        if store != nil {
-            let interval = configuration.journalPollInterval
-            work.append { [weak self] in
-                while !Task.isCancelled {
-                    do { try await Task.sleep(for: interval) } catch { return }
-                    await self?.pollJournal()
-                }
-            }
-        }
+        if let store { work.append(listening(to: store)) }
         return work
     }
 }

@@ -88,7 +88,7 @@ extension DownloadManager {
         let checkpointer = store.flatMap { store in
             job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
         }
-        store?.recordStarted(job.id, owner: me)
+        store?.recordStarted(job.id)
         let operation = TransferOperation(
             TransferOperation.Download(
                 request: job.request, paths: job.paths, endpoint: job.endpoint, core: job.core,

@@ -3,8 +3,8 @@
 /// admission, runs them with the usual transfer, retries and verification, and hears
 /// from the worker when to look for work and which jobs it no longer holds.
 extension DownloadManager {
-    /// Looks for work in the store now (a notification said there is some), as the
-    /// polling fallback does every ``Configuration/journalPollInterval``.
+    /// Starts listening to the store's signals (see ``JobStore/signals``) and looks for
+    /// work in it now.
     package func wake() async {
         guard !isShutDown else { return }
         // The first wake starts the polling fallback (and the network watchers).

@@ -120,7 +120,9 @@ public actor DownloadManager {
         let logger = logger ?? Logger(label: "haul", factory: { _ in SwiftLogNoOpLogHandler() })
         self.init(
             configuration: configuration, journal: journal,
-            store: journal.map { JournalStore(journal: $0, logger: logger) }, connectivityMonitor: connectivityMonitor,
+            store: journal.map {
+                JournalStore(journal: $0, logger: logger, pollInterval: configuration.journalPollInterval)
+            }, connectivityMonitor: connectivityMonitor,
             eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
     }
 
@@ -238,11 +240,13 @@ public actor DownloadManager {
             queueOrPause(job, paused: paused)
             return handle
         }
-        let me = try ownerToken()
+        _ = try ownerToken()
         startBackgroundWork()
         vault.deposit(request, into: &record)
         if paused { record.state = .paused }
-        let claim = try await store.claim(record, owner: me, force: request.forceDownload)
+        let claim = try await store.claim(record, force: request.forceDownload)
+        var journaled: TransferOperation.JournaledProgress?
+        if case .claimed(let claimed) = claim { journaled = try await takeUp(claimed, paths: paths) }
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
@@ -251,7 +255,7 @@ public actor DownloadManager {
         let job = add(validated)
         let handle = makeHandle(for: job)
         switch claim {
-        case .claimed(let journaled):
+        case .claimed:
             job.journaled = journaled
             queueOrPause(job, paused: paused)
         case .heldElsewhere(let attachment):
@@ -321,15 +325,14 @@ public actor DownloadManager {
                 _ = try await download(request, paused: paused)
                 continue
             }
-            record.session = me
             if paused { record.state = .paused }
             vault.deposit(request, into: &record)
             records.append(record)
             if request.forceDownload { forced.insert(record.id) }
         }
-        let me = try ownerToken()
+        _ = try ownerToken()
         startBackgroundWork()
-        let attachments = try await store.insert(records, session: me, forcing: forced)
+        let attachments = try await store.submit(records, forcing: forced)
         if !attachments.isEmpty {
             let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             for attachment in attachments {
@@ -358,10 +361,10 @@ public actor DownloadManager {
     package func resumeUnfinished(keepingPaused: Bool) async throws(DownloadError) -> Int {
         try checkTLSSetup()
         guard let store else { return 0 }
-        let me = try ownerToken()
+        _ = try ownerToken()
         startBackgroundWork()
         await store.flush()
-        let (count, attachments) = try await store.adoptUnfinished(session: me, keepingPaused: keepingPaused)
+        let (count, attachments) = try await store.adoptUnfinished(keepingPaused: keepingPaused)
         var followed = 0
         for attachment in attachments where jobs[attachment.id] == nil {
             guard var request = try? attachment.record.request() else { continue }
@@ -572,7 +575,7 @@ public actor DownloadManager {
         runStops = []
         await reachability.shutdown()
         if let store {
-            store.release(owner: me)
+            store.release()
             await store.close()
         }
         await clients.shutdown()
@@ -633,7 +636,7 @@ public actor DownloadManager {
         for task in background { task.cancel() }
         let reachability = self.reachability
         Task { await reachability.shutdown() }
-        store?.release(owner: me)
+        store?.release()
         managerEvents.finish()
         // The clients' connections live on the event loops: those go once the clients are closed.
         let resources = self.resources

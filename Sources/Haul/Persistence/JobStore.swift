@@ -1,77 +1,92 @@
 /// Where a ``DownloadManager`` keeps its jobs durably, and through which the processes
 /// sharing those jobs coordinate: the seam between scheduling and storage.
 ///
-/// A manager made with a ``Journal`` talks to a ``JournalStore`` (the SQLite journal
-/// and that manager's batching writer); a second store (PostgreSQL, say) implements this
-/// protocol and nothing else. Scheduling, admission, following and the transfer's
-/// checkpoints only ever see `any JobStore`: no SQL and no database types cross it.
+/// Two stores keep this contract in full: the SQLite journal (`JournalStore`, one
+/// machine, processes proven alive by the kernel through ``OwnerLocks``) and the shared
+/// queue on PostgreSQL (`PostgresJobStore` in `HaulPostgres`, many machines, leases).
+/// Scheduling, admission, following and the transfer's checkpoints only ever see
+/// `any JobStore`: no SQL, no database type and no transfer type crosses it, and how a
+/// store tells live owners from dead ones stays inside it.
 ///
-/// What every store must guarantee, whatever it is built on:
-/// - **Owners.** Each store instance takes one owner token (above `Int32.max`, never
-///   reused) and can tell which other tokens belong to live processes. A job is *held*
-///   by a live owner that runs it (`owner`) or queued it and has yet to admit it
-///   (`session`): see ``JobRecord/isHeld(byOtherThan:live:)``. Claims never take a held
-///   job; they report it as a ``JobAttachment`` instead.
-/// - **Order.** The fire-and-forget writes (`record…`, ``clearCommand(_:for:)``,
-///   ``release(owner:)``) and ``claim(_:owner:force:)`` apply in the order they were
-///   made through one store instance; ``flush()`` returns once everything made before it
-///   is durable. They never block the caller: the transfer path calls them.
+/// What every store guarantees (the tests' `StoreConformance` sequences check each, on both):
+/// - **One owner per store.** A store instance acts for one owner, which it identifies
+///   (``ownerToken()``) and proves alive its own way. A job is *held* by a live owner
+///   that runs it or queued it and has yet to run it. Claims never take a held job; they
+///   report it as a ``JobAttachment``. A job whose owner died (or whose lease expired) is
+///   claimed like a free one: it is *taken over*.
+/// - **Fencing.** Every write about a job (`record…`, ``confirmCompletion(_:bytes:)``)
+///   names the owner and the claim (attempt) it was made under, and applies only while
+///   that claim holds. A write the store refuses is reported: through
+///   ``StoreSignal/lost(_:)`` for the fire-and-forget writes, by throwing
+///   ``DownloadError/Code/runningElsewhere`` for ``confirmCompletion(_:bytes:)``.
+/// - **Order.** The fire-and-forget writes and ``claim(_:force:)`` apply in the order
+///   they were made through one store instance; ``flush()`` returns once everything made
+///   before it is durable. The writes never block the caller: the transfer path makes them.
 /// - **Durability.** ``recordCheckpoint(_:bytes:total:validator:bytesPerSecond:bootID:)``
 ///   only ever names bytes already on stable storage; the store must not lose a
 ///   checkpoint it acknowledged through ``flush()``.
+/// - **Signals.** ``signals`` tells the manager when to look again (work, commands or
+///   followed jobs may have changed) and which jobs it lost. A store that can be told of
+///   changes (PostgreSQL's `LISTEN`) passes that on; one that cannot (SQLite, across
+///   processes) polls, and only then.
+/// - **No files.** A store keeps rows, never touches a partial file: it says when a job
+///   was taken over from an owner that may still be writing (``ClaimedJob/mayBeWritten``)
+///   and the manager deals with the file (see ``PartialPaths``).
 ///
-/// The rows are ``JobRecord`` values: the whole job as the journal keeps it.
+/// The rows are ``JobRecord`` values: the whole job as the store keeps it.
 package protocol JobStore: AnyObject, Sendable {
-    // MARK: Owners
+    // MARK: Owner
 
-    /// This store instance's owner token, taken (with whatever proves it alive) on first use.
+    /// The owner this store instance acts for, taken (with whatever proves it alive) on
+    /// first use.
     func ownerToken() throws(DownloadError) -> Int64
 
-    // MARK: Admission
+    // MARK: Submitting and claiming
 
-    /// Claims `job` for `owner`: inserts it, or takes over the row with its ID unless
-    /// another live process holds it. Ordered after this store's earlier writes.
+    /// Claims `job` for this owner, to run now: inserts it, or takes over the row with its
+    /// ID unless another live owner holds it. Ordered after this store's earlier writes.
     ///
     /// An unfinished row for the same URL and partial file keeps its committed bytes; a
     /// completed one for the same URL, file, checksum and size keeps its completed file's
     /// details, so the transfer can revalidate it (unless `force`).
-    func claim(_ job: JobRecord, owner: Int64, force: Bool) async throws(DownloadError) -> JobClaim
+    func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim
 
-    /// Adds or takes over many jobs at once for process `session`, all or nothing (as
-    /// ``claim(_:owner:force:)`` does one, without taking ownership: they wait for
-    /// ``claimQueued(limit:session:)``). `forcing` lists the IDs whose completed files are
-    /// not to be revalidated. Returns the jobs other live processes hold, left to them.
-    func insert(_ jobs: [JobRecord], session: Int64, forcing: Set<String>) async throws(DownloadError)
-        -> [JobAttachment]
+    /// Adds (or takes over) many jobs at once, all or nothing, queued for this owner
+    /// without claiming them: they wait for ``claimQueued(limit:)`` (here or, for a
+    /// shared store, in any owner). `forcing` lists the IDs whose completed files are not
+    /// to be revalidated. Returns the jobs other live owners hold, left to them.
+    func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment]
 
-    /// Queues, for process `session`, every unfinished job no other live process holds;
-    /// returns how many, and the jobs other processes hold (asking their holders to
-    /// resume those they have paused).
-    func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
-        -> (count: Int, attachments: [JobAttachment])
+    /// Queues for this owner every unfinished job no other live owner holds (those a
+    /// person paused too, unless `keepingPaused`); returns how many, and the jobs other
+    /// owners hold (asking their holders to resume those they have paused).
+    func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment])
 
-    /// Takes up to `limit` queued jobs of `session` that no process runs yet, by priority
-    /// (highest first) then age, and marks them owned by it.
-    func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord]
+    /// Claims up to `limit` queued jobs this owner may run, by priority (highest first)
+    /// then age: free ones, and those of dead owners (taken over).
+    func claimQueued(limit: Int) async throws(DownloadError) -> [ClaimedJob]
 
     // MARK: Coordination
 
-    /// Commands (`pause`, `cancel`, `resume`) other processes left for jobs `owner` holds.
-    func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)]
+    /// Commands other processes left for jobs this owner holds.
+    func commands() async throws(DownloadError) -> [(id: DownloadID, command: JobLifecycle.Command)]
 
-    /// The rows of `ids` that still exist, and the live owners other than this instance,
-    /// for following jobs other processes run.
-    func watch(_ ids: [DownloadID]) async throws(DownloadError)
-        -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner])
+    /// The rows of `ids` that still exist, and the live owners other than this one, for
+    /// following jobs other owners run.
+    func watch(_ ids: [DownloadID]) async throws(DownloadError) -> JobWatch
 
-    /// Applies `command` to job `id` directly when no live process holds it, else leaves
-    /// it for its holder. Blocks: the manager calls it off its actor.
-    func leave(_ command: JobLifecycle.Command, for id: DownloadID) throws(DownloadError)
+    /// Applies `command` to job `id` directly when no live owner holds it, else leaves it
+    /// for its holder (who hears of it through ``commands()``).
+    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError)
 
-    // MARK: Fire-and-forget writes
+    /// When to look again, and which jobs this owner lost: one stream per store, for its
+    /// manager. It ends at ``close()``.
+    var signals: AsyncStream<StoreSignal> { get }
 
-    /// Job `id` runs in process `owner` now.
-    func recordStarted(_ id: DownloadID, owner: Int64)
+    // MARK: Fenced fire-and-forget writes
+
+    /// Job `id` runs now.
+    func recordStarted(_ id: DownloadID)
     /// Job `id` is in `state` now, with the error that put it there, if any.
     func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?)
     /// Job `id` failed with `error`. A store may decide to try it again later (the shared
@@ -85,47 +100,90 @@ package protocol JobStore: AnyObject, Sendable {
     /// Job `id` has made `attempts` retries.
     func recordAttempt(_ id: DownloadID, _ attempts: Int)
     /// Clears `command` once it has been acted on; a newer command left meanwhile stays.
-    func clearCommand(_ command: String, for id: DownloadID)
-    /// Gives up ownership of every unfinished job `owner` holds; running ones become paused.
-    func release(owner: Int64)
+    func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID)
+    /// Gives up every unfinished job this owner holds; running ones become paused (the
+    /// journal) or available again (the shared queue), their partial files kept.
+    func release()
 
-    // MARK: Fencing
+    // MARK: Completion
 
     /// Whether a transfer must win ``confirmCompletion(_:bytes:)`` before it renames its file
-    /// into place: true for a store whose jobs another process may take over while this one
-    /// still runs them (a lease that expired).
+    /// into place: true for a store whose jobs another owner may take over while this one
+    /// still runs them (a lease that expired). The journal's owners lose a job only by
+    /// dying, so it needs no confirmation.
     var fencesCompletion: Bool { get }
-    /// Records job `id` as completed with `bytes` bytes if this process still holds it, and
+    /// Records job `id` as completed with `bytes` bytes if this owner still holds it, and
     /// throws ``DownloadError/Code/runningElsewhere`` if it does not: the transfer then
-    /// leaves its file where it is. Called only when ``fencesCompletion``.
+    /// leaves its file where it is.
     func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError)
 
     /// Waits until every write made before this call is durable.
     func flush() async
-    /// Flushes, then stops whatever the store runs for this manager. Called once, at shutdown.
+    /// Flushes, then stops whatever the store runs for this manager and ends ``signals``.
+    /// Called once, at shutdown.
     func close() async
-}
-
-extension JobStore {
-    package func recordFailed(_ id: DownloadID, _ error: DownloadError) {
-        recordState(id, .failed, errorCode: error.code.description, error: error.message)
-    }
-
-    package var fencesCompletion: Bool { false }
-
-    package func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {}
 }
 
 /// What claiming one job found.
 package enum JobClaim: Sendable {
-    /// The row is this process's now; `journaled` is what it knew of the job's partial
-    /// or completed file.
-    case claimed(journaled: TransferOperation.JournaledProgress?)
-    /// Another live process holds the job.
+    /// The job is this owner's now.
+    case claimed(ClaimedJob)
+    /// Another live owner holds the job.
     case heldElsewhere(JobAttachment)
 }
 
-/// A job another live process holds, which this one follows from the store.
+/// A job this owner claimed, with what the store knew of its files.
+package struct ClaimedJob: Sendable {
+    /// The row as claimed.
+    package var record: JobRecord
+    /// What the store knew of the job's partial or completed file; `nil` when it starts
+    /// from nothing.
+    package var progress: StoredProgress?
+    /// The job was taken over from an owner that may still be alive and writing its
+    /// partial file (a lease that expired: the owner may be stopped, not dead). Before
+    /// resuming from that file, the manager gives it a file of its own
+    /// (``PartialPaths/detachFromPreviousWriter()``).
+    package var mayBeWritten: Bool = false
+
+    package init(record: JobRecord, progress: StoredProgress?, mayBeWritten: Bool = false) {
+        self.record = record
+        self.progress = progress
+        self.mayBeWritten = mayBeWritten
+    }
+
+    package var id: DownloadID { DownloadID(record.id) }
+}
+
+/// What a store knew of a job's files when this owner claimed it: a store's value, which
+/// the transfer turns into its resume plan.
+package struct StoredProgress: Sendable, Hashable {
+    /// Bytes of the partial file known to be on stable storage.
+    package var committed: Int64
+    /// The machine boot during which they were recorded.
+    package var bootID: String?
+    /// The completed file of an earlier run of the same download, to revalidate instead
+    /// of downloading again while it is unchanged.
+    package var completedFile: CompletedFile?
+
+    package init(committed: Int64, bootID: String?, completedFile: CompletedFile? = nil) {
+        self.committed = committed
+        self.bootID = bootID
+        self.completedFile = completedFile
+    }
+
+    /// The progress `record` holds.
+    package init(_ record: JobRecord) {
+        self.init(committed: record.bytesCommitted, bootID: record.bootID, completedFile: record.completedFile())
+    }
+
+    /// How much of a partial file of `length` bytes the transfer trusts, by the rule of
+    /// ``TransferOperation/JournaledProgress/trustedLength(of:currentBoot:)``.
+    package func trustedLength(of length: Int64, currentBoot: String?) -> Int64 {
+        TransferOperation.JournaledProgress(self).trustedLength(of: length, currentBoot: currentBoot)
+    }
+}
+
+/// A job another live owner holds, which this one follows from the store.
 package struct JobAttachment: Sendable {
     package var id: DownloadID
     /// The holder's owner token.
@@ -133,4 +191,32 @@ package struct JobAttachment: Sendable {
     package var owner: JournalOwner
     /// The row as it was found.
     package var record: JobRecord
+
+    package init(id: DownloadID, holder: Int64, owner: JournalOwner, record: JobRecord) {
+        self.id = id
+        self.holder = holder
+        self.owner = owner
+        self.record = record
+    }
+}
+
+/// What ``JobStore/watch(_:)`` found: the rows that still exist, and the live owners
+/// other than the store's own.
+package struct JobWatch: Sendable {
+    package var rows: [DownloadID: JobRecord]
+    package var live: [Int64: JournalOwner]
+
+    package init(rows: [DownloadID: JobRecord], live: [Int64: JournalOwner]) {
+        self.rows = rows
+        self.live = live
+    }
+}
+
+/// What a store tells its manager.
+package enum StoreSignal: Sendable, Equatable {
+    /// Look again: there may be work to claim, commands, or followed jobs that changed.
+    case wake
+    /// This owner no longer holds these jobs (a fenced write was refused, a lease was
+    /// lost): stop them, keeping their partial files.
+    case lost([DownloadID])
 }

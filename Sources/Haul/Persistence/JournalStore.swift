@@ -1,23 +1,55 @@
+import Dispatch
+import Foundation
+import GRDB
 import Logging
+import NIOConcurrencyHelpers
 
 /// The SQLite ``Journal`` as one manager's ``JobStore``: the journal's queries, and that
 /// manager's ``JournalWriter``, which batches its fire-and-forget writes into few
 /// transactions.
 ///
-/// One per manager, as the writer is: its order, its logger and its ``close()`` are that
-/// manager's, while the journal (and its owner token) may be shared.
+/// One per manager, as the writer is: its order, its logger, its signals and its
+/// ``close()`` are that manager's, while the journal (and its owner token) may be shared.
+///
+/// Coordination is the kernel's: an owner is alive while it holds its lock in
+/// ``OwnerLocks``, so a job changes hands only when its owner died (or its lock file was
+/// removed), and every write is fenced on the owner (a refused one is reported as
+/// ``StoreSignal/lost(_:)``). An owner token is one process's, never reused, and a
+/// process holds a job under one claim at a time: the token is the claim's attempt too. SQLite
+/// cannot tell another process of a change, so ``signals`` polls, every `pollInterval`,
+/// while the manager listens.
 final class JournalStore: JobStore {
     let journal: Journal
     let writer: JournalWriter
+    let signals: AsyncStream<StoreSignal>
+    private let lost: NIOLockedValueBox<[DownloadID]>
+    private let closed = NIOLockedValueBox(false)
+    /// Where the blocking control statements of ``leave(_:for:)`` run.
+    private static let controlQueue = DispatchQueue(label: "haul.journal.control")
 
-    init(journal: Journal, logger: Logger) {
+    init(journal: Journal, logger: Logger, pollInterval: Duration = .milliseconds(250)) {
         self.journal = journal
-        writer = JournalWriter(journal: journal, logger: logger)
+        let lost = NIOLockedValueBox<[DownloadID]>([])
+        self.lost = lost
+        writer = JournalWriter(journal: journal, logger: logger) { ids in
+            lost.withLockedValue { $0.append(contentsOf: ids) }
+        }
+        let closed = self.closed
+        signals = AsyncStream(unfolding: {
+            let refused = lost.withLockedValue { lost in
+                defer { lost = [] }
+                return lost
+            }
+            if !refused.isEmpty { return .lost(refused) }
+            do { try await Task.sleep(for: pollInterval) } catch { return nil }
+            return closed.withLockedValue { $0 } ? nil : .wake
+        })
     }
 
     func ownerToken() throws(DownloadError) -> Int64 { try journal.ownerToken() }
 
-    func claim(_ job: JobRecord, owner: Int64, force: Bool) async throws(DownloadError) -> JobClaim {
+    func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim {
+        let owner = try ownerToken()
         // Through the writer, so that it is ordered after this manager's earlier writes.
         let writer = self.writer
         let result = await withCheckedContinuation {
@@ -27,46 +59,71 @@ final class JournalStore: JobStore {
         return try result.get()
     }
 
-    func insert(_ jobs: [JobRecord], session: Int64, forcing: Set<String>) async throws(DownloadError)
-        -> [JobAttachment]
-    {
-        try await journal.insert(jobs, session: session, forcing: forcing)
+    func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment] {
+        try await journal.insert(jobs, session: ownerToken(), forcing: forcing)
     }
 
-    func adoptUnfinished(session: Int64, keepingPaused: Bool) async throws(DownloadError)
-        -> (count: Int, attachments: [JobAttachment])
-    {
-        try journal.adoptUnfinished(session: session, keepingPaused: keepingPaused)
-    }
-
-    func claimQueued(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
-        try await journal.claim(limit: limit, session: session)
-    }
-
-    func commands(for owner: Int64) async throws(DownloadError) -> [(id: DownloadID, command: String)] {
-        try await journal.commands(for: owner)
-    }
-
-    func watch(_ ids: [DownloadID]) async throws(DownloadError)
-        -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner])
-    {
-        try await journal.watch(ids)
-    }
-
-    func leave(_ command: JobLifecycle.Command, for id: DownloadID) throws(DownloadError) {
-        switch command {
-        case .pause: try journal.pause(id)
-        case .cancel: try journal.cancel(id)
-        case .resume: try journal.retry(id)
+    func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
+        let session = try ownerToken()
+        return try await Self.off { () throws(DownloadError) in
+            try self.journal.adoptUnfinished(session: session, keepingPaused: keepingPaused)
         }
     }
 
-    func recordStarted(_ id: DownloadID, owner: Int64) {
+    func claimQueued(limit: Int) async throws(DownloadError) -> [ClaimedJob] {
+        // The journal's owners lose jobs only by dying: nobody else writes a claimed partial.
+        try await journal.claim(limit: limit, session: ownerToken()).map {
+            ClaimedJob(record: $0, progress: StoredProgress($0))
+        }
+    }
+
+    func commands() async throws(DownloadError) -> [(id: DownloadID, command: JobLifecycle.Command)] {
+        try await journal.commands(for: ownerToken()).compactMap { id, text in
+            JobLifecycle.Command(rawValue: text).map { (id, $0) }
+        }
+    }
+
+    func watch(_ ids: [DownloadID]) async throws(DownloadError) -> JobWatch {
+        let (rows, live) = try await journal.watch(ids)
+        return JobWatch(rows: rows, live: live)
+    }
+
+    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
+        _ = try ownerToken()
+        try await Self.off { () throws(DownloadError) in
+            switch command {
+            case .pause: _ = try self.journal.pause(id)
+            case .cancel: _ = try self.journal.cancel(id)
+            case .resume: _ = try self.journal.retry(id)
+            }
+        }
+    }
+
+    /// Runs blocking journal work on the control queue, off the Swift concurrency pool.
+    private static func off<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T)
+        async throws(DownloadError) -> T
+    {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, DownloadError>, Never>) in
+            controlQueue.async {
+                do throws(DownloadError) { continuation.resume(returning: .success(try body())) } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    func recordStarted(_ id: DownloadID) {
+        guard let owner = journal.owners.token else { return }
         writer.submit(.started(id: id.rawValue, owner: owner))
     }
 
     func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
         writer.submit(.state(id: id.rawValue, state, errorCode: errorCode, error: error))
+    }
+
+    func recordFailed(_ id: DownloadID, _ error: DownloadError) {
+        recordState(id, .failed, errorCode: error.code.description, error: error.message)
     }
 
     func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?) {
@@ -86,15 +143,45 @@ final class JournalStore: JobStore {
         writer.submit(.attempt(id: id.rawValue, attempts))
     }
 
-    func clearCommand(_ command: String, for id: DownloadID) {
-        writer.submit(.clearCommand(id: id.rawValue, command: command))
+    func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID) {
+        writer.submit(.clearCommand(id: id.rawValue, command: command.rawValue))
     }
 
-    func release(owner: Int64) {
+    func release() {
+        guard let owner = journal.owners.token else { return }
         writer.submit(.release(owner: owner))
+    }
+
+    /// The journal's owners lose a job only by dying: a live transfer needs no confirmation.
+    var fencesCompletion: Bool { false }
+
+    func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
+        let owner = try ownerToken()
+        await writer.flush()
+        let matched: Bool
+        do {
+            matched = try await journal.writer.write { db in
+                let now = JournalDate.databaseValue(Date())
+                try db.execute(
+                    sql: """
+                        UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, errorCode = NULL,
+                            lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0, command = NULL
+                        WHERE id = ? AND owner = ? AND state IN ('queued', 'running', 'paused', 'waiting')
+                        """, arguments: [bytes, bytes, now, now, id.rawValue, owner])
+                return db.changesCount > 0
+            }
+        } catch {
+            throw Journal.failure(error)
+        }
+        guard matched else {
+            throw DownloadError.runningElsewhere("\(id): another process took the job over; its file is left where it is")
+        }
     }
 
     func flush() async { await writer.flush() }
 
-    func close() async { await writer.close() }
+    func close() async {
+        closed.withLockedValue { $0 = true }
+        await writer.close()
+    }
 }

@@ -24,6 +24,16 @@ final class JournalWriter: Sendable {
         case clearCommand(id: String, command: String)
         /// Gives up ownership of every unfinished job this process owns.
         case release(owner: Int64)
+
+        /// The job a fenced write is about.
+        var jobID: String? {
+            switch self {
+            case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _),
+                .checkpoint(let id, _, _, _, _, _), .attempt(let id, _):
+                id
+            case .claim, .clearCommand, .release: nil
+            }
+        }
     }
 
     private struct State {
@@ -45,7 +55,8 @@ final class JournalWriter: Sendable {
     private let wakeups: AsyncStream<Void>.Continuation
     private let worker: Task<Void, Never>
 
-    init(journal: Journal, logger: Logger) {
+    /// `refused` hears of the jobs whose fenced writes matched no row this owner holds.
+    init(journal: Journal, logger: Logger, refused: @escaping @Sendable ([DownloadID]) -> Void = { _ in }) {
         self.journal = journal
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         wakeups = continuation
@@ -73,16 +84,21 @@ final class JournalWriter: Sendable {
                         let now = JournalDate.databaseValue(Date())
                         var replies: [@Sendable () -> Void] = []
                         var live: [Int64: JournalOwner]?
+                        var lost: [DownloadID] = []
+                        let me = journal.owners.token
                         for operation in Self.coalesced(batch) {
                             if case .claim(let record, let owner, let force, let reply) = operation {
                                 let owners = live ?? journal.refreshLiveOwners(db)
                                 live = owners
                                 let claim = try Self.claim(record, owner: owner, force: force, live: owners, in: db)
                                 replies.append { reply(.success(claim)) }
-                            } else {
-                                try Self.apply(operation, in: db, now: now)
+                            } else if try !Self.apply(operation, me: me, in: db, now: now),
+                                let id = operation.jobID
+                            {
+                                lost.append(DownloadID(id))
                             }
                         }
+                        if !lost.isEmpty { refused(lost) }
                         return replies
                     }
                     for reply in replies { reply() }
@@ -159,7 +175,10 @@ final class JournalWriter: Sendable {
         return result
     }
 
-    static func apply(_ operation: Operation, in db: Database, now: DatabaseValue) throws {
+    /// Applies `operation`, fenced on owner `me`: a write about a job changes its row only
+    /// while `me` holds it. Returns `false` when such a write matched no row.
+    @discardableResult
+    static func apply(_ operation: Operation, me: Int64?, in db: Database, now: DatabaseValue) throws -> Bool {
         switch operation {
         case .claim:
             preconditionFailure("claims are applied by the worker, which replies")
@@ -167,41 +186,43 @@ final class JournalWriter: Sendable {
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'running', owner = ?, session = ?, updatedAt = ?, finishedAt = NULL
-                    WHERE id = ?
-                    """).execute(arguments: [owner, owner, now, id])
+                    WHERE id = ? AND owner = ?
+                    """).execute(arguments: [owner, owner, now, id, owner])
         case .state(let id, let state, let errorCode, let error):
             let finished = !state.isUnfinished
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = ?, errorCode = ?, lastError = ?, updatedAt = ?,
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
-                    WHERE id = ?
-                    """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id])
+                    WHERE id = ? AND owner = ?
+                    """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id, me])
         case .completed(let id, let bytes, let finalURL, let file):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
                         errorCode = NULL, lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0,
                         owner = NULL, command = NULL, filePath = ?, fileSize = ?, fileModified = ?, fileValidator = ?
-                    WHERE id = ?
+                    WHERE id = ? AND owner = ?
                     """
             ).execute(
                 arguments: [
                     bytes, bytes, finalURL, now, now, file?.path, file?.size, file?.modified,
-                    JobRecord.encode(validator: file?.validator), id,
+                    JobRecord.encode(validator: file?.validator), id, me,
                 ])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET bytesCommitted = ?, totalBytes = COALESCE(?, totalBytes),
                         validator = COALESCE(?, validator), bytesPerSecond = ?, bootID = ?, updatedAt = ?
-                    WHERE id = ?
-                    """).execute(arguments: [bytes, total, validator, rate, bootID, now, id])
+                    WHERE id = ? AND owner = ?
+                    """).execute(arguments: [bytes, total, validator, rate, bootID, now, id, me])
         case .attempt(let id, let attempts):
-            try db.cachedStatement(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ?").execute(arguments: [attempts, now, id])
+            try db.cachedStatement(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ? AND owner = ?")
+                .execute(arguments: [attempts, now, id, me])
         case .clearCommand(let id, let command):
             try db.cachedStatement(sql: "UPDATE job SET command = NULL WHERE id = ? AND command = ?")
                 .execute(arguments: [id, command])
+            return true
         case .release(let owner):
             try db.cachedStatement(
                 sql: """
@@ -209,6 +230,11 @@ final class JournalWriter: Sendable {
                         state = CASE WHEN state = 'running' THEN 'paused' ELSE state END
                     WHERE (owner = ? OR session = ?) AND state IN ('queued', 'running', 'paused', 'waiting')
                     """).execute(arguments: [owner, owner])
+            return true
+        }
+        switch operation {
+        case .started, .state, .completed, .checkpoint, .attempt: return db.changesCount > 0
+        default: return true
         }
     }
 
@@ -229,17 +255,18 @@ final class JournalWriter: Sendable {
         record.session = owner
         _ = try upsert(record, me: owner, force: force, in: db)
         guard let previous, previous.url == record.url, previous.partialPath == record.partialPath else {
-            return .claimed(journaled: nil)
+            return .claimed(ClaimedJob(record: record, progress: nil))
         }
         if previous.state.isUnfinished {
-            return .claimed(journaled: .init(committed: previous.bytesCommitted, bootID: previous.bootID))
+            return .claimed(
+                ClaimedJob(record: record, progress: StoredProgress(committed: previous.bytesCommitted, bootID: previous.bootID)))
         }
         if previous.state == .completed, !force, previous.checksum == record.checksum,
             previous.expectedSize == record.expectedSize, let file = previous.completedFile()
         {
-            return .claimed(journaled: .init(committed: 0, bootID: nil, completedFile: file))
+            return .claimed(ClaimedJob(record: record, progress: StoredProgress(committed: 0, bootID: nil, completedFile: file)))
         }
-        return .claimed(journaled: nil)
+        return .claimed(ClaimedJob(record: record, progress: nil))
     }
 
     /// Inserts `record` (queued, or paused when the record is: a download added paused), or

@@ -15,6 +15,11 @@ public struct JournalOwner: Sendable, Hashable, Codable, CustomStringConvertible
     /// The host name of its machine (or container).
     public var host: String
 
+    package init(pid: Int32, host: String) {
+        self.pid = pid
+        self.host = host
+    }
+
     /// "haul process 1234 on HOST".
     public var description: String { "haul process \(pid) on \(host)" }
 }
@@ -138,7 +143,8 @@ final class OwnerLocks: Sendable {
         return JournalOwner(pid: pid, host: String(fields[1]))
     }
 
-    private func path(of token: Int64) -> String { directory + "/\(token)" }
+    /// The lock file of `token`.
+    func path(of token: Int64) -> String { directory + "/\(token)" }
 
     private static func failure(_ message: String) -> DownloadError {
         DownloadError(.fileSystem, "\(message): \(String(cString: strerror(errno)))")

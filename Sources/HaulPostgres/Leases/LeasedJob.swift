@@ -1,4 +1,5 @@
 package import Foundation
+package import Haul
 
 /// One job of a shared queue (`haul worker`) as a plain value: its state, its lease and
 /// the rules of who may write to it. The Swift twin of the SQL that `HaulPostgres` runs:
@@ -206,13 +207,12 @@ package struct LeasedJob: Hashable, Sendable {
     /// directory. On shared storage (NFS, a shared volume) the new holder finds the last
     /// one's partial and resumes from its committed bytes, or from all of it when the
     /// same machine, in the same boot, wrote it; without shared storage it finds none and
-    /// starts from zero. (``TransferOperation/JournaledProgress`` carries this out.)
+    /// starts from zero. (The transfer carries this out: ``StoredProgress/trustedLength(of:currentBoot:)``.)
     package static func resumeOffset(
         partialLength: Int64?, committed: Int64, writtenInThisBoot: Bool
     ) -> Int64 {
         guard let partialLength, partialLength > 0 else { return 0 }
-        let progress = TransferOperation.JournaledProgress(
-            committed: committed, bootID: writtenInThisBoot ? "boot" : "other")
+        let progress = StoredProgress(committed: committed, bootID: writtenInThisBoot ? "boot" : "other")
         return progress.trustedLength(of: partialLength, currentBoot: "boot")
     }
 }

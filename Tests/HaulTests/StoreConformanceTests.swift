@@ -1,0 +1,352 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import Haul
+@testable import HaulPostgres
+
+/// The ``JobStore`` contract, checked the same way on both stores: the SQLite journal
+/// (owners proven alive by the kernel) and the shared queue on PostgreSQL (leases, on a
+/// private cluster). Each sequence is written once, in ``StoreConformance``, against a
+/// ``StoreHarness``; the two suites below run every one of them on their store.
+enum StoreConformance {
+    static let logger = Logger(label: "haul.store-conformance")
+
+    /// Submitted, claimed, checkpointed, completed.
+    static func submitClaimCheckpointComplete(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let job = try harness.record("one")
+        #expect(try await a.submit([job], forcing: []).isEmpty)
+        #expect(try await a.watch([job.jobID]).rows[job.jobID]?.state == .queued)
+        let claimed = try await a.claimQueued(limit: 10)
+        #expect(claimed.map(\.id) == [job.jobID])
+        #expect(claimed.first?.progress?.committed ?? 0 == 0)
+        #expect(claimed.first?.mayBeWritten == false)
+        #expect(try await a.claimQueued(limit: 10).isEmpty, "a claimed job is claimed once")
+        a.recordStarted(job.jobID)
+        a.recordCheckpoint(job.jobID, bytes: 1000, total: 4000, validator: nil, bytesPerSecond: 1, bootID: "boot")
+        await a.flush()
+        let running = try await a.watch([job.jobID]).rows[job.jobID]
+        #expect(running?.state == .running)
+        #expect(running?.bytesCommitted == 1000)
+        #expect(running?.owner == (try a.ownerToken()))
+        try await a.confirmCompletion(job.jobID, bytes: 4000)
+        a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, file: nil)
+        await a.flush()
+        let done = try await a.watch([job.jobID]).rows[job.jobID]
+        #expect(done?.state == .completed)
+        #expect(done?.bytesCommitted == 4000)
+        await a.close()
+    }
+
+    /// A failed job is resumed (queued again) and claimed again.
+    static func failAndRetry(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let job = try harness.record("failing")
+        _ = try await a.submit([job], forcing: [])
+        #expect(try await a.claimQueued(limit: 10).map(\.id) == [job.jobID])
+        a.recordStarted(job.jobID)
+        a.recordFailed(job.jobID, DownloadError(.invalidRequest, "not retried"))
+        await a.flush()
+        let failed = try await a.watch([job.jobID]).rows[job.jobID]
+        #expect(failed?.state == .failed)
+        #expect(failed?.errorCode == DownloadError.Code.invalidRequest.description)
+        try await a.leave(.resume, for: job.jobID)
+        #expect(try await a.watch([job.jobID]).rows[job.jobID]?.state == .queued)
+        #expect(try await a.claimQueued(limit: 10).map(\.id) == [job.jobID])
+        await a.close()
+    }
+
+    /// Another process pauses a held job through a command; once its owner gives it up,
+    /// a resume queues it again, and it is claimed with its committed bytes.
+    static func pauseAndResume(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let job = try harness.record("paused")
+        _ = try await a.submit([job], forcing: [])
+        _ = try await a.claimQueued(limit: 10)
+        a.recordStarted(job.jobID)
+        a.recordCheckpoint(job.jobID, bytes: 700, total: 2000, validator: nil, bytesPerSecond: 1, bootID: "boot")
+        await a.flush()
+        try await b.leave(.pause, for: job.jobID)
+        let commands = try await a.commands()
+        #expect(commands.map(\.id) == [job.jobID])
+        #expect(commands.map(\.command) == [.pause])
+        a.clearCommand(.pause, for: job.jobID)
+        a.recordState(job.jobID, .paused, errorCode: nil, error: nil)
+        await a.flush()
+        #expect(try await a.commands().isEmpty)
+        #expect(try await b.watch([job.jobID]).rows[job.jobID]?.state == .paused)
+        a.release()
+        await a.flush()
+        try await b.leave(.resume, for: job.jobID)
+        #expect(try await b.watch([job.jobID]).rows[job.jobID]?.state == .queued)
+        _ = try await b.adoptUnfinished(keepingPaused: false)
+        let claimed = try await b.claimQueued(limit: 10)
+        #expect(claimed.map(\.id) == [job.jobID])
+        #expect(claimed.first?.progress?.committed == 700)
+        await a.close()
+        await b.close()
+    }
+
+    /// A held job is cancelled through a command to its owner; a waiting one at once.
+    static func cancel(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let held = try harness.record("held")
+        _ = try await a.submit([held], forcing: [])
+        _ = try await a.claimQueued(limit: 10)
+        a.recordStarted(held.jobID)
+        await a.flush()
+        try await b.leave(.cancel, for: held.jobID)
+        #expect(try await a.commands().map(\.command) == [.cancel])
+        a.clearCommand(.cancel, for: held.jobID)
+        a.recordState(held.jobID, .cancelled, errorCode: "cancelled", error: "cancelled")
+        await a.flush()
+        #expect(try await b.watch([held.jobID]).rows[held.jobID]?.state == .cancelled)
+
+        let waiting = try harness.record("waiting")
+        _ = try await a.submit([waiting], forcing: [])
+        try await b.leave(.cancel, for: waiting.jobID)
+        #expect(try await b.watch([waiting.jobID]).rows[waiting.jobID]?.state == .cancelled)
+        #expect(try await a.claimQueued(limit: 10).isEmpty)
+        await a.close()
+        await b.close()
+    }
+
+    /// A job a live owner holds is not claimed by another: it is reported as attached.
+    static func heldJobIsAttached(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let job = try harness.record("held")
+        guard case .claimed(let claimed) = try await a.claim(job, force: false) else {
+            Issue.record("the first claim did not claim")
+            return
+        }
+        #expect(claimed.id == job.jobID)
+        guard case .heldElsewhere(let attachment) = try await b.claim(job, force: false) else {
+            Issue.record("a held job was claimed again")
+            return
+        }
+        #expect(attachment.holder == (try a.ownerToken()))
+        #expect(try await b.submit([job], forcing: []).map(\.id) == [job.jobID])
+        #expect(try await b.claimQueued(limit: 10).isEmpty)
+        await a.close()
+        await b.close()
+    }
+
+    /// A crashed owner's job is taken over with its committed bytes, and the crashed
+    /// owner's later writes are refused: it hears it lost the job, and its completion
+    /// is refused.
+    static func crashedOwnerTakenOverAndFenced(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let job = try harness.record("taken-over")
+        _ = try await a.submit([job], forcing: [])
+        _ = try await a.claimQueued(limit: 10)
+        a.recordStarted(job.jobID)
+        a.recordCheckpoint(job.jobID, bytes: 1000, total: 9000, validator: nil, bytesPerSecond: 1, bootID: "boot")
+        await a.flush()
+        // When its owner crashes (seen dead by the others), another takes the job over
+        try await harness.crash(a)
+        _ = try await b.adoptUnfinished(keepingPaused: false)
+        let claimed = try await b.claimQueued(limit: 10)
+        #expect(claimed.map(\.id) == [job.jobID])
+        #expect(claimed.first?.progress?.committed == 1000)
+        #expect(claimed.first?.mayBeWritten == harness.takeoverMayBeWritten)
+        b.recordStarted(job.jobID)
+        await b.flush()
+        // Then the stale owner's writes change nothing, and it learns it lost the job
+        a.recordCheckpoint(job.jobID, bytes: 5000, total: 9000, validator: nil, bytesPerSecond: 1, bootID: "boot")
+        await a.flush()
+        let row = try await b.watch([job.jobID]).rows[job.jobID]
+        #expect(row?.bytesCommitted == 1000)
+        #expect(row?.owner == (try b.ownerToken()))
+        var lost: [DownloadID] = []
+        for await signal in a.signals {
+            if case .lost(let ids) = signal {
+                lost = ids
+                break
+            }
+        }
+        #expect(lost == [job.jobID])
+        await #expect(throws: DownloadError.self) { try await a.confirmCompletion(job.jobID, bytes: 9000) }
+        do {
+            try await a.confirmCompletion(job.jobID, bytes: 9000)
+        } catch {
+            #expect(error.code == .runningElsewhere)
+        }
+        #expect(try await b.watch([job.jobID]).rows[job.jobID]?.state == .running)
+        await a.close()
+        await b.close()
+    }
+}
+
+/// One store kind under the conformance suite: makes owners of one store, and crashes them.
+protocol StoreHarness: Sendable {
+    /// A store instance acting for a new owner, sharing the harness's jobs.
+    func makeOwner() async throws -> any JobStore
+    /// Makes `store`'s owner look dead to the others (its process killed, its lease run
+    /// out) without closing it, as a stopped process that may run again.
+    func crash(_ store: any JobStore) async throws
+    /// Whether a job taken over from a crashed owner may still be written by that owner.
+    var takeoverMayBeWritten: Bool { get }
+    /// The record of a download named `name` into the harness's directory.
+    func record(_ name: String) throws -> JobRecord
+}
+
+extension JobRecord {
+    var jobID: DownloadID { DownloadID(id) }
+}
+
+/// The SQLite journal: each owner is a `Journal` instance of its own on one file (its own
+/// owner lock); a crash removes its lock file, which is what others see of a dead owner.
+final class JournalHarness: StoreHarness {
+    let directory: URL
+    var path: String { directory.appendingPathComponent("journal.sqlite").path }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-conformance-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    func makeOwner() async throws -> any JobStore {
+        let store = JournalStore(journal: try Journal(path: path), logger: StoreConformance.logger)
+        _ = try store.ownerToken()
+        return store
+    }
+
+    func crash(_ store: any JobStore) async throws {
+        let owners = try #require(store as? JournalStore).journal.owners
+        let token = try #require(owners.token)
+        #expect(unlink(owners.path(of: token)) == 0)
+    }
+
+    var takeoverMayBeWritten: Bool { false }
+
+    func record(_ name: String) throws -> JobRecord {
+        try JobRecord.make(
+            for: DownloadRequest(
+                url: URL(string: "http://127.0.0.1:9/files/\(name)")!, destination: .directory(directory, name: name)))
+    }
+
+    func close() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    static func with(_ body: (JournalHarness) async throws -> Void) async throws {
+        let harness = try JournalHarness()
+        defer { harness.close() }
+        try await body(harness)
+    }
+}
+
+/// The shared queue: each owner is a registered worker with a `PostgresJobStore` on one
+/// database; a crash lets its leases and heartbeat run out.
+final class PostgresHarness: StoreHarness {
+    let queue: PostgresQueue
+    let directory: URL
+
+    init(queue: PostgresQueue) throws {
+        self.queue = queue
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-conformance-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    func makeOwner() async throws -> any JobStore {
+        var id: Int64?
+        for try await row in try await queue.client.query(
+            "INSERT INTO haul_workers (host, pid) VALUES ('conformance', 1) RETURNING id"
+        ).decode(Int64.self) {
+            id = row
+        }
+        var settings = QueueWorker.Settings(directory: directory)
+        settings.slots = 10
+        settings.lease = .seconds(60)
+        return PostgresJobStore(queue: queue, owner: try #require(id), settings: settings, logger: StoreConformance.logger)
+    }
+
+    func crash(_ store: any JobStore) async throws {
+        let owner = try store.ownerToken()
+        try await queue.client.query(
+            "UPDATE haul_jobs SET lease_expires_at = now() - interval '1 second' WHERE lease_owner = \(owner)")
+        try await queue.client.query(
+            "UPDATE haul_workers SET heartbeat_at = now() - interval '1 hour' WHERE id = \(owner)")
+    }
+
+    var takeoverMayBeWritten: Bool { true }
+
+    func record(_ name: String) throws -> JobRecord {
+        try JobRecord.make(
+            for: DownloadRequest(
+                url: URL(string: "http://127.0.0.1:9/files/\(name)")!, destination: .directory(directory, name: name)))
+    }
+
+    static func with(_ body: @Sendable (PostgresHarness) async throws -> Void) async throws {
+        let harness = try PostgresHarness(queue: PostgresQueue(address: try await PostgresCluster.makeDatabase()))
+        try await harness.queue.withRunning {
+            try await harness.queue.migrate()
+            try await body(harness)
+        }
+        try? FileManager.default.removeItem(at: harness.directory)
+    }
+}
+
+@Suite("Store conformance: SQLite journal", .timeLimit(.minutes(1)))
+struct StoreConformanceJournalTests {
+    @Test func submitClaimCheckpointComplete() async throws {
+        try await JournalHarness.with(StoreConformance.submitClaimCheckpointComplete)
+    }
+    @Test func failAndRetry() async throws { try await JournalHarness.with(StoreConformance.failAndRetry) }
+    @Test func pauseAndResume() async throws { try await JournalHarness.with(StoreConformance.pauseAndResume) }
+    @Test func cancel() async throws { try await JournalHarness.with(StoreConformance.cancel) }
+    @Test func heldJobIsAttached() async throws { try await JournalHarness.with(StoreConformance.heldJobIsAttached) }
+    @Test func crashedOwnerTakenOverAndFenced() async throws {
+        try await JournalHarness.with(StoreConformance.crashedOwnerTakenOverAndFenced)
+    }
+}
+
+@Suite(
+    "Store conformance: PostgreSQL",
+    .enabled(
+        if: PostgresCluster.isAvailable,
+        "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"),
+    .timeLimit(.minutes(1)))
+struct StoreConformancePostgresTests {
+    @Test func submitClaimCheckpointComplete() async throws {
+        try await PostgresHarness.with(StoreConformance.submitClaimCheckpointComplete)
+    }
+    @Test func failAndRetry() async throws { try await PostgresHarness.with(StoreConformance.failAndRetry) }
+    @Test func pauseAndResume() async throws { try await PostgresHarness.with(StoreConformance.pauseAndResume) }
+    @Test func cancel() async throws { try await PostgresHarness.with(StoreConformance.cancel) }
+    @Test func heldJobIsAttached() async throws { try await PostgresHarness.with(StoreConformance.heldJobIsAttached) }
+    @Test func crashedOwnerTakenOverAndFenced() async throws {
+        try await PostgresHarness.with(StoreConformance.crashedOwnerTakenOverAndFenced)
+    }
+}
+
+/// The one place partial files change hands: a job taken over from an owner that may
+/// still write (``ClaimedJob/mayBeWritten``) gets a partial of its own.
+@Suite("Taking over a partial file")
+struct PartialTakeoverTests {
+    @Test func theStaleWritersLateWritesMissTheDetachedPartial() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-takeover-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let paths = try #require(
+            try PartialPaths(
+                destination: .directory(directory, name: "f.bin"), url: URL(string: "http://127.0.0.1/f.bin")!))
+        try Data("committed".utf8).write(to: URL(fileURLWithPath: paths.partial))
+        // Given the stale owner's descriptor, still open on the partial
+        let stale = open(paths.partial, O_WRONLY | O_APPEND)
+        #expect(stale >= 0)
+        defer { close(stale) }
+        // When the new owner detaches it (the metadata file does not exist yet)
+        #expect(try paths.detachFromPreviousWriter() == [paths.partial])
+        // Then the stale owner's late writes land in a file no name leads to
+        _ = "late".withCString { write(stale, $0, 4) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: paths.partial)) == Data("committed".utf8))
+        #expect(!FileManager.default.fileExists(atPath: paths.partial + ".haul-takeover"))
+    }
+}
