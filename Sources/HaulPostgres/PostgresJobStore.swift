@@ -300,9 +300,12 @@ package final class PostgresJobStore: JobStore, Sendable {
                 mayBeWritten: rescued))
     }
 
-    /// Adds `jobs` to the queue, available to every worker; those whose key is queued
-    /// already stay as they are, and those another live worker runs are returned.
-    package func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment] {
+    /// Adds `jobs` to the queue, available to every worker (those whose key is queued
+    /// already stay as they are), then claims up to `limit` jobs as ``claimQueued(limit:)``
+    /// does; returns those, and the submitted jobs another live worker runs.
+    package func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
+        -> SubmittedJobs
+    {
         let requests = try jobs.map { record throws(DownloadError) in try queueRequest(for: record) }
         do {
             // A large batch takes longer: a deadline per thousand jobs.
@@ -312,7 +315,10 @@ package final class PostgresJobStore: JobStore, Sendable {
         } catch {
             throw DownloadError.queue("could not queue \(jobs.count) job(s): \(String(reflecting: error))")
         }
-        return try await attachments(for: requests.map(\.id))
+        let attachments = try await attachments(for: requests.map(\.id))
+        // The queue's own order decides what is claimed, per-host caps included.
+        let claimed = limit > 0 ? try await claimQueued(limit: limit) : []
+        return SubmittedJobs(claimed: claimed, attachments: attachments)
     }
 
     /// Makes the jobs a person paused available again (unless `keepingPaused`: the queue

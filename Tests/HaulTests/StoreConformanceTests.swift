@@ -17,7 +17,7 @@ enum StoreConformance {
     static func submitClaimCheckpointComplete(_ harness: any StoreHarness) async throws {
         let a = try await harness.makeOwner()
         let job = try harness.record("one")
-        #expect(try await a.submit([job], forcing: []).isEmpty)
+        #expect(try await a.submit([job], forcing: [], claimingUpTo: 0).attachments.isEmpty)
         #expect(try await a.watch([job.jobID]).rows[job.jobID]?.state == .queued)
         let claimed = try await a.claimQueued(limit: 10)
         #expect(claimed.map(\.id) == [job.jobID])
@@ -40,11 +40,34 @@ enum StoreConformance {
         await a.close()
     }
 
+    /// Jobs submitted and claimed in one call: the highest priority first, up to the
+    /// limit; the rest wait for a claim, here or by another owner, and none is claimed twice.
+    static func submitClaimingAtOnce(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let first = try harness.record("first")
+        var urgent = try harness.record("urgent")
+        urgent.priority = DownloadPriority.high.rawValue
+        let last = try harness.record("last")
+        let submitted = try await a.submit([first, urgent, last], forcing: [], claimingUpTo: 2)
+        #expect(submitted.attachments.isEmpty)
+        #expect(Set(submitted.claimed.map(\.id)) == [urgent.jobID, first.jobID])
+        #expect(submitted.claimed.allSatisfy { $0.progress?.committed ?? 0 == 0 && !$0.mayBeWritten })
+        let rows = try await a.watch([first.jobID, urgent.jobID, last.jobID]).rows
+        #expect(rows[urgent.jobID]?.owner == (try a.ownerToken()), "claimed for its submitter")
+        #expect(rows[last.jobID]?.state == .queued)
+        // The claimed ones are not claimed again, by anyone; the last one still can be.
+        #expect(try await a.claimQueued(limit: 10).map(\.id) == [last.jobID])
+        #expect(try await b.claimQueued(limit: 10).isEmpty)
+        await a.close()
+        await b.close()
+    }
+
     /// A failed job is resumed (queued again) and claimed again.
     static func failAndRetry(_ harness: any StoreHarness) async throws {
         let a = try await harness.makeOwner()
         let job = try harness.record("failing")
-        _ = try await a.submit([job], forcing: [])
+        _ = try await a.submit([job], forcing: [], claimingUpTo: 0)
         #expect(try await a.claimQueued(limit: 10).map(\.id) == [job.jobID])
         a.recordStarted(job.jobID)
         a.recordFailed(job.jobID, DownloadError(.invalidRequest, "not retried"))
@@ -64,7 +87,7 @@ enum StoreConformance {
         let a = try await harness.makeOwner()
         let b = try await harness.makeOwner()
         let job = try harness.record("paused")
-        _ = try await a.submit([job], forcing: [])
+        _ = try await a.submit([job], forcing: [], claimingUpTo: 0)
         _ = try await a.claimQueued(limit: 10)
         a.recordStarted(job.jobID)
         a.recordCheckpoint(job.jobID, bytes: 700, total: 2000, validator: nil, bytesPerSecond: 1, bootID: "boot")
@@ -95,7 +118,7 @@ enum StoreConformance {
         let a = try await harness.makeOwner()
         let b = try await harness.makeOwner()
         let held = try harness.record("held")
-        _ = try await a.submit([held], forcing: [])
+        _ = try await a.submit([held], forcing: [], claimingUpTo: 0)
         _ = try await a.claimQueued(limit: 10)
         a.recordStarted(held.jobID)
         await a.flush()
@@ -107,7 +130,7 @@ enum StoreConformance {
         #expect(try await b.watch([held.jobID]).rows[held.jobID]?.state == .cancelled)
 
         let waiting = try harness.record("waiting")
-        _ = try await a.submit([waiting], forcing: [])
+        _ = try await a.submit([waiting], forcing: [], claimingUpTo: 0)
         try await b.leave(.cancel, for: waiting.jobID)
         #expect(try await b.watch([waiting.jobID]).rows[waiting.jobID]?.state == .cancelled)
         #expect(try await a.claimQueued(limit: 10).isEmpty)
@@ -130,7 +153,7 @@ enum StoreConformance {
             return
         }
         #expect(attachment.holder == (try a.ownerToken()))
-        #expect(try await b.submit([job], forcing: []).map(\.id) == [job.jobID])
+        #expect(try await b.submit([job], forcing: [], claimingUpTo: 0).attachments.map(\.id) == [job.jobID])
         #expect(try await b.claimQueued(limit: 10).isEmpty)
         await a.close()
         await b.close()
@@ -143,7 +166,7 @@ enum StoreConformance {
         let a = try await harness.makeOwner()
         let b = try await harness.makeOwner()
         let job = try harness.record("taken-over")
-        _ = try await a.submit([job], forcing: [])
+        _ = try await a.submit([job], forcing: [], claimingUpTo: 0)
         _ = try await a.claimQueued(limit: 10)
         a.recordStarted(job.jobID)
         a.recordCheckpoint(job.jobID, bytes: 1000, total: 9000, validator: nil, bytesPerSecond: 1, bootID: "boot")
@@ -298,6 +321,7 @@ struct StoreConformanceJournalTests {
     @Test func submitClaimCheckpointComplete() async throws {
         try await JournalHarness.with(StoreConformance.submitClaimCheckpointComplete)
     }
+    @Test func submitClaimingAtOnce() async throws { try await JournalHarness.with(StoreConformance.submitClaimingAtOnce) }
     @Test func failAndRetry() async throws { try await JournalHarness.with(StoreConformance.failAndRetry) }
     @Test func pauseAndResume() async throws { try await JournalHarness.with(StoreConformance.pauseAndResume) }
     @Test func cancel() async throws { try await JournalHarness.with(StoreConformance.cancel) }
@@ -317,6 +341,7 @@ struct StoreConformancePostgresTests {
     @Test func submitClaimCheckpointComplete() async throws {
         try await PostgresHarness.with(StoreConformance.submitClaimCheckpointComplete)
     }
+    @Test func submitClaimingAtOnce() async throws { try await PostgresHarness.with(StoreConformance.submitClaimingAtOnce) }
     @Test func failAndRetry() async throws { try await PostgresHarness.with(StoreConformance.failAndRetry) }
     @Test func pauseAndResume() async throws { try await PostgresHarness.with(StoreConformance.pauseAndResume) }
     @Test func cancel() async throws { try await PostgresHarness.with(StoreConformance.cancel) }

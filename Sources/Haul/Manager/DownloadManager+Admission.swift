@@ -42,42 +42,53 @@ extension DownloadManager {
         }
         // A window's jobs mostly share a directory: check each directory once per window.
         var checkedDirectories: Set<String> = []
-        for claimed in claims where !isShutDown && jobs[claimed.id] == nil {
-            let record = claimed.record
+        for claimed in claims { await take(claimed, as: nil, checkedDirectories: &checkedDirectories) }
+        ended(found: claims.count, failed: false)
+    }
+
+    /// Queues a job claimed from the store here: as `made`, the request as this process
+    /// made and validated it (credentials and all), when it has it; else as the stored row
+    /// says, validated and with its credentials restored from the vault.
+    func take(_ claimed: ClaimedJob, as made: ValidatedRequest?, checkedDirectories: inout Set<String>) async {
+        guard let store, !isShutDown, jobs[claimed.id] == nil else { return }
+        let record = claimed.record
+        var validated: ValidatedRequest
+        if let made {
+            validated = made
+        } else {
             guard let request = try? record.request(),
-                var validated = try? ValidatedRequest(request, checkedDirectories: checkedDirectories)
+                let checked = try? ValidatedRequest(request, checkedDirectories: checkedDirectories)
             else {
                 store.recordState(claimed.id, .failed, errorCode: "invalidRequest", error: "the journal entry is invalid")
-                continue
+                return
             }
-            if let paths = validated.paths, let other = jobsByPath[paths.partial] {
-                // Two queued URLs would write the same file: the second one fails.
-                store.recordState(
-                    claimed.id, .failed, errorCode: "duplicate",
-                    error: "\(record.id) would be saved to the same file as \(other)")
-                continue
-            }
+            validated = checked
             do throws(DownloadError) {
                 try vault.restore(&validated.request, from: record)
             } catch {
                 // Never run without the credentials: leave it paused, and say why.
                 store.recordState(claimed.id, .paused, errorCode: error.code.description, error: error.message)
                 managerEvents.yield(Event(id: claimed.id, event: .failed(error)))
-                continue
+                return
             }
-            if let paths = validated.paths { checkedDirectories.insert(paths.directoryPath) }
-            if claimed.mayBeWritten {
-                // Rare (a lease taken over): the partial gets a file of its own first.
-                do throws(DownloadError) { try await detachPartial(of: claimed, paths: validated.paths) } catch {
-                    store.recordFailed(claimed.id, error)
-                    continue
-                }
-                guard !isShutDown, jobs[claimed.id] == nil else { continue }
-            }
-            let job = add(validated)
-            job.journaled = claimed.progress.map(TransferOperation.JournaledProgress.init)
-            enqueue(job)
         }
-        ended(found: claims.count, failed: false)
+        if let paths = validated.paths, let other = jobsByPath[paths.partial] {
+            // Two queued URLs would write the same file: the second one fails.
+            store.recordState(
+                claimed.id, .failed, errorCode: "duplicate", error: "\(record.id) would be saved to the same file as \(other)")
+            return
+        }
+        if let paths = validated.paths { checkedDirectories.insert(paths.directoryPath) }
+        if claimed.mayBeWritten {
+            // Rare (a lease taken over): the partial gets a file of its own first.
+            do throws(DownloadError) { try await detachPartial(of: claimed, paths: validated.paths) } catch {
+                store.recordFailed(claimed.id, error)
+                return
+            }
+            guard !isShutDown, jobs[claimed.id] == nil else { return }
+        }
+        let job = add(validated)
+        job.journaled = claimed.progress.map(TransferOperation.JournaledProgress.init)
+        enqueue(job)
     }
 }

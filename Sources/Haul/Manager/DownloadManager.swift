@@ -318,8 +318,11 @@ public actor DownloadManager {
         records.reserveCapacity(requests.count)
         var forced: Set<String> = []
         var checkedDirectories: Set<String> = []
+        // Each request as made and validated here, to run from memory if claimed at once.
+        var made: [String: ValidatedRequest] = [:]
         for request in requests {
-            let paths = try ValidatedRequest(request, checkedDirectories: checkedDirectories).paths
+            let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
+            let paths = validated.paths
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
                 _ = try await download(request, paused: paused)
@@ -328,20 +331,28 @@ public actor DownloadManager {
             if paused { record.state = .paused }
             vault.deposit(request, into: &record)
             records.append(record)
+            made[record.id] = validated
             if request.forceDownload { forced.insert(record.id) }
         }
         _ = try ownerToken()
         startBackgroundWork()
-        let attachments = try await store.submit(records, forcing: forced)
-        if !attachments.isEmpty {
+        // Claimed in the same call, as many as an admission would bring in now; none while
+        // the store holds earlier work for this manager, which goes first.
+        let room = paused || scheduler.storeMayHaveWork || scheduler.isAdmitting ? 0 : scheduler.admissionRoom
+        let submitted = try await store.submit(records, forcing: forced, claimingUpTo: room)
+        if !submitted.attachments.isEmpty {
             let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            for attachment in attachments {
+            for attachment in submitted.attachments {
                 guard let request = byID[attachment.id] else { continue }
                 follow(request: request, attachment)
             }
         }
+        var checked: Set<String> = []
+        for claimed in submitted.claimed {
+            await take(claimed, as: made[claimed.record.id], checkedDirectories: &checked)
+        }
         let written = records.map(JobSnapshot.init)
-        guard !paused else { return written }
+        guard !paused, submitted.claimed.count + submitted.attachments.count < records.count else { return written }
         await admitFromStore()
         return written
     }

@@ -51,11 +51,17 @@ package protocol JobStore: AnyObject, Sendable {
     /// details, so the transfer can revalidate it (unless `force`).
     func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim
 
-    /// Adds (or takes over) many jobs at once, all or nothing, queued for this owner
-    /// without claiming them: they wait for ``claimQueued(limit:)`` (here or, for a
-    /// shared store, in any owner). `forcing` lists the IDs whose completed files are not
-    /// to be revalidated. Returns the jobs other live owners hold, left to them.
-    func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment]
+    /// Adds (or takes over) many jobs at once, all or nothing, queued for this owner, and
+    /// claims up to `limit` queued jobs for it in the same call, by the rules of
+    /// ``claimQueued(limit:)``: the caller runs those at once, from what it holds in
+    /// memory, instead of reading them back. The rest wait for ``claimQueued(limit:)``
+    /// (here or, for a shared store, in any owner). A store that keeps jobs per owner (the
+    /// journal) claims the submitted jobs themselves, highest priority first; a shared
+    /// queue claims whatever its order puts first, which may be another submitter's.
+    /// `forcing` lists the IDs whose completed files are not to be revalidated. Jobs other
+    /// live owners hold are left to them and returned.
+    func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
+        -> SubmittedJobs
 
     /// Queues for this owner every unfinished job no other live owner holds (those a
     /// person paused too, unless `keepingPaused`); returns how many, and the jobs other
@@ -122,6 +128,19 @@ package protocol JobStore: AnyObject, Sendable {
     /// Flushes, then stops whatever the store runs for this manager and ends ``signals``.
     /// Called once, at shutdown.
     func close() async
+}
+
+/// What submitting jobs did (see ``JobStore/submit(_:forcing:claimingUpTo:)``).
+package struct SubmittedJobs: Sendable {
+    /// The jobs claimed for this owner in the same call, to run now.
+    package var claimed: [ClaimedJob] = []
+    /// The submitted jobs other live owners hold, left to them.
+    package var attachments: [JobAttachment] = []
+
+    package init(claimed: [ClaimedJob] = [], attachments: [JobAttachment] = []) {
+        self.claimed = claimed
+        self.attachments = attachments
+    }
 }
 
 /// What claiming one job found.

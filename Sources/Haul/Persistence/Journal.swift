@@ -280,27 +280,48 @@ public final class Journal: Sendable {
         }
     }
 
-    /// Adds or takes over many jobs at once for process `session`, in one transaction.
-    /// Jobs another live process holds are left to it and returned.
-    func insert(_ records: [JobRecord], session: Int64, forcing forced: Set<String> = []) async throws(DownloadError)
-        -> [JobAttachment]
-    {
+    /// Adds or takes over many jobs at once for process `session`, in one transaction, and
+    /// claims up to `limit` of them for it (those not added paused, highest priority first,
+    /// as ``claim(limit:session:)`` would take them), each as a single claim would. Jobs
+    /// another live process holds are left to it and returned.
+    func insert(
+        _ records: [JobRecord], session: Int64, forcing forced: Set<String> = [], claimingUpTo limit: Int = 0
+    ) async throws(DownloadError) -> SubmittedJobs {
         do {
             return try await writer.write { db in
                 let live = self.refreshLiveOwners(db)
+                var submitted = SubmittedJobs()
                 var held: [String] = []
+                var claiming: Set<Int> = []
+                if limit > 0 {
+                    let claimable = records.indices.filter { records[$0].state != .paused }
+                    // A stable sort: equal priorities keep their order.
+                    let order = claimable.enumerated().sorted { a, b in
+                        let (pa, pb) = (records[a.element].priority, records[b.element].priority)
+                        return pa != pb ? pa > pb : a.offset < b.offset
+                    }
+                    claiming = Set(order.prefix(limit).map(\.element))
+                }
                 let upsert = try db.cachedStatement(sql: JournalWriter.upsertSQL)
-                for var record in records {
+                for (index, var record) in records.enumerated() {
+                    let force = !forced.isEmpty && forced.contains(record.id)
+                    if claiming.contains(index) {
+                        switch try JournalWriter.claim(record, owner: session, force: force, live: live, in: db) {
+                        case .claimed(let claimed): submitted.claimed.append(claimed)
+                        case .heldElsewhere(let attachment): submitted.attachments.append(attachment)
+                        }
+                        continue
+                    }
                     record.owner = nil
                     record.session = session
-                    let force = !forced.isEmpty && forced.contains(record.id)
                     if try !JournalWriter.upsert(record, me: session, force: force, with: upsert, in: db) {
                         held.append(record.id)
                     }
                 }
-                guard !held.isEmpty else { return [] }
+                guard !held.isEmpty else { return submitted }
                 let rows = try held.compactMap { try JobRecord.fetchOne(db, key: $0) }
-                return try Self.attach(rows, live: live, in: db)
+                submitted.attachments += try Self.attach(rows, live: live, in: db)
+                return submitted
             }
         } catch {
             throw Self.failure(error)

@@ -59,8 +59,13 @@ final class JournalStore: JobStore {
         return try result.get()
     }
 
-    func submit(_ jobs: [JobRecord], forcing: Set<String>) async throws(DownloadError) -> [JobAttachment] {
-        try await journal.insert(jobs, session: ownerToken(), forcing: forcing)
+    func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
+        -> SubmittedJobs
+    {
+        let owner = try ownerToken()
+        // Claims are ordered after this manager's earlier writes, as ``claim(_:force:)``'s are.
+        if limit > 0 { await writer.flush() }
+        return try await journal.insert(jobs, session: owner, forcing: forcing, claimingUpTo: limit)
     }
 
     func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {

@@ -127,6 +127,9 @@ package struct SchedulerMachine: Sendable {
 
     /// Downloads that wait for a slot.
     package var queuedCount: Int { queue.count }
+    /// How many jobs an admission started now could bring into memory: the window less
+    /// what already waits here.
+    package var admissionRoom: Int { isShutDown ? 0 : max(0, limits.admissionWindow - queue.count) }
     /// Downloads that hold a slot (stopping ones included, until their transfer ends).
     package var runningCount: Int { running.count }
     /// Whether `id` holds a slot.

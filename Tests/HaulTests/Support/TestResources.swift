@@ -8,6 +8,13 @@ import NIOPosix
 enum TestResources {
     /// The test process's event loops (the fault servers run on them too).
     static var group: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
-    /// The test process's file I/O threads, as many as a manager would make for itself.
-    static let pool = DownloadManager.makeFileIOPool()
+    /// The test process's file I/O threads. More than one manager makes for itself: every
+    /// suite runs at once and shares them, and a test's transfer whose file work waits
+    /// behind other tests' fsyncs would see its idle timeout run out before its body is read
+    /// (seen as a timeout instead of the expected error, under a full parallel run).
+    static let pool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 32)
+        pool.start()
+        return pool
+    }()
 }
