@@ -68,6 +68,7 @@ let package = Package(
             name: "HaulServer",
             dependencies: [
                 "Haul", "HaulPostgres",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Crypto", package: "swift-crypto"),

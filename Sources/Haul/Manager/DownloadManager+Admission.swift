@@ -5,7 +5,7 @@ import Logging
 /// and queued jobs moved into memory a window at a time.
 extension DownloadManager {
     /// This manager's owner token, taken on first use.
-    func ownerToken() throws(DownloadError) -> Int64 {
+    package func ownerToken() throws(DownloadError) -> Int64 {
         guard let store else { return 0 }
         if me == 0 { me = try store.ownerToken() }
         return me
@@ -13,13 +13,13 @@ extension DownloadManager {
 
     /// Tells the scheduler the store may hold work for this manager, and returns once the
     /// admission that starts (if any) has brought it into memory.
-    func admitFromStore() async {
+    package func admitFromStore() async {
         schedule(.storeMayHaveWork)
         await admissionFinished()
     }
 
     /// Returns once no admission is under way.
-    func admissionFinished() async {
+    package func admissionFinished() async {
         await admission?.value
     }
 

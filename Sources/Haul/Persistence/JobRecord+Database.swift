@@ -1,25 +1,25 @@
 import Foundation
-import GRDB
+package import GRDB
 
 /// How the SQLite journal reads and writes a ``JobRecord``: kept out of the record's own
 /// declaration, so that the ``JobStore`` seam carries no database types.
 extension JobRecord: FetchableRecord, PersistableRecord {
-    static let databaseTableName = "job"
+    package static let databaseTableName = "job"
 
-    enum Columns {
-        static let id = Column("id")
-        static let state = Column("state")
-        static let priority = Column("priority")
-        static let owner = Column("owner")
-        static let session = Column("session")
-        static let command = Column("command")
-        static let bytesCommitted = Column("bytesCommitted")
-        static let updatedAt = Column("updatedAt")
+    package enum Columns {
+        package static let id = Column("id")
+        package static let state = Column("state")
+        package static let priority = Column("priority")
+        package static let owner = Column("owner")
+        package static let session = Column("session")
+        package static let command = Column("command")
+        package static let bytesCommitted = Column("bytesCommitted")
+        package static let updatedAt = Column("updatedAt")
     }
 
     /// Decodes a row column by column: the `Decodable` path costs several times more, which
     /// shows when a queue admits thousands of jobs a second.
-    init(row: Row) throws {
+    package init(row: Row) throws {
         id = row["id"]
         url = row["url"]
         finalURL = row["finalURL"]

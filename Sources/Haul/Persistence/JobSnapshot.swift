@@ -55,7 +55,7 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         self.finishedAt = finishedAt
     }
 
-    init(_ record: JobRecord) {
+    package init(_ record: JobRecord) {
         id = DownloadID(record.id)
         url = record.url
         state = record.state

@@ -6,7 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
-import GRDB
+package import GRDB
 import NIOConcurrencyHelpers
 
 /// The durable record of every download: an SQLite database (WAL mode) that survives
@@ -148,7 +148,7 @@ public final class Journal: Sendable {
     /// `haul_alive` SQL function and the caller. Exact: a process takes its lock before it
     /// writes any row naming it, and a token is never reused.
     @discardableResult
-    func refreshLiveOwners(_ db: Database) -> [Int64: JournalOwner] {
+    package func refreshLiveOwners(_ db: Database) -> [Int64: JournalOwner] {
         let live = owners.liveOwners()
         liveSnapshot.withLockedValue { $0 = Set(live.keys) }
         return live
@@ -157,7 +157,7 @@ public final class Journal: Sendable {
     /// SQL that is true for an unfinished row another live process holds: it runs it (or
     /// has it paused in memory), or it queued it and has yet to admit it. Needs
     /// ``refreshLiveOwners(_:)`` first in the same transaction, and `me` bound twice.
-    static let heldElsewhereSQL = """
+    package static let heldElsewhereSQL = """
         (job.state IN ('queued', 'running', 'paused', 'waiting') AND (
             (job.owner IS NOT NULL AND job.owner IS NOT ? AND haul_alive(job.owner))
             OR (job.owner IS NULL AND job.state = 'queued' AND job.session IS NOT NULL
@@ -453,7 +453,7 @@ public final class Journal: Sendable {
         }
     }
 
-    static func removePartial(at partialPath: String) {
+    package static func removePartial(at partialPath: String) {
         let base = String(partialPath.dropLast(PartialPaths.partialSuffix.count))
         try? FileManager.default.removeItem(atPath: partialPath)
         try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix)
@@ -462,11 +462,11 @@ public final class Journal: Sendable {
 
     // MARK: - Access
 
-    func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
         do { return try writer.read(body) } catch { throw Self.failure(error) }
     }
 
-    func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
+    package func write<T>(_ body: (Database) throws -> T) throws(DownloadError) -> T {
         do { return try writer.write(body) } catch { throw Self.failure(error) }
     }
 

@@ -1,4 +1,4 @@
-import NIOPosix
+package import NIOPosix
 
 extension NIOThreadPool {
     /// Runs blocking file work on the pool and resumes the caller straight from the pool
@@ -9,7 +9,7 @@ extension NIOThreadPool {
     /// files each make a few of these calls); unlike the async `runIfActive`, the work
     /// still runs when the calling task is cancelled, so a pause's final sync and
     /// checkpoint always happen.
-    func perform<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError)
+    package func perform<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T) async throws(DownloadError)
         -> T
     {
         let result: Result<T, DownloadError> = await withUnsafeContinuation { continuation in

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+package import Haul
 
 /// What a page of the job list asks for: the service's `GET /downloads`.
 package struct JobQuery: Sendable, Equatable {
@@ -146,7 +147,7 @@ extension Journal {
 
     /// Pauses the queued jobs among `ids` that no process has admitted yet; returns those it
     /// paused.
-    func pauseQueued(_ ids: [DownloadID]) throws(DownloadError) -> [DownloadID] {
+    package func pauseQueued(_ ids: [DownloadID]) throws(DownloadError) -> [DownloadID] {
         try update(ids) { db, id in
             try db.execute(
                 sql: "UPDATE job SET state = 'paused', command = NULL, updatedAt = ? WHERE id = ? AND state = 'queued' AND owner IS NULL",
@@ -158,7 +159,7 @@ extension Journal {
     /// Queues again, for process `session`, the jobs among `ids` that are in `states` and
     /// that no live process holds; returns those it queued. `retrying` also resets their
     /// attempts and errors.
-    func requeue(_ ids: [DownloadID], from states: Set<JobState>, session: Int64, retrying: Bool)
+    package func requeue(_ ids: [DownloadID], from states: Set<JobState>, session: Int64, retrying: Bool)
         throws(DownloadError) -> [DownloadID]
     {
         let list = states.map { "'\($0.rawValue)'" }.sorted().joined(separator: ",")
@@ -175,7 +176,7 @@ extension Journal {
 
     /// Sets the priority of the jobs among `ids` that no live process holds; returns those
     /// it changed.
-    func setPriority(_ priority: DownloadPriority, of ids: [DownloadID], me: Int64) throws(DownloadError)
+    package func setPriority(_ priority: DownloadPriority, of ids: [DownloadID], me: Int64) throws(DownloadError)
         -> [DownloadID]
     {
         try update(ids, refreshingOwners: true) { db, id in
@@ -188,7 +189,7 @@ extension Journal {
 
     /// Sets the speed limit (`nil`: none) of the unfinished jobs among `ids` that no other
     /// live process holds; returns those it changed.
-    func setRateLimit(_ bytesPerSecond: Int?, of ids: [DownloadID], me: Int64) throws(DownloadError) -> [DownloadID] {
+    package func setRateLimit(_ bytesPerSecond: Int?, of ids: [DownloadID], me: Int64) throws(DownloadError) -> [DownloadID] {
         try update(ids, refreshingOwners: true) { db, id in
             try db.execute(
                 sql: """
@@ -203,7 +204,7 @@ extension Journal {
     /// Deletes the rows of `ids` that no live process holds (finished ones, and unfinished
     /// ones nobody runs, whose partial files go too); with `deletingFiles`, completed files
     /// still at their destination go as well. Returns the IDs it deleted.
-    func remove(_ ids: [DownloadID], deletingFiles: Bool, me: Int64) throws(DownloadError) -> [DownloadID] {
+    package func remove(_ ids: [DownloadID], deletingFiles: Bool, me: Int64) throws(DownloadError) -> [DownloadID] {
         var partials: [String] = []
         var files: [(path: String, size: Int64)] = []
         let removed = try update(ids, refreshingOwners: true) { db, id in

@@ -24,9 +24,10 @@ package enum ServiceAction: Sendable, Equatable {
     case rateLimit(Int?)
 }
 
-/// The controls of a long-running service (`haul serve`), which owns every job of its
-/// journal: they act on a download wherever it is, in this manager's memory or only in the
-/// journal (queued and not yet admitted, or finished).
+/// What a long-running service (`haul serve`, in `HaulServer`) needs of the manager to
+/// control downloads by ID: their live status, the slot limits, and the changes it can only
+/// make in memory. The service applies the same changes to the rows only in the journal
+/// itself (`DownloadManager+Service.swift` there).
 extension DownloadManager {
     /// What the manager knows now of those of `ids` it holds in memory.
     package func liveStatus(of ids: [DownloadID]) -> [DownloadID: LiveStatus] {
@@ -64,16 +65,19 @@ extension DownloadManager {
         schedule(.limitsChanged(slots: slots, perHost: perHost))
     }
 
-    /// Applies `action` to each of `ids`; returns those it changed. IDs it does not know,
-    /// and downloads already in a state the action does not change, are left out.
-    package func apply(_ action: ServiceAction, to ids: [DownloadID]) async throws(DownloadError) -> [DownloadID] {
-        let me = try ownerToken()
+    /// Applies `action` to those of `ids` this manager holds in memory; returns those it
+    /// changed, and those it left to the caller: not in memory, or followed from another
+    /// process (a cancel). A pause returns once the transfers have stopped and their partial
+    /// files are checkpointed, so what the store says next is true.
+    package func applyInMemory(_ action: ServiceAction, to ids: [DownloadID]) async
+        -> (changed: [DownloadID], elsewhere: [DownloadID])
+    {
         var changed: [DownloadID] = []
-        var rest: [DownloadID] = []
+        var elsewhere: [DownloadID] = []
         var stopping: [Task<Void, Never>] = []
         for id in ids {
             guard let job = jobs[id] else {
-                rest.append(id)
+                elsewhere.append(id)
                 continue
             }
             let before = job.lifecycle.phase
@@ -87,7 +91,7 @@ extension DownloadManager {
                 if job.lifecycle.phase != before { changed.append(id) }
             case .cancel:
                 guard job.following == nil else {
-                    rest.append(id)
+                    elsewhere.append(id)
                     continue
                 }
                 stop(job, intent: .cancel(.userRequested))
@@ -104,67 +108,14 @@ extension DownloadManager {
                 changed.append(id)
             }
         }
-        // A pause returns once the transfers have stopped and their partial files are
-        // checkpointed, so what the journal says next is true.
         for task in stopping { await task.value }
-        if let journal, !changed.isEmpty {
-            // The priority and speed limit of a job in memory are also the journal's, for
-            // lists and restarts.
-            let inMemory = changed
-            switch action {
-            case .priority(let priority):
-                _ = try await threadPool.perform { () throws(DownloadError) in
-                    try journal.setPriority(priority, of: inMemory, me: me)
-                }
-            case .rateLimit(let rate):
-                _ = try await threadPool.perform { () throws(DownloadError) in
-                    try journal.setRateLimit(rate, of: inMemory, me: me)
-                }
-            default:
-                break
-            }
-        }
-        // Rows only in the journal. One an admission is claiming right now is in memory once
-        // it is done: wait for it, then act there.
-        guard !rest.isEmpty, let journal else { return changed }
-        await store?.flush()
-        let pending = rest
-        let inJournal = try await threadPool.perform { () throws(DownloadError) -> [DownloadID] in
-            switch action {
-            case .pause: return try journal.pauseQueued(pending)
-            case .resume: return try journal.requeue(pending, from: [.paused], session: me, retrying: false)
-            case .retry:
-                return try journal.requeue(pending, from: [.paused, .failed, .cancelled], session: me, retrying: true)
-            case .priority(let priority): return try journal.setPriority(priority, of: pending, me: me)
-            case .rateLimit(let rate): return try journal.setRateLimit(rate, of: pending, me: me)
-            case .cancel:
-                var cancelled: [DownloadID] = []
-                for id in pending {
-                    let result = try journal.cancel(id)
-                    if result == .applied || result == .requested { cancelled.append(id) }
-                }
-                return cancelled
-            }
-        }
-        changed += inJournal
-        // A row an admission was claiming meanwhile is in memory once it is done.
-        let missed = rest.filter { !inJournal.contains($0) }
-        if !missed.isEmpty {
-            await admissionFinished()
-            let admitted = missed.filter { jobs[$0] != nil }
-            if !admitted.isEmpty { changed += try await apply(action, to: admitted) }
-        }
-        if action == .resume || action == .retry, !inJournal.isEmpty {
-            await admitFromStore()
-        }
-        return changed
+        return (changed, elsewhere)
     }
 
-    /// Removes downloads: running and queued ones are cancelled (their partial files
-    /// deleted), and their journal rows deleted; with `deletingFiles`, completed files go
-    /// too. Returns the IDs it removed.
-    package func remove(_ ids: [DownloadID], deletingFiles: Bool) async throws(DownloadError) -> [DownloadID] {
-        let me = try ownerToken()
+    /// Cancels those of `ids` this manager runs or queues (not those it follows), after any
+    /// admission under way, and returns once their transfers have stopped and every write
+    /// they made is in the store: their rows can then be deleted.
+    package func stopForRemoval(_ ids: [DownloadID]) async {
         // A row being admitted is stopped in memory, not deleted under the admission.
         await admissionFinished()
         var stopping: [Task<Void, Never>] = []
@@ -176,9 +127,15 @@ extension DownloadManager {
         // Their last journal writes land before their rows go.
         for task in stopping { await task.value }
         await store?.flush()
-        guard let journal else { return [] }
-        return try await threadPool.perform { () throws(DownloadError) in
-            try journal.remove(ids, deletingFiles: deletingFiles, me: me)
-        }
+    }
+
+    /// Those of `ids` this manager holds in memory.
+    package func inMemory(_ ids: [DownloadID]) -> [DownloadID] {
+        ids.filter { jobs[$0] != nil }
+    }
+
+    /// Returns once every write made so far is in the store.
+    package func flushStore() async {
+        await store?.flush()
     }
 }
