@@ -35,12 +35,15 @@
 #   HTTPS=1 ONLY="1,3" Benchmarks/compare.sh            # add workloads 1 and 3 over HTTPS
 #   NOTE="a Swift build ran at the same time" Benchmarks/compare.sh   # added to the report
 #   AHC_BIN=.build-bench/release/haul-client-baseline Benchmarks/compare.sh
-#       # adds an "ahc-loop" reference row to workload 3 (and its HTTPS runs): a plain
-#       # AsyncHTTPClient loop, the client Haul is built on, writing each body to a file of
-#       # its own and nothing else (Benchmarks/ClientBaseline; build it with
-#       # HAUL_BENCHMARKS=1 swift build -c release --scratch-path .build-bench
-#       # --product haul-client-baseline). A floor for Haul's cost per file, not a peer: it
-#       # is never the "best peer" of the summary.
+#       # adds two reference rows to workload 3 (and its HTTPS runs): a plain
+#       # AsyncHTTPClient loop, the client Haul is built on, that only collects the bodies
+#       # in memory ("ahc-memory": the client's own cost), and the same loop writing each
+#       # body with one thread-pool hop (open a temporary file, write, close, rename:
+#       # "ahc-1hop", the lightest file writing that never shows a partial file), from
+#       # Benchmarks/ClientBaseline (build it with HAUL_BENCHMARKS=1 swift build -c release
+#       # --scratch-path .build-bench --product haul-client-baseline). Floors for Haul's
+#       # cost per file, not peers: never the "best peer" of the summary. The report then
+#       # gives Haul's own CPU per file above the ahc-1hop floor.
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
 # RESULTS_DIR (Benchmarks/results) is where the report goes; KEEP_WORK=1 keeps the temporary
@@ -158,7 +161,7 @@ if [[ -n ${AHC_BIN:-} ]]; then
     AHC=$AHC_BIN
     if [[ $AHC != /* ]]; then AHC=$CALLER_DIR/$AHC; fi
     [[ -x $AHC ]] || die "no haul-client-baseline binary at $AHC"
-    SMALL_TOOLS+=(ahc-loop)
+    SMALL_TOOLS+=(ahc-memory ahc-1hop)
 fi
 
 # Segmented downloads: `-x N` / `--connections N` once `haul get` has them.
@@ -551,7 +554,8 @@ small_cmd() {
     curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" --parallel --parallel-max 16 --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
     wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" --max-threads=16 -P "$OUT" -i "$SMALL_LIST") ;;
     aria2c) CMD=(aria2c -q -j 16 -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
-    ahc-loop) CMD=(env "CA_FILE=${TLS_CA:-}" "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
+    ahc-memory) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=memory "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
+    ahc-1hop) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=onehop "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
     esac
 }
 
@@ -566,7 +570,7 @@ workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
     status=$(status_of "$R_RC")
-    if [[ $status == ok ]]; then
+    if [[ $status == ok && $tool != ahc-memory ]]; then
         count=$(find "$OUT" -type f -name 'f*.bin' | wc -l)
         bytes=$(find "$OUT" -type f -name 'f*.bin' -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
         if ((count != SMALL_COUNT || bytes != SMALL_COUNT * SMALL_SIZE)); then
@@ -797,6 +801,18 @@ ratio() { # A B: A ÷ B as "1.23×"
 GIB=$(calc "$SIZE_BYTES / 1073741824")
 MIB_BIG=$(calc "$SIZE_BYTES / 1048576")
 
+# Workload W's CPU per file, in microseconds, split against the ahc-memory and ahc-1hop
+# floors: the client's own, file writing, and Haul's own (what Haul spends above ahc-1hop).
+small_floor() { # W TARGET
+    local haul mem hop
+    haul=$(med "$1" "$2" haul 7) mem=$(med "$1" "$2" ahc-memory 7) hop=$(med "$1" "$2" ahc-1hop 7)
+    [[ -n $haul && -n $mem && -n $hop ]] || return 0
+    echo
+    echo "CPU per file: the client alone (ahc-memory) $(fmt 0 "$(calc "$mem * 1000000 / $SMALL_COUNT")") µs;" \
+        "writing each file in one pool hop (ahc-1hop − ahc-memory) $(fmt 0 "$(calc "($hop - $mem) * 1000000 / $SMALL_COUNT")") µs;" \
+        "**Haul's own work (haul − ahc-1hop) $(fmt 0 "$(calc "($haul - $hop) * 1000000 / $SMALL_COUNT")") µs**."
+}
+
 # Best peer: the non-Haul tool with the lowest median of FIELD. Prints "tool<TAB>value".
 best_peer() { # W TARGET FIELD TOOLS...
     local w=$1 t=$2 f=$3 tool v best="" bestv=""
@@ -974,6 +990,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
                 echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $( [[ $target == disk ]] && fmt 2 "$syn" || echo –) | $st |"
             done
+            if [[ -n $AHC ]]; then small_floor 3 "$target"; fi
         fi
 
         if [[ $HTTPS == 1 ]] && want 1; then
@@ -1022,6 +1039,12 @@ disk_fs=$(fs_type "$DISK_ROOT")
                     echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(ratio "$wall" "$plain") | $st |"
                 done
             done
+            if [[ -n $AHC ]]; then
+                for v in h1 h2; do
+                    line=$(small_floor "3-$v" "$target")
+                    [[ -n $line ]] && echo "${line/CPU per file:/CPU per file over $v:}"
+                done
+            fi
         fi
 
         if want 4; then

@@ -1,15 +1,21 @@
 // The floor under Haul's cost per file: a plain loop on AsyncHTTPClient, the client Haul
-// is built on, fetching every URL of a list into a file of its own, PARALLEL (default 16)
-// at a time, with nothing else: no journal, no fsync, no rename, no events, no retries.
-// What Haul spends beyond this on the same list is Haul's own per-file work.
+// is built on, fetching every URL of a list, PARALLEL (default 16) at a time, with nothing
+// else: no journal, no fsync, no events, no retries. What Haul spends beyond this on the
+// same list is Haul's own per-file work.
 //
 //     HAUL_BENCHMARKS=1 swift build -c release --product haul-client-baseline
 //     .build/release/haul-client-baseline LIST OUTDIR [PARALLEL]
 //
-// `Benchmarks/compare.sh` runs it as the `ahc-loop` row of workload 3 when
-// AHC_BIN=path/to/haul-client-baseline is set; CA_FILE=PEM trusts that authority for https
-// URLs. MODE=memory only collects the bodies (the client's own cost). Exits 1 on any
-// failure or non-200 status.
+// MODE says how bodies are kept:
+// - `onehop` (the default): each body is collected in memory, then written with one hop
+//   to a thread pool that opens a temporary file, writes, closes and renames it into
+//   place: the lightest file writing that still never shows a partial file.
+// - `memory`: bodies are only collected, never written: the client's own cost.
+// - `delegate`: AsyncHTTPClient's own `FileDownloadDelegate` (several pool hops per file).
+//
+// `Benchmarks/compare.sh` runs it as the `ahc-memory` and `ahc-1hop` rows of workload 3
+// when AHC_BIN=path/to/haul-client-baseline is set; CA_FILE=PEM trusts that authority for
+// https URLs. Exits 1 on any failure or non-200 status.
 
 import AsyncHTTPClient
 import Foundation
@@ -36,20 +42,48 @@ if let bundle = ProcessInfo.processInfo.environment["CA_FILE"], !bundle.isEmpty 
 }
 let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
 
-/// With MODE=memory the bodies are only collected, never written: the client's own cost.
-let memoryOnly = ProcessInfo.processInfo.environment["MODE"] == "memory"
+let mode = ProcessInfo.processInfo.environment["MODE"] ?? "onehop"
+guard ["onehop", "memory", "delegate"].contains(mode) else {
+    FileHandle.standardError.write(Data("haul-client-baseline: MODE is onehop, memory or delegate\n".utf8))
+    exit(2)
+}
+let pool = NIOThreadPool(numberOfThreads: 8)
+pool.start()
 
-/// Fetches one URL into OUTDIR/<last path component> with AsyncHTTPClient's own file delegate.
+/// Fetches one URL into OUTDIR/<last path component>, as MODE says.
 @Sendable func fetch(_ url: String) async throws {
-    if memoryOnly {
-        let response = try await client.execute(request: try HTTPClient.Request(url: url)).get()
-        guard response.status == .ok, response.body != nil else { throw Failure("\(url): \(response.status)") }
-        return
-    }
     let name = url.split(separator: "/").last.map(String.init) ?? "index"
-    let delegate = try FileDownloadDelegate(path: output + "/" + name)
-    let response = try await client.execute(request: try HTTPClient.Request(url: url), delegate: delegate).get()
-    guard response.head.status == .ok else { throw Failure("\(url): \(response.head.status)") }
+    switch mode {
+    case "delegate":
+        let delegate = try FileDownloadDelegate(path: output + "/" + name)
+        let response = try await client.execute(request: try HTTPClient.Request(url: url), delegate: delegate).get()
+        guard response.head.status == .ok else { throw Failure("\(url): \(response.head.status)") }
+    default:
+        let response = try await client.execute(request: try HTTPClient.Request(url: url)).get()
+        guard response.status == .ok, let body = response.body else { throw Failure("\(url): \(response.status)") }
+        guard mode == "onehop" else { return }
+        let path = output + "/" + name
+        try await pool.runIfActive { try writeAtomically(body, to: path) }
+    }
+}
+
+/// Opens a temporary file beside `path`, writes `body`, closes it and renames it into place.
+@Sendable func writeAtomically(_ body: ByteBuffer, to path: String) throws {
+    let temporary = path + ".part"
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw Failure("open \(temporary): errno \(errno)") }
+    var written = 0
+    let ok = body.withUnsafeReadableBytes { bytes -> Bool in
+        while written < bytes.count {
+            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+            if n <= 0 { return false }
+            written += n
+        }
+        return true
+    }
+    close(fd)
+    guard ok else { throw Failure("write \(temporary): errno \(errno)") }
+    guard rename(temporary, path) == 0 else { throw Failure("rename \(temporary): errno \(errno)") }
 }
 
 struct Failure: Error, CustomStringConvertible {
@@ -73,5 +107,5 @@ do {
     FileHandle.standardError.write(Data("haul-client-baseline: \(error)\n".utf8))
     failed = true
 }
-try await client.shutdown()
+try await client.shutdown().get()
 exit(failed ? 1 : 0)
