@@ -175,6 +175,7 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             name: "ClientBaseline",
             dependencies: [
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -10,6 +10,8 @@
 // - `onehop` (the default): each body is collected in memory, then written with one hop
 //   to a thread pool that opens a temporary file, writes, closes and renames it into
 //   place: the lightest file writing that still never shows a partial file.
+// - `batch`: the same writing, but the bodies that arrive while a hop is under way go
+//   together in the next one (one hop for many files).
 // - `memory`: bodies are only collected, never written: the client's own cost.
 // - `delegate`: AsyncHTTPClient's own `FileDownloadDelegate` (several pool hops per file).
 //
@@ -19,6 +21,7 @@
 
 import AsyncHTTPClient
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -43,8 +46,8 @@ if let bundle = ProcessInfo.processInfo.environment["CA_FILE"], !bundle.isEmpty 
 let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
 
 let mode = ProcessInfo.processInfo.environment["MODE"] ?? "onehop"
-guard ["onehop", "memory", "delegate"].contains(mode) else {
-    FileHandle.standardError.write(Data("haul-client-baseline: MODE is onehop, memory or delegate\n".utf8))
+guard ["onehop", "batch", "memory", "delegate"].contains(mode) else {
+    FileHandle.standardError.write(Data("haul-client-baseline: MODE is onehop, batch, memory or delegate\n".utf8))
     exit(2)
 }
 let pool = NIOThreadPool(numberOfThreads: 8)
@@ -61,11 +64,53 @@ pool.start()
     default:
         let response = try await client.execute(request: try HTTPClient.Request(url: url)).get()
         guard response.status == .ok, let body = response.body else { throw Failure("\(url): \(response.status)") }
-        guard mode == "onehop" else { return }
         let path = output + "/" + name
-        try await pool.runIfActive { try writeAtomically(body, to: path) }
+        switch mode {
+        case "onehop": try await pool.runIfActive { try writeAtomically(body, to: path) }
+        case "batch": try await batches.write(body, to: path)
+        default: return
+        }
     }
 }
+
+/// Bodies waiting for the next pool hop, written together.
+final class Batches: Sendable {
+    typealias Pending = (body: ByteBuffer, path: String, done: CheckedContinuation<Void, any Error>)
+    private let state = NIOLockedValueBox<(pending: [Pending], hopping: Bool)>(([], false))
+
+    func write(_ body: ByteBuffer, to path: String) async throws {
+        try await withCheckedThrowingContinuation { continuation in
+            let start = state.withLockedValue { state -> Bool in
+                state.pending.append((body, path, continuation))
+                if state.hopping { return false }
+                state.hopping = true
+                return true
+            }
+            if start { pool.submit { _ in self.drain() } }
+        }
+    }
+
+    /// On a pool thread: writes what is pending, then what came meanwhile, until nothing is.
+    private func drain() {
+        while true {
+            let batch = state.withLockedValue { state -> [Pending] in
+                defer { state.pending = [] }
+                if state.pending.isEmpty { state.hopping = false }
+                return state.pending
+            }
+            if batch.isEmpty { return }
+            for item in batch {
+                do {
+                    try writeAtomically(item.body, to: item.path)
+                    item.done.resume()
+                } catch {
+                    item.done.resume(throwing: error)
+                }
+            }
+        }
+    }
+}
+let batches = Batches()
 
 /// Opens a temporary file beside `path`, writes `body`, closes it and renames it into place.
 @Sendable func writeAtomically(_ body: ByteBuffer, to path: String) throws {
