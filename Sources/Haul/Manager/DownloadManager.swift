@@ -352,9 +352,18 @@ public actor DownloadManager {
             await take(claimed, as: made[claimed.record.id], checkedDirectories: &checked)
         }
         let written = records.map(JobSnapshot.init)
-        guard !paused, submitted.claimed.count + submitted.attachments.count < records.count else { return written }
+        guard !paused, !Self.accountsForAll(records, submitted) else { return written }
         await admitFromStore()
         return written
+    }
+
+    /// Whether every one of `records` was claimed here or left to its holder by `submitted`
+    /// (a shared store may claim other submitters' jobs instead): then nothing of them waits
+    /// in the store for an admission.
+    private static func accountsForAll(_ records: [JobRecord], _ submitted: SubmittedJobs) -> Bool {
+        guard submitted.claimed.count + submitted.attachments.count >= records.count else { return false }
+        let settled = Set(submitted.claimed.map(\.record.id)).union(submitted.attachments.map(\.id.rawValue))
+        return records.allSatisfy { settled.contains($0.id) }
     }
 
     /// Takes over every unfinished job in the journal that no other live process holds,
