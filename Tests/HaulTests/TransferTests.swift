@@ -242,7 +242,12 @@ struct TransferTests {
     }
 
     @Test func lyingContentLengthFailsWithoutADestination() async throws {
-        try await Fixture.with { f in
+        // An idle timeout far beyond the run: the short body must end in a network error,
+        // and the test must not race the idle timer. (Its body is read only once the head's
+        // file work is done on the I/O pool every suite shares; under a full parallel run on
+        // two cores that took over the default 10 s twice in CI, and the download then
+        // failed with `timeout` instead.)
+        try await Fixture.with({ $0.idleTimeout = .seconds(300) }) { f in
             f.serve("liar", count: 10_000)
             let handle = try await f.manager.download(f.request("/files/liar?lie_length=500"))
             let error = try #require(await failure(of: handle))
