@@ -357,8 +357,24 @@ struct TransferTests {
 
     @Test func refusedConnectionIsANetworkError() async throws {
         try await Fixture.with({ $0.retry.maxRetries = 1 }) { f in
-            let port = f.server.port
-            try await f.server.shutdown()
+            // A port bound and never listened on, held for the whole test: connecting is
+            // refused, and no other test's server can be given the port meanwhile (a closed
+            // server's port could be, and answered 404 once in CI).
+            let bound = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            #expect(bound >= 0)
+            defer { close(bound) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = 0
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                    bind(bound, socketAddress, length) == 0 && getsockname(bound, socketAddress, &length) == 0
+                }
+            }
+            #expect(named)
+            let port = Int(UInt16(bigEndian: address.sin_port))
             let handle = try await f.manager.download(
                 DownloadRequest(url: URL(string: "http://127.0.0.1:\(port)/x")!, destination: .directory(f.directory)))
             let error = try #require(await failure(of: handle))
