@@ -233,6 +233,19 @@ struct SchedulerMachineTests {
         #expect(machine.isIdle)
     }
 
+    @Test func workAnnouncedDuringAnAdmissionIsAskedForAfterIt() {
+        var machine = Self.machine(window: 10)
+        #expect(machine.handle(.storeMayHaveWork) == [.admit(limit: 10)])
+        // A job is queued in the store (a retry) after the admission's read found nothing.
+        #expect(machine.handle(.storeMayHaveWork) == [])
+        // The short answer does not hide it: the store is asked again at once.
+        #expect(machine.handle(.admissionEnded(asked: 10, found: 0, failed: false)) == [.admit(limit: 10)])
+        #expect(!machine.isIdle)
+        // That one's short answer, with no news meanwhile, means the store is drained.
+        #expect(machine.handle(.admissionEnded(asked: 10, found: 0, failed: false)) == [])
+        #expect(machine.isIdle)
+    }
+
     @Test func aFailedAdmissionIsRetriedAtTheNextEventNotInALoop() {
         var machine = Self.machine(window: 10)
         _ = machine.handle(.storeMayHaveWork)

@@ -116,6 +116,9 @@ package struct SchedulerMachine: Sendable {
     /// Whether the store may hold work for this manager that is not in memory yet.
     package private(set) var storeMayHaveWork = false
     package private(set) var isAdmitting = false
+    /// The store said it may have work while an admission was under way: that admission's
+    /// read may have come before the work did, so its short answer proves nothing.
+    private var noticedWhileAdmitting = false
     private var isShutDown = false
 
     package init(limits: Limits, overflow: Overflow = .queue) {
@@ -181,11 +184,15 @@ package struct SchedulerMachine: Sendable {
             if let perHost { limits.perHost = max(1, perHost) }
         case .storeMayHaveWork:
             storeMayHaveWork = true
+            if isAdmitting { noticedWhileAdmitting = true }
         case .admissionEnded(let asked, let found, let failed):
             isAdmitting = false
-            // A short answer means the store has nothing more for now; a failure leaves the
-            // work there for the next event to ask again (never a loop of failing reads).
-            if !failed, found < asked { storeMayHaveWork = false }
+            // A short answer means the store has nothing more for now, unless work was
+            // announced while it was being read (that work is asked for next); a failure
+            // leaves the work there for the next event to ask again (never a loop of failing
+            // reads).
+            if !failed, found < asked, !noticedWhileAdmitting { storeMayHaveWork = false }
+            noticedWhileAdmitting = false
             if failed { return startWhatFits() + evictions() }
         case .shutDown:
             isShutDown = true
