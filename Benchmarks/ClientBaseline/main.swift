@@ -6,6 +6,8 @@
 //     HAUL_BENCHMARKS=1 swift build -c release --product haul-client-baseline
 //     .build/release/haul-client-baseline LIST OUTDIR [PARALLEL]
 //
+// READ_TIMEOUT=SECONDS gives the client a read timeout, as Haul's idle timeout does.
+//
 // MODE says how bodies are kept:
 // - `onehop` (the default): each body is collected in memory, then written with one hop
 //   to a thread pool that opens a temporary file, writes, closes and renames it into
@@ -38,6 +40,13 @@ let output = arguments[2]
 var configuration = HTTPClient.Configuration()
 configuration.connectionPool = HTTPClient.Configuration.ConnectionPool(
     idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: parallel)
+// As Haul's clients: no request spans.
+configuration.tracing.tracer = nil
+// READ_TIMEOUT=SECONDS sets the client's read timeout (Haul's idle timeout), to measure
+// what the client's timers cost per request.
+if let seconds = ProcessInfo.processInfo.environment["READ_TIMEOUT"].flatMap(Int64.init) {
+    configuration.timeout = HTTPClient.Configuration.Timeout(connect: .seconds(30), read: .seconds(seconds))
+}
 if let bundle = ProcessInfo.processInfo.environment["CA_FILE"], !bundle.isEmpty {
     var tls = TLSConfiguration.makeClientConfiguration()
     tls.trustRoots = .file(bundle)

@@ -152,12 +152,15 @@ public final class FaultServer: Sendable {
     /// Stops listening, closes all open connections (including stalled and gated ones) and
     /// resumes every pending `waitFor…` call. Idempotent.
     public func shutdown() async throws {
-        let connections = self.core.beginShutdown()
+        // Stop listening first: a waiting response that the shutdown ends (a stall) makes
+        // its client retry at once, and that retry must find nobody listening, not a
+        // connection accepted and then reset.
         do {
             try await self.serverChannel.close()
         } catch ChannelError.alreadyClosed {
             // Already shut down.
         }
+        let connections = self.core.beginShutdown()
         for connection in connections {
             connection.close(promise: nil)
         }

@@ -39,13 +39,16 @@ struct DownloadSession: Sendable {
         let renderer = ProgressRenderer(mode: mode) { id in (try? journal.job(id))?.name }
         let intake = Intake(manager: manager, renderer: renderer)
 
-        // Quiet, only the tally listens, and it needs states and outcomes only.
-        let events = manager.events(includingProgress: mode != .quiet)
+        // Quiet, only the tally listens, and it needs states and outcomes only. The events
+        // are taken in batches: one wakeup for a burst, not one per event.
+        let events = manager.eventBatches(includingProgress: mode != .quiet)
         let consumer = Task {
             var tally = Tally()
-            for await event in events {
-                if mode != .quiet { await renderer.handle(event) }
-                tally.record(event)
+            while let batch = await events.next() {
+                for event in batch {
+                    if mode != .quiet { await renderer.handle(event) }
+                    tally.record(event)
+                }
             }
             return tally
         }

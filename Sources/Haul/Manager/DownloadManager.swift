@@ -163,6 +163,9 @@ public actor DownloadManager {
         // once rather than be retried inside the pool until the connect timeout.
         client.connectionPool.retryConnectionEstablishment = false
         client.decompression = .disabled
+        // Haul records no request spans: without a tracer the client builds none (a span
+        // per request cost a few percent of the CPU of a small file).
+        client.tracing.tracer = nil
         client.httpVersion = configuration.tls.allowsHTTP2 ? .automatic : .http1Only
         do throws(DownloadError) {
             client.tlsConfiguration = try Self.tlsConfiguration(configuration.tls)
@@ -299,7 +302,7 @@ public actor DownloadManager {
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming the first bad request;
     ///   nothing is queued then. ``DownloadError/Code/tls`` as for ``download(_:)``.
     public func enqueue(_ requests: [DownloadRequest]) async throws(DownloadError) {
-        try await enqueue(requests, paused: false)
+        _ = try await submit(requests, paused: false)
     }
 
     /// ``enqueue(_:)``; with `paused`, the downloads are added paused: they wait, in the
@@ -309,6 +312,11 @@ public actor DownloadManager {
     /// them with any row of the same ID (a service announces new downloads from them).
     @discardableResult
     package func enqueue(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) -> [JobSnapshot] {
+        try await submit(requests, paused: paused).map(JobSnapshot.init)
+    }
+
+    /// Queues `requests` (see ``enqueue(_:paused:)``); returns their journal rows as written.
+    private func submit(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) -> [JobRecord] {
         try checkTLSSetup()
         guard let store else {
             for request in requests { _ = try await download(request, paused: paused) }
@@ -318,7 +326,10 @@ public actor DownloadManager {
         records.reserveCapacity(requests.count)
         var forced: Set<String> = []
         var checkedDirectories: Set<String> = []
-        // Each request as made and validated here, to run from memory if claimed at once.
+        // The requests as made and validated here, to run from memory those claimed at once:
+        // no more than a claim can take (the first ones, which it takes unless priorities
+        // say otherwise; one it takes that is not here is validated again from its row).
+        let room = paused ? 0 : scheduler.admissionRoom
         var made: [String: ValidatedRequest] = [:]
         for request in requests {
             let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
@@ -331,15 +342,15 @@ public actor DownloadManager {
             if paused { record.state = .paused }
             vault.deposit(request, into: &record)
             records.append(record)
-            made[record.id] = validated
+            if made.count < room { made[record.id] = validated }
             if request.forceDownload { forced.insert(record.id) }
         }
         _ = try ownerToken()
         startBackgroundWork()
         // Claimed in the same call, as many as an admission would bring in now; none while
         // the store holds earlier work for this manager, which goes first.
-        let room = paused || scheduler.storeMayHaveWork || scheduler.isAdmitting ? 0 : scheduler.admissionRoom
-        let submitted = try await store.submit(records, forcing: forced, claimingUpTo: room)
+        let claimable = paused || scheduler.storeMayHaveWork || scheduler.isAdmitting ? 0 : scheduler.admissionRoom
+        let submitted = try await store.submit(records, forcing: forced, claimingUpTo: claimable)
         if !submitted.attachments.isEmpty {
             let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             for attachment in submitted.attachments {
@@ -351,10 +362,9 @@ public actor DownloadManager {
         for claimed in submitted.claimed {
             await take(claimed, as: made[claimed.record.id], checkedDirectories: &checked)
         }
-        let written = records.map(JobSnapshot.init)
-        guard !paused, !Self.accountsForAll(records, submitted) else { return written }
+        guard !paused, !Self.accountsForAll(records, submitted) else { return records }
         await admitFromStore()
-        return written
+        return records
     }
 
     /// Whether every one of `records` was claimed here or left to its holder by `submitted`

@@ -57,4 +57,51 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         credentials = row["credentials"]
         maxBytesPerSecond = row["maxBytesPerSecond"]
     }
+
+    /// Every column, in the order ``init(selected:)`` reads them: a query that selects
+    /// them so is decoded by position, without looking each column up by name (which
+    /// lowercases and hashes its name, for every column of every row).
+    package static let selection = """
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond
+        """
+
+    /// Decodes a row of a query that selected ``selection``.
+    package init(selected row: Row) throws {
+        id = row[0]
+        url = row[1]
+        finalURL = row[2]
+        destinationKind = row[3]
+        destinationPath = row[4]
+        destinationName = row[5]
+        partialPath = row[6]
+        let stateName: String = row[7]
+        guard let state = JobState(rawValue: stateName) else {
+            throw DownloadError(.invalidRequest, "journal entry \(id) has an unknown state '\(stateName)'")
+        }
+        self.state = state
+        priority = row[8]
+        attempts = row[9]
+        bytesCommitted = row[10]
+        totalBytes = row[11]
+        validator = row[12]
+        expectedSize = row[13]
+        checksum = row[14]
+        headers = row[15]
+        lastError = row[16]
+        createdAt = row[17]
+        updatedAt = row[18]
+        finishedAt = row[19]
+        owner = row[20]
+        session = row[21]
+        bootID = row[22]
+        command = row[23]
+        errorCode = row[24]
+        bytesPerSecond = row[25]
+        filePath = row[26]
+        fileSize = row[27]
+        fileModified = row[28]
+        fileValidator = row[29]
+        credentials = row[30]
+        maxBytesPerSecond = row[31]
+    }
 }

@@ -302,11 +302,15 @@ public final class Journal: Sendable {
                     }
                     claiming = Set(order.prefix(limit).map(\.element))
                 }
+                // Which of the jobs to claim have a row already, in one query per chunk rather
+                // than a lookup per job (a new list has none).
+                let existing = try Self.existingIDs(claiming.map { records[$0].id }, in: db)
                 let upsert = try db.cachedStatement(sql: JournalWriter.upsertSQL)
                 for (index, var record) in records.enumerated() {
                     let force = !forced.isEmpty && forced.contains(record.id)
                     if claiming.contains(index) {
-                        switch try JournalWriter.claim(record, owner: session, force: force, live: live, in: db) {
+                        let isNew = !existing.contains(record.id)
+                        switch try JournalWriter.claim(record, owner: session, force: force, live: live, in: db, isNew: isNew) {
                         case .claimed(let claimed): submitted.claimed.append(claimed)
                         case .heldElsewhere(let attachment): submitted.attachments.append(attachment)
                         }
@@ -326,6 +330,22 @@ public final class Journal: Sendable {
         } catch {
             throw Self.failure(error)
         }
+    }
+
+    /// Those of `ids` that have a row.
+    static func existingIDs(_ ids: [String], in db: Database) throws -> Set<String> {
+        var existing: Set<String> = []
+        var start = 0
+        // SQLite allows 32,766 parameters per statement; chunks of 500 keep each one small.
+        while start < ids.count {
+            let chunk = Array(ids[start..<min(start + 500, ids.count)])
+            start += chunk.count
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let found = try String.fetchAll(
+                db, sql: "SELECT id FROM job WHERE id IN (\(marks))", arguments: StatementArguments(chunk))
+            existing.formUnion(found)
+        }
+        return existing
     }
 
     /// The attachments for `rows`, which other live processes hold; a paused one is
@@ -370,12 +390,14 @@ public final class Journal: Sendable {
     func claim(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
         do {
             return try await writer.write { db in
-                let records = try JobRecord.fetchAll(
+                var records: [JobRecord] = []
+                let rows = try Row.fetchCursor(
                     db,
                     sql: """
-                        SELECT * FROM job WHERE session = ? AND state = 'queued' AND owner IS NULL
+                        SELECT \(JobRecord.selection) FROM job WHERE session = ? AND state = 'queued' AND owner IS NULL
                         ORDER BY priority DESC, rowid LIMIT ?
                         """, arguments: [session, limit])
+                while let row = try rows.next() { records.append(try JobRecord(selected: row)) }
                 let update = try db.cachedStatement(sql: "UPDATE job SET owner = ? WHERE id = ?")
                 for record in records { try update.execute(arguments: [session, record.id]) }
                 return records

@@ -240,10 +240,11 @@ final class JournalWriter: Sendable {
 
     /// Claims `record`'s job for `owner`: inserts it, or takes over the row with its ID
     /// unless another live process holds it. Says what the row knew of the job's files.
-    static func claim(_ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database)
-        throws -> JobClaim
-    {
-        let previous = try JobRecord.fetchOne(db, key: record.id)
+    /// `isNew` says the caller knows no row has the job's ID (nothing to look up).
+    static func claim(
+        _ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database, isNew: Bool = false
+    ) throws -> JobClaim {
+        let previous = isNew ? nil : try JobRecord.fetchOne(db, key: record.id)
         if let previous, previous.isHeld(byOtherThan: owner, live: Set(live.keys)) {
             guard let attachment = try Journal.attach([previous], live: live, in: db).first else {
                 preconditionFailure("a held row has a holder")

@@ -21,7 +21,13 @@ package struct CompletedFile: Sendable, Hashable {
     /// regular file.
     static func attributes(path: String) -> (size: Int64, modified: Int64)? {
         var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard lstat(path, &info) == 0 else { return nil }
+        return attributes(info)
+    }
+
+    /// The size and modification time `info` gives of a regular file.
+    static func attributes(_ info: stat) -> (size: Int64, modified: Int64)? {
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         #if canImport(Darwin)
         let modified = Int64(info.st_mtimespec.tv_sec) * 1_000_000_000 + Int64(info.st_mtimespec.tv_nsec)
         #else

@@ -172,6 +172,16 @@ final class PartialFile: Sendable {
         }
     }
 
+    /// The open file's size and modification time, which its rename keeps: what
+    /// ``CompletedFile`` records, without looking the path up again.
+    /// (An empty body's file, created on demand, is created here.)
+    func attributes() -> (size: Int64, modified: Int64)? {
+        guard let descriptor = try? openedDescriptor() else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return CompletedFile.attributes(info)
+    }
+
     /// Renames the partial to `destination` atomically, then syncs the directory (through
     /// `directories`, which groups the syncs of many renames) so the rename itself survives
     /// a crash.

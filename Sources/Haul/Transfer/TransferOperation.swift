@@ -342,13 +342,15 @@ package struct TransferOperation: Sendable {
         }
         let commit: @Sendable () throws(DownloadError) -> (size: Int64, modified: Int64)? = {
             () throws(DownloadError) in
+            // Only worth a stat when there is a validator to revalidate with; the rename
+            // keeps what the open file says.
+            let attributes = validator == nil ? nil : file.attributes()
             try file.commit(to: destination, syncing: directorySync)
             if !wholeInMemory {
                 _ = unlink(paths.metadata)
                 _ = unlink(paths.metadata + ".tmp")
             }
-            // Only worth a stat when there is a validator to revalidate with.
-            return validator == nil ? nil : CompletedFile.attributes(path: destination.path)
+            return attributes
         }
         let attributes: (size: Int64, modified: Int64)?
         if let fence = checkpointer, fence.fencesCompletion {

@@ -6,8 +6,9 @@ import Haul
 /// ``DownloadManager`` fed through a ``DownloadSession``, and the journal's own control
 /// calls, which reach a running `haul get` through the journal.
 struct JournalBackend: CommandBackend {
-    /// How many requests are handed to the manager at once.
-    static let batchSize = 10_000
+    /// How many requests are handed to the manager at once: enough for one journal
+    /// transaction to carry many, few enough that a long list is never all in memory.
+    static let batchSize = 1_000
 
     let journal: Journal
 
