@@ -388,6 +388,40 @@ run_timed() {
     read -r R_CPU R_RSS <<<"$(awk '{ printf "%.3f %d\n", $1 + $2, $3 }' <<<"$last")"
 }
 
+# sample_anon PARENT OUT: waits for the next /usr/bin/time that PARENT starts, then
+# samples the anonymous memory (RssAnon: private pages, without the binary and libraries
+# mapped from files) of the command it runs every 5 ms until it exits, and writes the
+# peak (KiB) to OUT. Reads /proc and sleeps on a pipe: no process is started per sample.
+sample_anon() {
+    local parent=$1 out=$2 timer="" child="" peak=0 key value never i
+    # A FIFO opened for reading and writing never has data: reading it with a timeout
+    # sleeps without starting a process.
+    [[ -p $WORK/never ]] || mkfifo "$WORK/never"
+    exec {never}<>"$WORK/never"
+    for ((i = 0; i < 2000; i++)); do
+        timer=$(pgrep -P "$parent" -x time | head -n 1 || true)
+        [[ -n $timer ]] && break
+        read -r -t 0.002 -u "$never" || true
+    done
+    for ((i = 0; i < 2000; i++)); do
+        [[ -n $timer ]] || break
+        read -r child _ <"/proc/$timer/task/$timer/children" 2>/dev/null || true
+        [[ -n $child ]] && break
+        read -r -t 0.001 -u "$never" || true
+    done
+    while [[ -n $child && -r /proc/$child/status ]]; do
+        while read -r key value _; do
+            if [[ $key == RssAnon: ]]; then
+                ((value > peak)) && peak=$value
+                break
+            fi
+        done <"/proc/$child/status" 2>/dev/null || true
+        read -r -t 0.005 -u "$never" || true
+    done
+    exec {never}<&-
+    echo "$peak" >"$out"
+}
+
 # On the disk target, how long fsyncing the run's output files takes right after it
 # (`sync FILE...`): the writeback that a tool which does not fsync (curl, wget2, aria2c)
 # left behind, and that Haul (which fsyncs every file before renaming it into place) has
@@ -567,7 +601,14 @@ workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
     prepare "$target"
     small_cmd "$tool"
     reset_protocol_log
+    # (The shell's own number, taken here: a background command expands its arguments in
+    # its own subshell.)
+    local shell=$BASHPID sampler
+    sample_anon "$shell" "$WORK/anon.out" &
+    sampler=$!
     run_timed "$logfile" "${CMD[@]}"
+    wait "$sampler" || true
+    R_ANON=$(<"$WORK/anon.out")
     after_run "$target"
     status=$(status_of "$R_RC")
     if [[ $status == ok && $tool != ahc-memory ]]; then
@@ -579,7 +620,7 @@ workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
     fi
     if [[ $status == ok ]]; then status=$(check_protocol); fi
     [[ $status == ok ]] || note_failure "$w" "$target" "$tool" "$run" "$status" "$logfile"
-    record "$w" "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
+    record "$w" "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "$R_ANON"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -777,8 +818,8 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------------------------------
 # 6. Report. Fields of raw.tsv: workload, target, tool, run, status, wall s, CPU s,
-# peak RSS KiB, sync s, then per workload: (4) TTFB s, files done; (5) bytes sent in the
-# first run, bytes sent in the second.
+# peak RSS KiB, sync s, then per workload: (3) anonymous memory peak KiB; (4) TTFB s, files
+# done; (5) bytes sent in the first run, bytes sent in the second.
 
 # med W TARGET TOOL FIELD: the median of FIELD over the runs that went right.
 med() {
@@ -913,7 +954,9 @@ disk_fs=$(fs_type "$DISK_ROOT")
         fi
         if want 3; then
             summary_line 3 "$SMALL_COUNT × 16 KiB, 16 in flight: wall" haul 6 2 s 1 curl wget2 aria2c
+            summary_line 3 "… CPU" haul 7 2 s 1 curl wget2 aria2c
             summary_line 3 "… peak RSS" haul 8 1 MiB 1024 curl wget2 aria2c
+            summary_line 3 "… anonymous memory peak" haul 10 1 MiB 1024 curl wget2 aria2c
         fi
         if [[ $HTTPS == 1 ]]; then
             for v in h1 h2; do
@@ -925,7 +968,9 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 fi
                 if want 3; then
                     summary_line "3-$v" "$SMALL_COUNT × 16 KiB, 16 in flight, $proto: wall" haul 6 2 s 1 "${peers[@]}"
+                    summary_line "3-$v" "… CPU" haul 7 2 s 1 "${peers[@]}"
                     summary_line "3-$v" "… peak RSS" haul 8 1 MiB 1024 "${peers[@]}"
+                    summary_line "3-$v" "… anonymous memory peak" haul 10 1 MiB 1024 "${peers[@]}"
                 fi
             done
         fi
@@ -976,19 +1021,21 @@ disk_fs=$(fs_type "$DISK_ROOT")
             echo
             echo "### Workload 3: $SMALL_COUNT files of 16 KiB, 16 in flight"
             echo
-            echo "| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | sync s | problems |"
-            echo "|---|---|---|---|---|---|---|---|"
+            echo "| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | sync s | problems |"
+            echo "|---|---|---|---|---|---|---|---|---|"
             for tool in "${SMALL_TOOLS[@]}"; do
                 wall=$(med 3 "$target" "$tool" 6)
                 cpu=$(med 3 "$target" "$tool" 7)
                 rss=$(med 3 "$target" "$tool" 8)
                 syn=$(med 3 "$target" "$tool" 9)
+                anon=$(med 3 "$target" "$tool" 10)
                 st=$(row_status 3 "$target" "$tool")
-                fps="" cpk="" rssm=""
+                fps="" cpk="" rssm="" anonm=""
                 [[ -n $wall ]] && fps=$(calc "$SMALL_COUNT / $wall")
                 [[ -n $cpu ]] && cpk=$(calc "$cpu * 1000000 / $SMALL_COUNT")
                 [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
-                echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $( [[ $target == disk ]] && fmt 2 "$syn" || echo –) | $st |"
+                [[ -n $anon ]] && anonm=$(calc "$anon / 1024")
+                echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(fmt 1 "$anonm") | $( [[ $target == disk ]] && fmt 2 "$syn" || echo –) | $st |"
             done
             if [[ -n $AHC ]]; then small_floor 3 "$target"; fi
         fi
@@ -1021,8 +1068,8 @@ disk_fs=$(fs_type "$DISK_ROOT")
             echo
             echo "### Workload 3 over HTTPS: $SMALL_COUNT files of 16 KiB, 16 in flight"
             echo
-            echo "| protocol | tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | wall ÷ plain HTTP | problems |"
-            echo "|---|---|---|---|---|---|---|---|---|"
+            echo "| protocol | tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | wall ÷ plain HTTP | problems |"
+            echo "|---|---|---|---|---|---|---|---|---|---|"
             for v in h1 h2; do
                 proto=HTTP/1.1
                 if [[ $v == h2 ]]; then proto=HTTP/2; fi
@@ -1030,13 +1077,15 @@ disk_fs=$(fs_type "$DISK_ROOT")
                     wall=$(med "3-$v" "$target" "$tool" 6)
                     cpu=$(med "3-$v" "$target" "$tool" 7)
                     rss=$(med "3-$v" "$target" "$tool" 8)
+                    anon=$(med "3-$v" "$target" "$tool" 10)
                     plain=$(med 3 "$target" "$tool" 6)
                     st=$(row_status "3-$v" "$target" "$tool")
-                    fps="" cpk="" rssm=""
+                    fps="" cpk="" rssm="" anonm=""
                     [[ -n $wall ]] && fps=$(calc "$SMALL_COUNT / $wall")
                     [[ -n $cpu ]] && cpk=$(calc "$cpu * 1000000 / $SMALL_COUNT")
                     [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
-                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(ratio "$wall" "$plain") | $st |"
+                    [[ -n $anon ]] && anonm=$(calc "$anon / 1024")
+                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(fmt 1 "$anonm") | $(ratio "$wall" "$plain") | $st |"
                 done
             done
             if [[ -n $AHC ]]; then
@@ -1096,6 +1145,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "## How it was measured"
     echo
     echo "- Each command runs under \`/usr/bin/time\` (user + system CPU, peak RSS); wall time is taken around it. Runs are interleaved across tools; the output directory (and Haul's journal, kept next to it on the same file system) is deleted before every run."
+    echo "- Workload 3 also samples each process's anonymous memory (\`RssAnon\` in \`/proc/PID/status\`: its private pages, without the binary and shared libraries mapped from files) every 5 ms, and reports the highest sample: \"anonymous peak\". Peak RSS counts the mapped binary too, which for a Swift program is most of it."
     echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N --per-host N\`, \`aria2c -x N -s N -k 1M\`, and as a reference (a ceiling, not a peer) \`curl-ranges -xN\`: N \`curl -r A-B\` at once, each into a file of its own, never joined."
     echo "- Workload 3: \`haul get -i LIST -j 16 --per-host 16\`, \`curl --parallel --parallel-max 16 --output-dir OUT --remote-name-all -K CONFIG\`, \`wget2 --max-threads=16 -i LIST\`, \`aria2c -i LIST -j 16 -x1\`. Every run checks the file count and total size."
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
