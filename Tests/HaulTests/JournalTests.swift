@@ -50,6 +50,7 @@ struct JournalTests {
         // A column added to the table must be added to the selection too.
         let selected = JobRecord.selection.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
         #expect(selected.sorted() == columns.sorted())
+        #expect(selected.count == JobRecord.selectionCount)
     }
 
     @Test func pauseRecordsOnlyWhatIsOnDisk() async throws {

@@ -65,6 +65,9 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond
         """
 
+    /// How many columns ``selection`` names.
+    package static let selectionCount = 32
+
     /// Decodes a row of a query that selected ``selection``.
     package init(selected row: Row) throws {
         id = row[0]

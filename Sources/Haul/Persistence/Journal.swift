@@ -390,17 +390,28 @@ public final class Journal: Sendable {
     func claim(limit: Int, session: Int64) async throws(DownloadError) -> [JobRecord] {
         do {
             return try await writer.write { db in
-                var records: [JobRecord] = []
+                // One statement marks them and returns them (RETURNING gives no order: they
+                // are put back in priority and age order here).
+                var claimed: [(rowid: Int64, record: JobRecord)] = []
                 let rows = try Row.fetchCursor(
-                    db,
-                    sql: """
-                        SELECT \(JobRecord.selection) FROM job WHERE session = ? AND state = 'queued' AND owner IS NULL
-                        ORDER BY priority DESC, rowid LIMIT ?
-                        """, arguments: [session, limit])
-                while let row = try rows.next() { records.append(try JobRecord(selected: row)) }
-                let update = try db.cachedStatement(sql: "UPDATE job SET owner = ? WHERE id = ?")
-                for record in records { try update.execute(arguments: [session, record.id]) }
-                return records
+                    db.cachedStatement(
+                        sql: """
+                            UPDATE job SET owner = ?1
+                            WHERE rowid IN (
+                                SELECT rowid FROM job WHERE session = ?1 AND state = 'queued' AND owner IS NULL
+                                ORDER BY priority DESC, rowid LIMIT ?2)
+                            RETURNING \(JobRecord.selection), rowid
+                            """), arguments: [session, limit])
+                while let row = try rows.next() {
+                    var record = try JobRecord(selected: row)
+                    // As the row was before this claim marked it.
+                    record.owner = nil
+                    claimed.append((row[JobRecord.selectionCount], record))
+                }
+                claimed.sort { a, b in
+                    a.record.priority != b.record.priority ? a.record.priority > b.record.priority : a.rowid < b.rowid
+                }
+                return claimed.map(\.record)
             }
         } catch {
             throw Self.failure(error)
