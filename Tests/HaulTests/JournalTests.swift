@@ -181,8 +181,11 @@ struct JournalTests {
             let port = f.server.port
             let handle = try await f.manager.download(f.request("/files/n?stall_after=1000000&stall_times=1"))
             let events = handle.events
+            // The server goes away only once all it sends before the stall has arrived: taken
+            // down earlier, the revived server's resume would run into its own stall and wait
+            // out the idle timeout.
             await firstEvent(events) { event -> Bool? in
-                if case .progress(let progress) = event, progress.completedBytes > 0 { return true }
+                if case .progress(let progress) = event, progress.completedBytes >= 1_000_000 { return true }
                 return nil
             }
             // The server goes away mid-download...

@@ -329,7 +329,7 @@ public actor DownloadManager {
         // The requests as made and validated here, to run from memory those claimed at once:
         // no more than a claim can take (the first ones, which it takes unless priorities
         // say otherwise; one it takes that is not here is validated again from its row).
-        let room = paused ? 0 : scheduler.admissionRoom
+        let room = claimRoom(paused: paused)
         var made: [String: ValidatedRequest] = [:]
         for request in requests {
             let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
@@ -347,10 +347,7 @@ public actor DownloadManager {
         }
         _ = try ownerToken()
         startBackgroundWork()
-        // Claimed in the same call, as many as an admission would bring in now; none while
-        // the store holds earlier work for this manager, which goes first.
-        let claimable = paused || scheduler.storeMayHaveWork || scheduler.isAdmitting ? 0 : scheduler.admissionRoom
-        let submitted = try await store.submit(records, forcing: forced, claimingUpTo: claimable)
+        let submitted = try await store.submit(records, forcing: forced, claimingUpTo: claimRoom(paused: paused))
         if !submitted.attachments.isEmpty {
             let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
             for attachment in submitted.attachments {
@@ -365,6 +362,13 @@ public actor DownloadManager {
         guard !paused, !Self.accountsForAll(records, submitted) else { return records }
         await admitFromStore()
         return records
+    }
+
+    /// How many submitted jobs to claim in the same call: as many as an admission would
+    /// bring in now; none while the store holds earlier work for this manager, which goes
+    /// first, or for jobs added paused.
+    private func claimRoom(paused: Bool) -> Int {
+        paused || scheduler.storeMayHaveWork || scheduler.isAdmitting ? 0 : scheduler.admissionRoom
     }
 
     /// Whether every one of `records` was claimed here or left to its holder by `submitted`
