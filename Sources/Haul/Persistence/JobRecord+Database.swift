@@ -66,7 +66,7 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         """
 
     /// How many columns ``selection`` names.
-    package static let selectionCount = 32
+    package static let selectionCount = selection.split(separator: ",").count
 
     /// Decodes a row of a query that selected ``selection``.
     package init(selected row: Row) throws {
