@@ -135,7 +135,13 @@ package final class PostgresJobStore: JobStore, Sendable {
     private func keepLeases() async {
         let clock = ContinuousClock()
         var guardian = LeaseGuard(duration: settings.lease, startedAt: clock.now)
-        while !Task.isCancelled {
+        // Nothing is held yet, and registering set the heartbeat: the first renewal is due
+        // a renewal interval from now.
+        var next = clock.now.advanced(by: guardian.renewalInterval)
+        while true {
+            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
+                return
+            }
             let sent = clock.now
             do {
                 let lost = try await answering(within: deadline) { try await self.renewLeases() }
@@ -157,10 +163,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 }
             }
             // Wake at the next renewal, or when the leases stop being safe if sooner.
-            let next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
-            do { try await Task.sleep(until: max(next, clock.now.advanced(by: .milliseconds(10))), clock: clock) } catch {
-                return
-            }
+            next = min(clock.now.advanced(by: guardian.renewalInterval), guardian.safeUntil)
         }
     }
 

@@ -188,8 +188,11 @@ struct SharedQueueTests {
             let bytes = FaultServer.randomBytes(count: 20_000, seed: 7)
             f.server.setFile("x", bytes)
             try await f.queue.enqueue([try QueueRequest(url: f.server.url("/files/x?gate=g"), id: "x", name: "x.bin")])
-            // (one slot, so that A, busy, does not claim the job back itself)
-            let (a, _, first) = try await f.startWorker(f.settings(directory: try f.directory("a"), slots: 1))
+            // (one slot, so that A, busy, does not claim the job back itself; a lease of ten
+            // minutes, so that A renews nothing while the test runs: a renewal after the
+            // expiry below would give A the job back before B could take it)
+            let (a, _, first) = try await f.startWorker(
+                f.settings(directory: try f.directory("a"), slots: 1, lease: .seconds(600)))
             await f.server.waitForGateWaiters("g", count: 1)
             // When its lease expires (as after a long pause) and worker B takes the job over
             try await f.queue.client.query(
