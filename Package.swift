@@ -179,6 +179,7 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Benchmarks/ClientBaseline",
             swiftSettings: swiftSettings

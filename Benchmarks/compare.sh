@@ -41,9 +41,13 @@
 #       # body with one thread-pool hop (open a temporary file, write, close, rename:
 #       # "ahc-1hop", the lightest file writing that never shows a partial file), from
 #       # Benchmarks/ClientBaseline (build it with HAUL_BENCHMARKS=1 swift build -c release
-#       # --scratch-path .build-bench --product haul-client-baseline). Floors for Haul's
-#       # cost per file, not peers: never the "best peer" of the summary. The report then
-#       # gives Haul's own CPU per file above the ahc-1hop floor.
+#       # --scratch-path .build-bench --product haul-client-baseline), and a third,
+#       # "ahc-journal": the same writing with the least a journal that loses nothing
+#       # must do (each URL a row of an SQLite journal before it is fetched, each file
+#       # fsynced before its rename, one directory fsync and one transaction marking the
+#       # rows completed per batch of files). Floors for Haul's cost per file, not peers:
+#       # never the "best peer" of the summary. The report then gives Haul's own CPU per
+#       # file above the ahc-1hop and ahc-journal floors.
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
 # RESULTS_DIR (Benchmarks/results) is where the report goes; KEEP_WORK=1 keeps the temporary
@@ -161,7 +165,7 @@ if [[ -n ${AHC_BIN:-} ]]; then
     AHC=$AHC_BIN
     if [[ $AHC != /* ]]; then AHC=$CALLER_DIR/$AHC; fi
     [[ -x $AHC ]] || die "no haul-client-baseline binary at $AHC"
-    SMALL_TOOLS+=(ahc-memory ahc-1hop)
+    SMALL_TOOLS+=(ahc-memory ahc-1hop ahc-journal)
 fi
 
 # Segmented downloads: `-x N` / `--connections N` once `haul get` has them.
@@ -594,6 +598,7 @@ small_cmd() {
     aria2c) CMD=(aria2c -q -j 16 -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
     ahc-memory) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=memory "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
     ahc-1hop) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=onehop "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
+    ahc-journal) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=journal "JOURNAL=$STATE/baseline-journal.sqlite" "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
     esac
 }
 
@@ -846,16 +851,22 @@ ratio() { # A B: A ÷ B as "1.23×"
 GIB=$(calc "$SIZE_BYTES / 1073741824")
 MIB_BIG=$(calc "$SIZE_BYTES / 1048576")
 
-# Workload W's CPU per file, in microseconds, split against the ahc-memory and ahc-1hop
-# floors: the client's own, file writing, and Haul's own (what Haul spends above ahc-1hop).
+# Workload W's CPU per file, in microseconds, split against the ahc-memory, ahc-1hop and
+# ahc-journal floors: the client's own, file writing, the least journal, and Haul's own
+# (what Haul spends above ahc-1hop, and above ahc-journal).
 small_floor() { # W TARGET
-    local haul mem hop
+    local haul mem hop jrn
     haul=$(med "$1" "$2" haul 7) mem=$(med "$1" "$2" ahc-memory 7) hop=$(med "$1" "$2" ahc-1hop 7)
+    jrn=$(med "$1" "$2" ahc-journal 7)
     [[ -n $haul && -n $mem && -n $hop ]] || return 0
     echo
     echo "CPU per file: the client alone (ahc-memory) $(fmt 0 "$(calc "$mem * 1000000 / $SMALL_COUNT")") µs;" \
         "writing each file in one pool hop (ahc-1hop − ahc-memory) $(fmt 0 "$(calc "($hop - $mem) * 1000000 / $SMALL_COUNT")") µs;" \
         "**Haul's own work (haul − ahc-1hop) $(fmt 0 "$(calc "($haul - $hop) * 1000000 / $SMALL_COUNT")") µs**."
+    [[ -n $jrn ]] || return 0
+    echo "The least journal that loses nothing, with a file fsync each (ahc-journal − ahc-1hop)" \
+        "$(fmt 0 "$(calc "($jrn - $hop) * 1000000 / $SMALL_COUNT")") µs; Haul above that floor (haul − ahc-journal)" \
+        "$(fmt 0 "$(calc "($haul - $jrn) * 1000000 / $SMALL_COUNT")") µs."
 }
 
 # Best peer: the non-Haul tool with the lowest median of FIELD. Prints "tool<TAB>value".

@@ -14,6 +14,12 @@
 //   place: the lightest file writing that still never shows a partial file.
 // - `batch`: the same writing, but the bodies that arrive while a hop is under way go
 //   together in the next one (one hop for many files).
+// - `journal`: `batch`, with the least a journal that loses nothing must do: every URL is
+//   a row of an SQLite journal (WAL, `synchronous = NORMAL`, as Haul's) before it is
+//   fetched, inserted 1,000 to a transaction; each file is fsynced before its rename; after
+//   each batch of renames, one directory fsync, then one transaction marks the batch's
+//   rows completed (an UPDATE each). Nothing else: no claim, no progress, no events.
+//   JOURNAL=PATH (default OUTDIR/../baseline-journal.sqlite, removed first).
 // - `memory`: bodies are only collected, never written: the client's own cost.
 // - `delegate`: AsyncHTTPClient's own `FileDownloadDelegate` (several pool hops per file).
 //
@@ -23,6 +29,7 @@
 
 import AsyncHTTPClient
 import Foundation
+import GRDB
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -55,16 +62,48 @@ if let bundle = ProcessInfo.processInfo.environment["CA_FILE"], !bundle.isEmpty 
 let client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
 
 let mode = ProcessInfo.processInfo.environment["MODE"] ?? "onehop"
-guard ["onehop", "batch", "memory", "delegate"].contains(mode) else {
-    FileHandle.standardError.write(Data("haul-client-baseline: MODE is onehop, batch, memory or delegate\n".utf8))
+guard ["onehop", "batch", "journal", "memory", "delegate"].contains(mode) else {
+    FileHandle.standardError.write(
+        Data("haul-client-baseline: MODE is onehop, batch, journal, memory or delegate\n".utf8))
     exit(2)
 }
+/// The `journal` mode's journal: one row per URL, its index the row's ID.
+let journal: DatabasePool? = try {
+    guard mode == "journal" else { return nil }
+    let path =
+        ProcessInfo.processInfo.environment["JOURNAL"]
+        ?? (output as NSString).deletingLastPathComponent + "/baseline-journal.sqlite"
+    for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+    var configuration = Configuration()
+    configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+    let pool = try DatabasePool(path: path, configuration: configuration)
+    try pool.write { db in
+        try db.execute(
+            sql: "CREATE TABLE jobs (id INTEGER PRIMARY KEY, url TEXT NOT NULL, path TEXT NOT NULL, state INTEGER NOT NULL, size INTEGER)"
+        )
+    }
+    var start = 0
+    while start < urls.count {
+        let end = min(start + 1000, urls.count)
+        try pool.write { db in
+            let insert = try db.cachedStatement(sql: "INSERT INTO jobs (id, url, path, state) VALUES (?, ?, ?, 0)")
+            for index in start..<end {
+                try insert.execute(arguments: [index, urls[index], output + "/" + fileName(of: urls[index])])
+            }
+        }
+        start = end
+    }
+    return pool
+}()
+
+@Sendable func fileName(of url: String) -> String { url.split(separator: "/").last.map(String.init) ?? "index" }
 let pool = NIOThreadPool(numberOfThreads: 8)
 pool.start()
 
-/// Fetches one URL into OUTDIR/<last path component>, as MODE says.
-@Sendable func fetch(_ url: String) async throws {
-    let name = url.split(separator: "/").last.map(String.init) ?? "index"
+/// Fetches the URL at `index` into OUTDIR/<last path component>, as MODE says.
+@Sendable func fetch(_ index: Int) async throws {
+    let url = urls[index]
+    let name = fileName(of: url)
     switch mode {
     case "delegate":
         let delegate = try FileDownloadDelegate(path: output + "/" + name)
@@ -77,6 +116,7 @@ pool.start()
         switch mode {
         case "onehop": try await pool.runIfActive { try writeAtomically(body, to: path) }
         case "batch": try await batches.write(body, to: path)
+        case "journal": try await batches.write(body, to: path, row: index)
         default: return
         }
     }
@@ -84,13 +124,15 @@ pool.start()
 
 /// Bodies waiting for the next pool hop, written together.
 final class Batches: Sendable {
-    typealias Pending = (body: ByteBuffer, path: String, done: CheckedContinuation<Void, any Error>)
+    typealias Pending = (body: ByteBuffer, path: String, row: Int?, done: CheckedContinuation<Void, any Error>)
     private let state = NIOLockedValueBox<(pending: [Pending], hopping: Bool)>(([], false))
 
-    func write(_ body: ByteBuffer, to path: String) async throws {
+    /// Writes `body` to `path` in the next hop; with a journal `row`, syncs it first and
+    /// marks the row completed once the batch's renames are durable.
+    func write(_ body: ByteBuffer, to path: String, row: Int? = nil) async throws {
         try await withCheckedThrowingContinuation { continuation in
             let start = state.withLockedValue { state -> Bool in
-                state.pending.append((body, path, continuation))
+                state.pending.append((body, path, row, continuation))
                 if state.hopping { return false }
                 state.hopping = true
                 return true
@@ -108,13 +150,29 @@ final class Batches: Sendable {
                 return state.pending
             }
             if batch.isEmpty { return }
-            for item in batch {
-                do {
-                    try writeAtomically(item.body, to: item.path)
-                    item.done.resume()
-                } catch {
-                    item.done.resume(throwing: error)
+            guard let journal else {
+                for item in batch {
+                    do {
+                        try writeAtomically(item.body, to: item.path)
+                        item.done.resume()
+                    } catch {
+                        item.done.resume(throwing: error)
+                    }
                 }
+                continue
+            }
+            do {
+                for item in batch { try writeAtomically(item.body, to: item.path, syncing: true) }
+                let directory = open(output, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                guard directory >= 0, fsync(directory) == 0 else { throw Failure("fsync \(output): errno \(errno)") }
+                close(directory)
+                try journal.write { db in
+                    let complete = try db.cachedStatement(sql: "UPDATE jobs SET state = 2, size = ? WHERE id = ?")
+                    for item in batch { try complete.execute(arguments: [item.body.readableBytes, item.row]) }
+                }
+                for item in batch { item.done.resume() }
+            } catch {
+                for item in batch { item.done.resume(throwing: error) }
             }
         }
     }
@@ -122,7 +180,7 @@ final class Batches: Sendable {
 let batches = Batches()
 
 /// Opens a temporary file beside `path`, writes `body`, closes it and renames it into place.
-@Sendable func writeAtomically(_ body: ByteBuffer, to path: String) throws {
+@Sendable func writeAtomically(_ body: ByteBuffer, to path: String, syncing: Bool = false) throws {
     let temporary = path + ".part"
     let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     guard fd >= 0 else { throw Failure("open \(temporary): errno \(errno)") }
@@ -135,8 +193,9 @@ let batches = Batches()
         }
         return true
     }
+    let synced = !syncing || fsync(fd) == 0
     close(fd)
-    guard ok else { throw Failure("write \(temporary): errno \(errno)") }
+    guard ok, synced else { throw Failure("write \(temporary): errno \(errno)") }
     guard rename(temporary, path) == 0 else { throw Failure("rename \(temporary): errno \(errno)") }
 }
 
@@ -148,13 +207,13 @@ struct Failure: Error, CustomStringConvertible {
 var failed = false
 do {
     try await withThrowingTaskGroup(of: Void.self) { group in
-        var pending = urls.makeIterator()
+        var pending = urls.indices.makeIterator()
         for _ in 0..<parallel {
-            guard let url = pending.next() else { break }
-            group.addTask { try await fetch(url) }
+            guard let index = pending.next() else { break }
+            group.addTask { try await fetch(index) }
         }
         while try await group.next() != nil {
-            if let url = pending.next() { group.addTask { try await fetch(url) } }
+            if let index = pending.next() { group.addTask { try await fetch(index) } }
         }
     }
 } catch {
