@@ -36,6 +36,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case unsafePath
             case runningElsewhere
             case insecureRedirect
+            case unusableRedirect
             case credentialsRequired
             case tls
             case invalidConfiguration
@@ -89,6 +90,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// credentials) unencrypted. Allow it with
         /// ``DownloadManager/Configuration/allowsInsecureRedirects``.
         public static let insecureRedirect = Code(base: .insecureRedirect)
+        /// A redirect Haul cannot follow: without a `Location`, with one that is not a URL,
+        /// or to a scheme other than `http` and `https` (`ftp:`, `file:`, …). Permanent:
+        /// not retried.
+        public static let unusableRedirect = Code(base: .unusableRedirect)
         /// A journaled download was started with credential headers that the journal does
         /// not store (see ``DownloadRequest/storesCredentials``), and this process was not
         /// given them: the job is left paused. Add the request again with its credentials.

@@ -75,7 +75,11 @@ extension ServerCore {
     }
 
     private func absoluteURL(_ destination: String) -> String {
-        if destination.hasPrefix("http://") || destination.hasPrefix("https://") {
+        // Absolute already, in any scheme (a redirect to ftp: or file: is a test case too).
+        if let colon = destination.firstIndex(of: ":"),
+            destination[..<colon].allSatisfy({ $0.isLetter || $0 == "+" || $0 == "-" || $0 == "." }),
+            !destination[..<colon].isEmpty
+        {
             return destination
         }
         return destination.hasPrefix("/") ? self.baseURL + destination : self.baseURL + "/" + destination

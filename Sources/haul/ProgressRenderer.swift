@@ -82,6 +82,7 @@
 //                                            "network", "timeout", "diskFull", "duplicate",
 //                                            "insecureRedirect" (https redirected to http, refused
 //                                            without --allow-insecure-redirects),
+//                                            "unusableRedirect" (to ftp:, file: or no Location),
 //                                            "credentialsRequired" (haul resume of a download whose
 //                                            credentials the journal does not store: it stays
 //                                            paused and nothing is sent)

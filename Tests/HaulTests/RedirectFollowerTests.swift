@@ -67,31 +67,42 @@ struct RedirectFollowerTests {
         // subject, Location, message
         (
             RedirectFollower.Subject.download, "ftp://files.example.com/a" as String?,
-            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'ftp://files.example.com/a'"
+            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'ftp://files.example.com/a' (ftp: is not a scheme Haul downloads)"
         ),
         (
             .download, "file:///etc/passwd",
-            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'file:///etc/passwd'"
+            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'file:///etc/passwd' (file: is not a scheme Haul downloads)"
         ),
         (
             .download, "ftp://bob:hunter2@files.example.com/a",
-            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'ftp://files.example.com/a'"
+            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'ftp://files.example.com/a' (ftp: is not a scheme Haul downloads)"
         ),
         (
             .download, nil,
-            "https://api.example.com/dir/file?x=1 redirects to an unusable location ''"
+            "https://api.example.com/dir/file?x=1 redirects to an unusable location '' (no Location header)"
+        ),
+        (
+            .download, "http://[::1",
+            "https://api.example.com/dir/file?x=1 redirects to an unusable location 'http://[::1' (not a URL)"
         ),
         (
             .manifest, "mailto:someone@example.com",
-            "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location"
+            "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location (mailto: is not a scheme Haul downloads)"
         ),
-        (.manifest, "", "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location"),
-        (.manifest, nil, "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location"),
+        (
+            .manifest, "",
+            "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location (no Location header)"
+        ),
+        (
+            .manifest, nil,
+            "https://api.example.com/dir/file?x=1 redirected (302) without a usable Location (no Location header)"
+        ),
     ])
     func refusesLocationsThatAreNotHTTP(subject: RedirectFollower.Subject, location: String?, message: String) {
         var follower = Self.follower(subject: subject)
         let error = Self.error { () throws(DownloadError) in try follower.follow(status: 302, location: location) }
-        #expect(error?.code == .protocolViolation)
+        #expect(error?.code == .unusableRedirect)
+        #expect(error?.isRetryable == false)
         // The message never shows a password from the Location.
         #expect(error?.message == message)
         #expect(follower.url == Self.start)

@@ -29,11 +29,15 @@ struct TLSTests {
                 // When a download is tried without that authority
                 let handle = try await manager.download(
                     DownloadRequest(url: nginx.url("/a.bin"), destination: .memory(limit: 1 << 20)))
+                let events = handle.events
                 let error = await #expect(throws: DownloadError.self) { try await handle.result }
                 await manager.shutdown()
 
-                // Then it fails once (not retried) with a TLS error that says what is wrong and
-                // what to do
+                // Then it fails once (not retried, though the configuration allows 3 retries)
+                // with a TLS error that says what is wrong and what to do
+                var retries = 0
+                for await event in events { if case .retrying = event { retries += 1 } }
+                #expect(retries == 0)
                 #expect(error?.code == .tls)
                 #expect(error?.message.contains("certificate verify failed") == true)
                 #expect(error?.message.contains("--ca-certificate") == true)

@@ -362,7 +362,7 @@ struct TransferMachineTests {
         (["http://example.com/a.iso"], 10, false, DownloadError.Code.insecureRedirect),
         (["/b", "/files/a.iso"], 10, false, .redirectLoop),
         (["/b", "/c", "/d"], 2, false, .tooManyRedirects),
-        (["ftp://example.com/a"], 10, false, .protocolViolation),
+        (["ftp://example.com/a"], 10, false, .unusableRedirect),
     ] as [([String], Int, Bool, DownloadError.Code)])
     func aRedirectThatCannotBeFollowedFails(
         locations: [String], maxRedirects: Int, allowsDowngrade: Bool, code: DownloadError.Code

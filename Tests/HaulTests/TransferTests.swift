@@ -116,6 +116,19 @@ struct TransferTests {
         }
     }
 
+    @Test(arguments: ["ftp://example.com/x", "file:///etc/passwd"])
+    func aRedirectToAnotherSchemeFailsWithoutRetries(location: String) async throws {
+        // (the fixture allows 3 retries: only a permanent error ends after one request)
+        try await Fixture.with { f in
+            let path = "/redirect/0?to=\(location.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            let error = try #require(await failure(of: try await f.manager.download(f.request(path, to: "x"))))
+            #expect(error.code == .unusableRedirect)
+            #expect(error.message.contains("is not a scheme Haul downloads"))
+            #expect(f.server.requests(path: "/redirect/0").count == 1)
+            #expect(f.listing().isEmpty)
+        }
+    }
+
     @Test func resumesAfterResetsWithRangeAndIfRange() async throws {
         try await Fixture.with { f in
             let size = 4 << 20

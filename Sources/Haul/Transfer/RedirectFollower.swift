@@ -62,8 +62,8 @@ struct RedirectFollower: Sendable {
 
     /// Follows a `status` redirect of the current request to `location` and gives the next hop.
     ///
-    /// - Throws: ``DownloadError/Code/protocolViolation`` for a missing or unusable
-    ///   Location, ``DownloadError/Code/redirectLoop``, ``DownloadError/Code/tooManyRedirects``,
+    /// - Throws: ``DownloadError/Code/unusableRedirect`` for a missing or unusable
+    ///   Location (not retried: asking again gets the same answer), ``DownloadError/Code/redirectLoop``, ``DownloadError/Code/tooManyRedirects``,
     ///   or the policy's ``DownloadError/Code/insecureRedirect``.
     @discardableResult
     mutating func follow(status: Int, location: String?) throws(DownloadError) -> Hop {
@@ -102,12 +102,21 @@ struct RedirectFollower: Sendable {
         switch subject {
         case .download:
             return DownloadError(
-                .protocolViolation,
-                "\(url.absoluteString) redirects to an unusable location '\(Self.redacted(location ?? ""))'")
+                .unusableRedirect,
+                "\(url.absoluteString) redirects to an unusable location '\(Self.redacted(location ?? ""))'\(Self.reason(location))")
         case .manifest:
             return DownloadError(
-                .protocolViolation, "\(url.absoluteString) redirected (\(status)) without a usable Location")
+                .unusableRedirect,
+                "\(url.absoluteString) redirected (\(status)) without a usable Location\(Self.reason(location))")
         }
+    }
+
+    /// Why a Location cannot be followed, for a message: "" when that is plain.
+    static func reason(_ location: String?) -> String {
+        guard let location, !location.isEmpty else { return " (no Location header)" }
+        guard let parsed = URL(string: location) else { return " (not a URL)" }
+        guard let scheme = parsed.scheme?.lowercased() else { return "" }
+        return scheme == "http" || scheme == "https" ? "" : " (\(scheme): is not a scheme Haul downloads)"
     }
 
     /// A Location for a message: without user info, which may hold a password.

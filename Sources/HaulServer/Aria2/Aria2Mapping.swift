@@ -62,7 +62,7 @@ package enum Aria2ExitStatus {
     /// | `duplicate`, `runningElsewhere` | 11 | the same file is being downloaded |
     /// | `fileSystem` | 17 | file I/O error |
     /// | `tooManyRedirects`, `redirectLoop` | 23 | too many redirects |
-    /// | `protocolViolation`, `insecureRedirect` | 22 | HTTP response bad or unexpected |
+    /// | `protocolViolation`, `insecureRedirect`, `unusableRedirect` | 22 | HTTP response bad or unexpected |
     /// | `credentialsRequired` | 24 | HTTP authorization failed |
     /// | `checksumMismatch` | 32 | checksum validation failed |
     /// | `sizeMismatch` | 8 | the server did not resume as required |
@@ -87,7 +87,7 @@ package enum Aria2ExitStatus {
         case "duplicate", "runningElsewhere": return 11
         case "fileSystem": return 17
         case "tooManyRedirects", "redirectLoop": return 23
-        case "protocolViolation", "insecureRedirect": return 22
+        case "protocolViolation", "insecureRedirect", "unusableRedirect": return 22
         case "credentialsRequired": return 24
         case "checksumMismatch": return 32
         case "sizeMismatch": return 8
