@@ -7,7 +7,7 @@ import Haul
 struct NetworkOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "Send every request through this HTTP proxy, http://[USER:PASSWORD@]HOST[:PORT] (port 1080 when omitted; https through CONNECT); '' for none. A password here shows in the process list: prefer $https_proxy. (default: $http_proxy for http, $https_proxy or $HTTPS_PROXY for https, else $all_proxy or $ALL_PROXY)",
+            "Send every request through this proxy: http://[USER:PASSWORD@]HOST[:PORT] (HTTP, with CONNECT), socks5h://HOST[:PORT] (SOCKS5, host names resolved by the proxy, as for ssh -D) or socks5://HOST[:PORT] (SOCKS5, names resolved here); port 1080 when omitted; '' for none. A password here shows in the process list: prefer $https_proxy. (default: $http_proxy for http, $https_proxy or $HTTPS_PROXY for https, else $all_proxy or $ALL_PROXY)",
             valueName: "url"))
     var proxy: String?
 

@@ -41,6 +41,34 @@ struct AddressFamilyTests {
             ])
     }
 
+    @Test func aSOCKS5ProxyIsGivenAddressesAndASOCKS5hProxyNames() async throws {
+        let socks5 = try DownloadManager.ProxyServer(url: "socks5://localhost:1080")
+        let socks5h = try DownloadManager.ProxyServer(url: "socks5h://localhost:1080")
+        var configuration = Fixture.testConfiguration()
+        configuration.addressFamily = .ipv4
+        configuration.proxy = .all(socks5)
+        let resolving = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+        configuration.proxy = .all(socks5h)
+        let naming = DownloadManager(configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+        let (here, there) = (await resolving.clients, await naming.clients)
+        let routes = try await [
+            here.route(for: URL(string: "http://localhost:8080/a")!),
+            here.route(for: URL(string: "http://10.0.0.1:8080/a")!),
+            there.route(for: URL(string: "http://localhost:8080/a")!),
+        ]
+        await resolving.shutdown()
+        await naming.shutdown()
+        #expect(
+            routes == [
+                // socks5: the name resolved here (in the forced family), the proxy's too
+                .proxy(socks5, address: "127.0.0.1", origin: .init(host: "localhost", address: "127.0.0.1")),
+                // an address needs no resolving
+                .proxy(socks5, address: "127.0.0.1"),
+                // socks5h: the name goes to the proxy as it is
+                .proxy(socks5h, address: "127.0.0.1"),
+            ])
+    }
+
     @Test func ipv4ReachesAnIPv4OnlyServerByName() async throws {
         try await Fixture.with({ $0.addressFamily = .ipv4 }) { f in
             // Given a server listening on 127.0.0.1 only, named "localhost"

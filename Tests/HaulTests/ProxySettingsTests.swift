@@ -21,6 +21,33 @@ struct ProxySettingsTests {
         let v6 = try Server(url: "http://[::1]:8080/")
         #expect(v6.host == "::1" && v6.port == 8080)
         #expect(v6.description == "http://[::1]:8080")
+        #expect(full.kind == .http && bare.kind == .http)
+    }
+
+    @Test(arguments: [
+        ("socks5h://127.0.0.1:1080", Server.Kind.socks5h, "127.0.0.1", 1080),
+        ("SOCKS5H://tunnel.example", .socks5h, "tunnel.example", 1080),
+        ("socks5://[::1]:9050", .socks5, "::1", 9050),
+    ])
+    func socksProxyURLsReadAsCurlReadsThem(text: String, kind: Server.Kind, host: String, port: Int) throws {
+        let proxy = try Server(url: text)
+        #expect(proxy.kind == kind && proxy.kind.isSOCKS)
+        #expect(proxy.host == host && proxy.port == port)
+        #expect(proxy.description.hasPrefix("\(kind.rawValue)://"))
+    }
+
+    @Test func aSOCKSProxyWithCredentialsIsRefusedWithoutThePassword() {
+        let error = #expect(throws: DownloadError.self) { try Server(url: "socks5h://bob:pw-secret@127.0.0.1:1080") }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message.contains("user name and password") == true)
+        #expect(error?.message.contains("pw-secret") == false)
+    }
+
+    @Test func theEnvironmentCanNameASOCKSProxy() throws {
+        let settings = try Settings.fromEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:1080", "no_proxy": "intra.example"])
+        #expect(settings.proxy(for: URL(string: "https://example.com/")!)?.kind == .socks5h)
+        #expect(settings.proxy(for: URL(string: "http://example.com/")!)?.kind == .socks5h)
+        #expect(settings.proxy(for: URL(string: "http://intra.example/")!) == nil)
     }
 
     @Test func proxyCredentialsAreDecodedAndNeverShown() throws {
@@ -37,7 +64,7 @@ struct ProxySettingsTests {
     }
 
     @Test(arguments: [
-        "https://proxy.example:443", "socks5://proxy.example:1080", "http://", "http://proxy.example:0",
+        "https://proxy.example:443", "socks4://proxy.example:1080", "http://", "http://proxy.example:0",
         "http://proxy.example:99999", "http://proxy.example:3128/path", "http://user:pw-secret@:3128",
     ])
     func malformedProxyURLsAreRefusedWithoutTheirPassword(text: String) {

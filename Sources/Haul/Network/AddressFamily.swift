@@ -23,27 +23,34 @@ extension DownloadManager {
 enum AddressResolver {
     /// The first address `getaddrinfo` gives for `host` in `family`, as text (IPv6
     /// without brackets), or `host` itself when it is already a literal of that family.
+    /// With ``DownloadManager/AddressFamily/any``, `host` itself unless `evenForAny`
+    /// asks for the first address of either family (to hand a SOCKS proxy an address).
     ///
     /// - Throws: ``DownloadError/Code/invalidConfiguration`` for a literal of the other
     ///   family; ``DownloadError/Code/network`` when the name has no address of this
     ///   family, or cannot be resolved (a connectivity error when the resolver could not
     ///   answer).
-    static func resolve(_ host: String, family: DownloadManager.AddressFamily) throws(DownloadError) -> String {
+    static func resolve(
+        _ host: String, family: DownloadManager.AddressFamily, evenForAny: Bool = false
+    ) throws(DownloadError) -> String {
         var name = host
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         let wanted: Int32
         let label: String
         switch family {
-        case .any: return name
+        case .any:
+            guard evenForAny else { return name }
+            if IPAddress(name) != nil { return name }
+            (wanted, label) = (AF_UNSPEC, "IP")
         case .ipv4: (wanted, label) = (AF_INET, "IPv4")
         case .ipv6: (wanted, label) = (AF_INET6, "IPv6")
         }
-        let flag = family == .ipv4 ? "-4" : "-6"
+        let flag = family == .ipv4 ? " (-4)" : family == .ipv6 ? " (-6)" : ""
         if let literal = IPAddress(name) {
             guard literal.isIPv6 == (family == .ipv6) else {
                 throw DownloadError(
                     .invalidConfiguration,
-                    "\(name) is an \(literal.isIPv6 ? "IPv6" : "IPv4") address, but \(label) only was asked for (\(flag))")
+                    "\(name) is an \(literal.isIPv6 ? "IPv6" : "IPv4") address, but \(label) only was asked for\(flag)")
             }
             return name
         }
@@ -63,11 +70,11 @@ enum AddressResolver {
                     .network, "cannot resolve host \(name): the name server did not answer", isConnectivity: true)
             }
             throw DownloadError(
-                .network, "\(name) has no \(label) address (\(flag)): \(String(cString: gai_strerror(status)))")
+                .network, "\(name) has no \(label) address\(flag): \(String(cString: gai_strerror(status)))")
         }
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let converted: UnsafePointer<CChar>?
-        if wanted == AF_INET {
+        if first.pointee.ai_family == AF_INET {
             converted = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
                 var raw = v4.pointee.sin_addr
                 return inet_ntop(AF_INET, &raw, &buffer, socklen_t(buffer.count))

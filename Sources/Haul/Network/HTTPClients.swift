@@ -15,8 +15,16 @@ enum NetworkRoute: Hashable, Sendable {
     case direct
     /// Straight to `host`, connecting to `address` (an address of the forced family).
     case pinned(host: String, address: String)
-    /// Through `proxy`, whose host is reached at `address` when one is forced.
-    case proxy(DownloadManager.ProxyServer, address: String?)
+    /// Through `proxy`, whose host is reached at `address` when one is forced; through a
+    /// ``DownloadManager/ProxyServer/Kind/socks5`` proxy, the URL's host name is resolved
+    /// here and the proxy is given `origin`'s address.
+    case proxy(DownloadManager.ProxyServer, address: String?, origin: Pin? = nil)
+
+    /// A host name and the address requests to it connect to.
+    struct Pin: Hashable, Sendable {
+        var host: String
+        var address: String
+    }
 }
 
 /// A manager's HTTP clients, one per ``NetworkRoute``, and the rule choosing one for each
@@ -82,12 +90,21 @@ final class HTTPClients: Sendable {
     func route(for url: URL) async throws(DownloadError) -> NetworkRoute {
         let family = self.family
         if let proxy = proxies.proxy(for: url) {
-            guard family != .any else { return .proxy(proxy, address: nil) }
-            let host = proxy.host
-            let address = try await threadPool.perform { () throws(DownloadError) in
-                try AddressResolver.resolve(host, family: family)
+            var address: String?
+            if family != .any {
+                let host = proxy.host
+                address = try await threadPool.perform { () throws(DownloadError) in
+                    try AddressResolver.resolve(host, family: family)
+                }
             }
-            return .proxy(proxy, address: address)
+            // socks5:// is given addresses: the name is resolved here, as curl does.
+            guard proxy.kind == .socks5, let host = url.host, !host.isEmpty, IPAddress(host) == nil else {
+                return .proxy(proxy, address: address)
+            }
+            let origin = try await threadPool.perform { () throws(DownloadError) in
+                try AddressResolver.resolve(host, family: family, evenForAny: true)
+            }
+            return .proxy(proxy, address: address, origin: NetworkRoute.Pin(host: host, address: origin))
         }
         guard family != .any, let host = url.host, !host.isEmpty else { return .direct }
         let address = try await threadPool.perform { () throws(DownloadError) in
@@ -104,11 +121,20 @@ final class HTTPClients: Sendable {
             break
         case .pinned(let host, let address):
             configuration.dnsOverride = [host: address]
-        case .proxy(let proxy, let address):
-            let authorization = proxy.username.map {
-                HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "")
+        case .proxy(let proxy, let address, let origin):
+            switch proxy.kind {
+            case .http:
+                let authorization = proxy.username.map {
+                    HTTPClient.Authorization.basic(username: $0, password: proxy.password ?? "")
+                }
+                configuration.proxy = .server(
+                    host: address ?? proxy.host, port: proxy.port, authorization: authorization)
+            case .socks5, .socks5h:
+                // The client gives a SOCKS proxy the request's host as a name, or as an
+                // address when the name is mapped to one (socks5://).
+                configuration.proxy = .socksServer(host: address ?? proxy.host, port: proxy.port)
+                if let origin { configuration.dnsOverride = [origin.host: origin.address] }
             }
-            configuration.proxy = .server(host: address ?? proxy.host, port: proxy.port, authorization: authorization)
         }
         return configuration
     }

@@ -7,22 +7,45 @@ public import Foundation
 #endif
 
 extension DownloadManager {
-    /// An HTTP proxy: where it listens, and the credentials it asks for, if any.
+    /// A proxy: its kind (HTTP or SOCKS5), where it listens, and the credentials it asks
+    /// for, if any.
     ///
-    /// Requests to `http` URLs and `https` URLs alike go through it with `CONNECT`; for
-    /// `https` the TLS session runs end to end between Haul and the server, so the proxy
-    /// sees only the host name and port. Credentials go to the proxy only, as
+    /// Through an HTTP proxy, requests to `http` URLs and `https` URLs alike go with
+    /// `CONNECT`; for `https` the TLS session runs end to end between Haul and the server,
+    /// so the proxy sees only the host name and port. Credentials go to the proxy only, as
     /// `Proxy-Authorization: Basic …`, and never to the server.
+    ///
+    /// Through a SOCKS5 proxy (``Kind/socks5`` or ``Kind/socks5h``) every connection is
+    /// opened by the proxy; TLS still runs end to end.
     ///
     /// ```swift
     /// let proxy = try DownloadManager.ProxyServer(url: "http://user:secret@proxy.example:3128")
     /// print(proxy)  // http://user:***@proxy.example:3128
+    /// let tunnel = try DownloadManager.ProxyServer(url: "socks5h://127.0.0.1:1080")  // ssh -D 1080
     /// ```
     ///
     /// The password never appears in ``description`` or ``debugDescription``.
     public struct ProxyServer: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
         CustomReflectable
     {
+        /// The protocols Haul speaks to a proxy.
+        public enum Kind: String, Sendable, Hashable, CaseIterable {
+            /// An HTTP proxy (`http://`): `CONNECT` for every request.
+            case http
+            /// A SOCKS5 proxy that is given addresses (`socks5://`): Haul resolves each
+            /// host name itself, as curl's `--socks5` does.
+            case socks5
+            /// A SOCKS5 proxy that is given host names (`socks5h://`) and resolves them
+            /// itself, as `ssh -D` tunnels and curl's `--socks5-hostname` expect: names
+            /// that only the proxy's side can resolve work, and no lookup leaks here.
+            case socks5h
+
+            /// Whether this is one of the SOCKS kinds.
+            public var isSOCKS: Bool { self != .http }
+        }
+
+        /// How Haul speaks to the proxy.
+        public let kind: Kind
         /// The proxy's host name or IP address (without brackets).
         public let host: String
         /// The proxy's port.
@@ -35,13 +58,15 @@ extension DownloadManager {
         /// The port a proxy URL without one names: 1080, as curl assumes.
         public static let defaultPort = 1080
 
-        /// A proxy at `host` and `port`, with optional credentials.
+        /// A proxy of `kind` at `host` and `port`, with optional credentials.
         ///
-        /// - Throws: ``DownloadError/Code/invalidConfiguration`` for an empty host or a port
-        ///   outside 1-65535.
-        public init(host: String, port: Int = ProxyServer.defaultPort, username: String? = nil, password: String? = nil)
-            throws(DownloadError)
-        {
+        /// - Throws: ``DownloadError/Code/invalidConfiguration`` for an empty host, a port
+        ///   outside 1-65535, or credentials for a SOCKS proxy (the HTTP client Haul is
+        ///   built on has no SOCKS authentication).
+        public init(
+            host: String, port: Int = ProxyServer.defaultPort, username: String? = nil, password: String? = nil,
+            kind: Kind = .http
+        ) throws(DownloadError) {
             var host = host
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             guard !host.isEmpty, !host.contains(where: { $0 == "/" || $0 == "@" || $0.isWhitespace }) else {
@@ -50,21 +75,30 @@ extension DownloadManager {
             guard (1...65535).contains(port) else {
                 throw DownloadError(.invalidConfiguration, "the proxy port \(port) is not between 1 and 65535")
             }
+            let username = username.flatMap { $0.isEmpty ? nil : $0 }
+            if kind.isSOCKS, username != nil {
+                throw DownloadError(
+                    .invalidConfiguration,
+                    "the \(kind.rawValue) proxy \(host):\(port) asks for a user name and password, which Haul cannot send to a SOCKS proxy: use one without authentication (such as an ssh -D tunnel), or an HTTP proxy"
+                )
+            }
+            self.kind = kind
             self.host = host
             self.port = port
-            self.username = username.flatMap { $0.isEmpty ? nil : $0 }
-            self.password = self.username == nil ? nil : password
+            self.username = username
+            self.password = username == nil ? nil : password
         }
 
-        /// The proxy a URL such as `http://proxy.example:3128`, `proxy.example:3128` or
-        /// `http://user:password@proxy.example` names, as curl reads `--proxy` and
-        /// `https_proxy`: without a scheme it is `http://`, without a port 1080.
-        /// Percent-escapes in the user name and password are decoded.
+        /// The proxy a URL such as `http://proxy.example:3128`, `proxy.example:3128`,
+        /// `http://user:password@proxy.example`, `socks5://127.0.0.1:1080` or
+        /// `socks5h://127.0.0.1:1080` names, as curl reads `--proxy` and `https_proxy`:
+        /// without a scheme it is `http://`, without a port 1080. Percent-escapes in the
+        /// user name and password are decoded.
         ///
         /// - Throws: ``DownloadError/Code/invalidConfiguration`` for a URL that does not
-        ///   parse, has no host, carries a path, or names a scheme other than `http` (Haul
-        ///   speaks to proxies in plain HTTP, with `CONNECT`; `https://` and SOCKS proxies
-        ///   are not supported). The message never includes the password.
+        ///   parse, has no host, carries a path, names a scheme other than `http`,
+        ///   `socks5` and `socks5h` (`https://` proxies and SOCKS4 are not supported), or
+        ///   gives a SOCKS proxy credentials. The message never includes the password.
         public init(url text: String) throws(DownloadError) {
             let trimmed = text.trimmingCharacters(in: .whitespaces)
             let withScheme = trimmed.contains("://") ? trimmed : "http://" + trimmed
@@ -73,10 +107,10 @@ extension DownloadManager {
             else {
                 throw DownloadError(.invalidConfiguration, "'\(shown)' is not a proxy URL (http://host:port)")
             }
-            guard scheme == "http" else {
+            guard let kind = Kind(rawValue: scheme) else {
                 throw DownloadError(
                     .invalidConfiguration,
-                    "the proxy '\(shown)' uses \(scheme)://, which Haul does not support: give an http:// proxy (https URLs go through it with CONNECT)"
+                    "the proxy '\(shown)' uses \(scheme)://, which Haul does not support: give an http://, socks5:// or socks5h:// proxy"
                 )
             }
             guard let host = components.host, !host.isEmpty else {
@@ -87,14 +121,14 @@ extension DownloadManager {
             }
             try self.init(
                 host: host, port: components.port ?? Self.defaultPort, username: components.user,
-                password: components.password)
+                password: components.password, kind: kind)
         }
 
         /// The proxy as a URL, with `***` in place of a password: safe to print.
         public var description: String {
             let shownHost = host.contains(":") ? "[\(host)]" : host
-            guard let username else { return "http://\(shownHost):\(port)" }
-            return "http://\(username):***@\(shownHost):\(port)"
+            guard let username else { return "\(kind.rawValue)://\(shownHost):\(port)" }
+            return "\(kind.rawValue)://\(username):***@\(shownHost):\(port)"
         }
 
         /// The same as ``description``: the password is never shown.
@@ -102,7 +136,7 @@ extension DownloadManager {
 
         /// Host, port and user name, without the password (what `dump` shows).
         public var customMirror: Mirror {
-            Mirror(self, children: ["host": host, "port": port, "username": username as Any])
+            Mirror(self, children: ["kind": kind, "host": host, "port": port, "username": username as Any])
         }
 
         /// `text` with the password of any `user:password@` replaced by `***`.
@@ -132,7 +166,7 @@ extension DownloadManager {
     public struct ProxySettings: Sendable, Hashable {
         /// The proxy for `http` URLs; `nil` to go direct.
         public var httpProxy: ProxyServer?
-        /// The proxy for `https` URLs (through `CONNECT`); `nil` to go direct.
+        /// The proxy for `https` URLs (through `CONNECT`, or SOCKS5); `nil` to go direct.
         public var httpsProxy: ProxyServer?
         /// Hosts reached directly, as curl reads `no_proxy`: `*` for every host;
         /// `example.com` (or `.example.com`) for that host and every name under it; an IPv4

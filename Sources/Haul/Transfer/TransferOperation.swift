@@ -554,6 +554,9 @@ package struct TransferOperation: Sendable {
             case .httpProxyHandshakeTimeout:
                 return DownloadError(
                     .timeout, "\(url.absoluteString): the proxy did not open a tunnel to \(host) in time")
+            case .socksHandshakeTimeout:
+                return DownloadError(
+                    .timeout, "\(url.absoluteString): the SOCKS proxy did not open a connection to \(host) in time")
             default:
                 return DownloadError(.network, "\(url.absoluteString): \(client)")
             }
@@ -567,7 +570,41 @@ package struct TransferOperation: Sendable {
                 return translateSocketError(first, host: "\(connection.host):\(connection.port)", url: url)
             }
         }
+        if let socks = translateSOCKSError(error, host: host, url: url) { return socks }
         return translateSocketError(error, host: host, url: url)
+    }
+
+    /// A SOCKS proxy's refusal (RFC 1928 §6), told apart by its reply code: the target
+    /// being unreachable or refusing is a network failure (retried), the proxy's rules or
+    /// an unsupported request are not.
+    ///
+    /// The client's SOCKS errors are NIO's `SOCKSError` types, which Haul does not import:
+    /// they are recognised by name, and the reply code read by reflection.
+    static func translateSOCKSError(_ error: any Error, host: String, url: URL) -> DownloadError? {
+        let type = String(reflecting: Swift.type(of: error))
+        guard type.contains("SOCKSError") else { return nil }
+        let reply = Mirror(reflecting: error).children.first { $0.label == "reply" }.flatMap { reply in
+            Mirror(reflecting: reply.value).children.first { $0.label == "value" }?.value as? UInt8
+        }
+        switch reply {
+        case 3, 4:
+            return DownloadError(
+                .network, "\(url.absoluteString): the SOCKS proxy cannot reach \(host) (\(reply == 3 ? "network" : "host") unreachable)")
+        case 5:
+            return DownloadError(.network, "\(url.absoluteString): \(host) refused the SOCKS proxy's connection")
+        case 6:
+            return DownloadError(.timeout, "\(url.absoluteString): the SOCKS proxy's connection to \(host) timed out")
+        case 2:
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy's rules do not allow a connection to \(host)")
+        case let code?:
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy refused the connection to \(host) (reply \(code))")
+        case nil:
+            let name = type.split(separator: ".").last.map(String.init) ?? type
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy's answer was not understood (\(name))")
+        }
     }
 
     private static func translateSocketError(_ error: any Error, host: String, url: URL) -> DownloadError {
