@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Dispatch
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -47,6 +48,8 @@ final class HTTPClients: Sendable {
     private let threadPool: NIOThreadPool
     private let direct: HTTPClient
     private let others = NIOLockedValueBox<[NetworkRoute: HTTPClient]>([:])
+    /// The absolute-form paths through HTTP proxies for plain `http` URLs, one per route.
+    private let forwards = NIOLockedValueBox<(paths: [NetworkRoute: ForwardProxy], shutDown: Bool)>(([:], false))
 
     init(
         base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
@@ -83,6 +86,70 @@ final class HTTPClients: Sendable {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
         return client
+    }
+
+    /// Sends `request` the way its URL routes and hands the response to `receiver`;
+    /// returns how the request ended: `nil` when the whole response arrived, else the
+    /// transport error as the client reports it (see ``TransferOperation/translate(_:url:)``).
+    ///
+    /// One way for every request (downloads, their segments, manifests): plain `http`
+    /// through an HTTP proxy goes in absolute form on a ``ForwardProxy``, since the client
+    /// would tunnel it with `CONNECT`, which most proxies allow to port 443 only; every
+    /// other request goes through the route's AsyncHTTPClient. Cancelling the Swift task
+    /// cancels the request.
+    func execute(
+        _ request: HTTPClient.Request, receiver: some ResponseReceiver, deadline: NIODeadline? = nil, logger: Logger
+    ) async -> (any Error)? {
+        let url = request.url
+        if url.scheme?.lowercased() == "http", let proxy = proxies.proxy(for: url), proxy.kind == .http {
+            let forward: ForwardProxy
+            do {
+                forward = try await forwardPath(for: url)
+            } catch {
+                return error
+            }
+            return await forward.execute(request, receiver: receiver, deadline: deadline, logger: logger)
+        }
+        let client: HTTPClient
+        do {
+            client = try await self.client(for: url)
+        } catch {
+            return error
+        }
+        let task = client.execute(request: request, delegate: receiver, deadline: deadline, logger: logger)
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// The absolute-form path for a plain `http` request to `url` through its HTTP proxy.
+    private func forwardPath(for url: URL) async throws(DownloadError) -> ForwardProxy {
+        let route = try await route(for: url)
+        guard case .proxy(let proxy, let address, _) = route else {
+            preconditionFailure("a forward path for a request that goes direct")
+        }
+        let base = self.base
+        let group = eventLoopGroup
+        let forward = forwards.withLockedValue { forwards -> ForwardProxy? in
+            guard !forwards.shutDown else { return nil }
+            if let existing = forwards.paths[route] { return existing }
+            let made = ForwardProxy(
+                proxy: proxy, address: address, group: group, connectTimeout: base.timeout.connect ?? .seconds(10),
+                readTimeout: base.timeout.read)
+            forwards.paths[route] = made
+            return made
+        }
+        guard let forward else {
+            throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
+        }
+        return forward
     }
 
     /// The route of a request to `url`: through its proxy if the settings give one, else
@@ -141,6 +208,7 @@ final class HTTPClients: Sendable {
 
     /// Shuts every client down, waiting for each.
     func shutdown() async {
+        closeForwardPaths()
         let clients = takeAll()
         for client in clients { try? await client.shutdown() }
     }
@@ -148,6 +216,7 @@ final class HTTPClients: Sendable {
     /// Shuts every client down without waiting (for a manager's `deinit`); `then` runs once
     /// they are all shut down.
     func shutdownWithoutWaiting(then: @escaping @Sendable () -> Void) {
+        closeForwardPaths()
         let pending = DispatchGroup()
         for client in takeAll() {
             pending.enter()
@@ -158,6 +227,15 @@ final class HTTPClients: Sendable {
             }
         }
         pending.notify(queue: .global(), execute: then)
+    }
+
+    /// Closes the forward paths' kept connections; no new path is made after this.
+    private func closeForwardPaths() {
+        let paths = forwards.withLockedValue { forwards -> [ForwardProxy] in
+            forwards.shutDown = true
+            return Array(forwards.paths.values)
+        }
+        for path in paths { path.shutdown() }
     }
 
     /// Every client, once: later calls get none, and no new client is made after it.

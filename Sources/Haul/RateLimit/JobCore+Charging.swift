@@ -9,7 +9,7 @@ extension JobCore {
     /// otherwise run 4.5% over the limit.) Returns `handled`, held back until the head's
     /// bytes may go when a limit applies.
     func charge(
-        _ head: HTTPResponseHead, for task: HTTPClient.Task<Void>, after handled: EventLoopFuture<Void>
+        _ head: HTTPResponseHead, for task: any ResponseTask, after handled: EventLoopFuture<Void>
     ) -> EventLoopFuture<Void> {
         guard let limited = throttle(Self.encodedSize(of: head), on: task.eventLoop) else { return handled }
         return handled.and(limited).map { _ in }

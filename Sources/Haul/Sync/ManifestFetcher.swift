@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -20,6 +21,7 @@ struct ManifestFetcher: Sendable {
 
     let clients: HTTPClients
     let configuration: DownloadManager.Configuration
+    let logger: Logger
     /// Credential headers for the manifest URL's origin only (see ``RedirectPolicy``).
     var credentials: [(name: String, value: String)] = []
 
@@ -45,26 +47,35 @@ struct ManifestFetcher: Sendable {
             url: original, policy: policy, maxRedirects: configuration.maxRedirects, subject: .manifest)
         while true {
             let url = redirects.url
-            var request = HTTPClientRequest(url: url.absoluteString)
-            request.headers.add(name: "User-Agent", value: configuration.userAgent)
-            for header in redirects.headers { request.headers.add(name: header.name, value: header.value) }
-            request.headers.add(name: "Accept", value: "application/xml, application/json, text/xml;q=0.9, */*;q=0.5")
-            if let etag { request.headers.add(name: "If-None-Match", value: etag) }
-            if let lastModified { request.headers.add(name: "If-Modified-Since", value: lastModified) }
-            let response: HTTPClientResponse
+            var headers = HTTPHeaders()
+            headers.add(name: "User-Agent", value: configuration.userAgent)
+            for header in redirects.headers { headers.add(name: header.name, value: header.value) }
+            headers.add(name: "Accept", value: "application/xml, application/json, text/xml;q=0.9, */*;q=0.5")
+            if let etag { headers.add(name: "If-None-Match", value: etag) }
+            if let lastModified { headers.add(name: "If-Modified-Since", value: lastModified) }
+            let request: HTTPClient.Request
+            do {
+                request = try HTTPClient.Request(url: url, method: .GET, headers: headers)
+            } catch {
+                throw DownloadError.invalid("\(url.absoluteString): \(error)")
+            }
+            // The body of a redirect or an error is kept only to be read to its end (so the
+            // connection can be reused), up to 1 MiB.
+            let receiver = CollectingReceiver { head in
+                let status = head.status.code
+                return status == 304 || (300..<400).contains(status) || status >= 400 ? 1 << 20 : Self.maxSize
+            }
+            // The client's read timeout bounds each silence; the deadline only caps the whole fetch.
+            let failure = await clients.execute(
+                request, receiver: receiver, deadline: .now() + .hours(1), logger: logger)
+            let response: HTTPResponseHead
             let body: ByteBuffer
             do {
-                // The client's read timeout bounds each silence; this only caps the whole fetch.
-                response = try await clients.client(for: url).execute(request, timeout: .hours(1))
-                let status = response.status.code
-                if status == 304 || (300..<400).contains(status) || status >= 400 {
-                    // Drain the short body so the connection can be reused.
-                    body = try await response.body.collect(upTo: 1 << 20)
-                } else {
-                    body = try await response.body.collect(upTo: Self.maxSize)
-                }
-            } catch let error as NIOTooManyBytesError {
-                _ = error
+                let collected = try receiver.collected()
+                if let failure { throw failure }
+                guard let head = collected.head else { throw HTTPClientError.remoteConnectionClosed }
+                (response, body) = (head, collected.body)
+            } catch is NIOTooManyBytesError {
                 throw DownloadError(
                     .tooLarge, "the manifest at \(url.absoluteString) is larger than \(Self.maxSize / 1_048_576) MiB")
             } catch {

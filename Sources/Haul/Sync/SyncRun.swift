@@ -170,7 +170,8 @@ struct SyncRun {
         if let error = manager.tlsSetupError { throw error }
         let remembered = try journal?.syncState(directory: root, manifestURL: manifestURL.absoluteString)
         let fetcher = ManifestFetcher(
-            clients: manager.clients, configuration: manager.configuration, credentials: credentials)
+            clients: manager.clients, configuration: manager.configuration, logger: manager.logger,
+            credentials: credentials)
         let outcome = try await fetcher.fetch(
             manifestURL, etag: remembered?.etag, lastModified: remembered?.etag == nil ? remembered?.lastModified : nil)
         switch outcome {

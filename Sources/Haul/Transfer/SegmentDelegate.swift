@@ -10,8 +10,7 @@ import NIOPosix
 ///
 /// The segment's end can shrink while the response runs (another connection took half of
 /// it): the delegate writes up to the end and then cancels the request.
-final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
-    typealias Response = Void
+final class SegmentDelegate: ResponseReceiver {
 
     private struct State {
         var machine: TransferMachine.SegmentResponse
@@ -72,11 +71,11 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         state.withLockedValue { $0.machine.failed(failure) }
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func receivedHead(task: any ResponseTask, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         core.charge(head, for: task, after: receive(head, task: task))
     }
 
-    private func receive(_ head: HTTPResponseHead, task: HTTPClient.Task<Void>) -> EventLoopFuture<Void> {
+    private func receive(_ head: HTTPResponseHead, task: any ResponseTask) -> EventLoopFuture<Void> {
         let action = state.withLockedValue { state in
             state.eventLoop = task.eventLoop
             return state.machine.receivedHead(status: Int(head.status.code), headers: head.headers)
@@ -85,7 +84,7 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let (writing, requestEnd) = state.withLockedValue { ($0.machine.isWriting, $0.machine.requestEnd) }
         guard writing else { return task.eventLoop.makeSucceededVoidFuture() }
         let (offset, allowed) = table.reserve(claim.index, buffer.readableBytes)
@@ -112,12 +111,10 @@ final class SegmentDelegate: HTTPClientResponseDelegate, Sendable {
         return written.and(limited).map { _ in }
     }
 
-    private func stop(_ task: HTTPClient.Task<Void>) {
+    private func stop(_ task: any ResponseTask) {
         state.withLockedValue { $0.machine.stopped() }
         task.cancel()
     }
 
-    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}
 
-    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
 }

@@ -249,23 +249,7 @@ struct SegmentedTransfer: Sendable {
                 try saveProgress(at: now, always: count < BatchWriter.batchSize)
             }
         }
-        let client: HTTPClient
-        do {
-            client = try await clients.client(for: url)
-        } catch {
-            return .failed(error)
-        }
-        let task = client.execute(request: request, delegate: delegate, logger: logger)
-        var transportError: (any Error)?
-        do {
-            try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-        } catch {
-            transportError = error
-        }
+        let transportError = await clients.execute(request, receiver: delegate, logger: logger)
         return await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
     }
 }

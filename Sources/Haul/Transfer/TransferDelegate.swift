@@ -13,8 +13,7 @@ import NIOPosix
 /// ``drained()``. File writes run on the I/O thread pool; the future handed back to
 /// AsyncHTTPClient completes when the write is done, which is the back-pressure that keeps
 /// memory flat.
-final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
-    typealias Response = Void
+final class TransferDelegate: ResponseReceiver {
 
     /// Where body bytes go.
     enum Sink: Sendable {
@@ -110,11 +109,11 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+    func receivedHead(task: any ResponseTask, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         context.core.charge(head, for: task, after: receive(head, task: task))
     }
 
-    private func receive(_ head: HTTPResponseHead, task: HTTPClient.Task<Void>) -> EventLoopFuture<Void> {
+    private func receive(_ head: HTTPResponseHead, task: any ResponseTask) -> EventLoopFuture<Void> {
         let action = state.withLockedValue { state in
             state.answered = true
             return state.machine.receivedHead(status: Int(head.status.code), headers: head.headers)
@@ -165,7 +164,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+    func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let count = buffer.readableBytes
         let (action, writer, digest) = state.withLockedValue {
             state -> (TransferMachine.BodyAction, BatchWriter?, ContentDigest?) in
@@ -199,9 +198,7 @@ final class TransferDelegate: HTTPClientResponseDelegate, Sendable {
         }
     }
 
-    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}
 
-    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
 
     /// Remembers `future` as the file's preparation (unless it is a write), and turns its
     /// failure into the transfer's failure so the request stops.

@@ -470,23 +470,8 @@ package struct TransferOperation: Sendable {
         } catch {
             return error
         }
-        let client: HTTPClient
-        do {
-            client = try await clients.client(for: url)
-        } catch {
-            return error
-        }
-        let task = client.execute(request: httpRequest, delegate: delegate, logger: logger)
-        do {
-            try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-            return nil
-        } catch {
-            return await clients.diagnosed(error, url: url)
-        }
+        guard let error = await clients.execute(httpRequest, receiver: delegate, logger: logger) else { return nil }
+        return await clients.diagnosed(error, url: url)
     }
 
     // MARK: - Checks and helpers
