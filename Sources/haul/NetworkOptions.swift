@@ -12,6 +12,13 @@ struct NetworkOptions: ParsableArguments {
     var proxy: String?
 
     @Option(
+        name: .customLong("proxy-user"),
+        help: ArgumentHelp(
+            "The user name and password for the HTTP proxy (Basic), in place of any in its URL. They go to the proxy only, never to a server, and are never printed; like a password in --proxy, they show in the process list: prefer the proxy URL in $https_proxy.",
+            valueName: "user:password"))
+    var proxyUser: String?
+
+    @Option(
         name: .customLong("no-proxy"),
         help: ArgumentHelp(
             "Hosts to reach without the proxy, separated by commas: names (and the names under them), IP addresses or CIDR ranges, each with an optional :PORT, or * for all. (default: $no_proxy or $NO_PROXY)",
@@ -71,6 +78,7 @@ struct NetworkOptions: ParsableArguments {
     var given: [String] {
         var names: [String] = []
         if proxy != nil { names.append("--proxy") }
+        if proxyUser != nil { names.append("--proxy-user") }
         if noProxy != nil { names.append("--no-proxy") }
         if !caCertificates.isEmpty { names.append("--ca-certificate") }
         if noSystemCA { names.append("--no-system-ca") }
@@ -159,7 +167,35 @@ struct NetworkOptions: ParsableArguments {
             throw ValidationError(proxy == nil ? "\(error.message)." : "--proxy: \(error.message).")
         }
         if let noProxy { settings.noProxy = DownloadManager.ProxySettings.parseList(noProxy) }
+        if let proxyUser { settings = try Self.giving(settings, credentials: proxyUser) }
         return settings
+    }
+
+    /// `settings` with `--proxy-user`'s `user:password` for each of its proxies.
+    static func giving(_ settings: DownloadManager.ProxySettings, credentials: String) throws
+        -> DownloadManager.ProxySettings
+    {
+        let (user, password) =
+            credentials.firstIndex(of: ":").map {
+                (String(credentials[..<$0]), String(credentials[credentials.index(after: $0)...]))
+            } ?? (credentials, "")
+        guard !user.isEmpty else { throw ValidationError("--proxy-user needs USER:PASSWORD.") }
+        guard settings.httpProxy != nil || settings.httpsProxy != nil else {
+            throw ValidationError("--proxy-user gives credentials for a proxy, but no proxy is set.")
+        }
+        func with(_ server: DownloadManager.ProxyServer?) throws -> DownloadManager.ProxyServer? {
+            guard let server else { return nil }
+            do {
+                return try DownloadManager.ProxyServer(
+                    host: server.host, port: server.port, username: user, password: password, kind: server.kind)
+            } catch {
+                throw ValidationError("--proxy-user: \(error.message).")
+            }
+        }
+        var given = settings
+        given.httpProxy = try with(settings.httpProxy)
+        given.httpsProxy = try with(settings.httpsProxy)
+        return given
     }
 
     /// The netrc file `--netrc-file` or `--netrc` names, parsed; `nil` without either, or

@@ -39,6 +39,8 @@ struct SquidProxyTests {
                     squid.requests().map { "\($0.method) \($0.target)" } == ["GET \(base)one.bin", "GET \(base)two.bin"],
                     "\(squid.log())")
                 #expect(squid.requests().allSatisfy { $0.result.hasSuffix("/200") })
+                // on one connection to squid, kept alive between them
+                #expect(Set(squid.requests().map(\.clientPort)).count == 1, "\(squid.log())")
                 let request = try #require(f.server.requests(path: "/files/one.bin").first)
                 #expect(request.header("Via")?.contains("squid") == true, "\(request)")
             }
@@ -206,6 +208,45 @@ struct SquidProxyTests {
                     sha256(FileManager.default.contents(atPath: out.appendingPathComponent("c.bin").path))
                         == sha256(bytes))
                 #expect(squid.requests().map(\.method) == ["GET"], "\(squid.log())")
+            }
+        }
+    }
+
+    @Test(.enabled(if: Squid.authenticator != nil, "squid's basic_ncsa_auth helper is missing"))
+    func commandLineGivesTheProxyUserToSquidOnly() async throws {
+        try await Squid.with(credentials: Self.credentials) { squid in
+            try await Fixture.with { f in
+                let bytes = f.serve("u.bin", count: 10_000)
+                let out = f.directory.appendingPathComponent("out")
+                let journal = f.directory.appendingPathComponent("journal.sqlite").path
+                var environment = Haul.environment
+                environment["http_proxy"] = squid.url()
+                let url = f.server.url("/files/u.bin").absoluteString
+
+                // When haul get runs with the proxy's credentials in --proxy-user
+                let run = try await Haul.run(
+                    ["get", url, "-d", out.path, "--journal", journal, "--json", "--proxy-user", "alice:proxy-s3cret"],
+                    environment: environment)
+
+                // Then squid authenticated alice, the origin saw no credentials, and the
+                // password is nowhere in the output
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(
+                    sha256(FileManager.default.contents(atPath: out.appendingPathComponent("u.bin").path))
+                        == sha256(bytes))
+                #expect(squid.requests().map(\.user) == ["alice"], "\(squid.log())")
+                #expect(f.server.requests(path: "/files/u.bin").first?.header("Proxy-Authorization") == nil)
+                #expect(!(run.stdout + run.stderr).contains("proxy-s3cret"))
+
+                // And a wrong password fails naming the proxy, without the password
+                let wrong = try await Haul.run(
+                    [
+                        "get", url, "-o", "wrong.bin", "-d", out.path, "--journal", journal,
+                        "--proxy-user", "alice:wrong-s3cret",
+                    ], environment: environment)
+                #expect(wrong.status != 0)
+                #expect((wrong.stdout + wrong.stderr).contains("the proxy asked for credentials"), "\(wrong.stderr)")
+                #expect(!(wrong.stdout + wrong.stderr).contains("wrong-s3cret"))
             }
         }
     }

@@ -26,6 +26,8 @@ final class Squid: Sendable {
 
     /// One line of the access log.
     struct Request: Equatable, CustomStringConvertible {
+        /// The client's port: requests on one kept-alive connection share it.
+        var clientPort: Int
         /// squid's result, e.g. `TCP_MISS/200`, `TCP_DENIED/403`, `TCP_TUNNEL/200`.
         var result: String
         var method: String
@@ -85,18 +87,19 @@ final class Squid: Sendable {
         return "access.log:\n\(access)\ncache.log (end):\n\(cache.suffix(2000))"
     }
 
-    /// The requests answered so far, from the access log (squid's native format: time,
-    /// duration, client, result/status, bytes, method, URL, user, …). A `CONNECT` tunnel
-    /// is logged when it closes.
+    /// The requests answered so far, from the access log (the format `haul` below: client
+    /// port, result/status, method, URL, user). A `CONNECT` tunnel is logged when it closes.
     func requests() -> [Request] {
         let text = (try? String(contentsOf: directory.appendingPathComponent("access.log"), encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             // (A connection closed before any request, such as the start-up probe's, is
             // logged as an error with no method.)
-            guard fields.count >= 8, fields[5] != "-", !fields[6].hasPrefix("error:") else { return nil }
+            guard fields.count >= 5, let port = Int(fields[0]), fields[2] != "-", !fields[3].hasPrefix("error:")
+            else { return nil }
             return Request(
-                result: String(fields[3]), method: String(fields[5]), target: String(fields[6]), user: String(fields[7]))
+                clientPort: port, result: String(fields[1]), method: String(fields[2]), target: String(fields[3]),
+                user: String(fields[4]))
         }
     }
 
@@ -198,7 +201,8 @@ final class Squid: Sendable {
             visible_hostname haul-test
             pid_filename none
             cache_log \(directory.path)/cache.log
-            access_log stdio:\(directory.path)/access.log
+            logformat haul %>p %Ss/%03>Hs %rm %ru %un
+            access_log stdio:\(directory.path)/access.log haul
             logfile_rotate 0
             cache deny all
             shutdown_lifetime 0 seconds
