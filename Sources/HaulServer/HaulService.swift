@@ -25,7 +25,12 @@ package enum HaulService {
         package var port = 6800
         package var journalPath: String
         package var slots = 10
-        package var perHost = 6
+        /// The per-host cap; `nil` for the default (6), which does not cap a download's
+        /// connections (see ``connections``).
+        package var perHost: Int?
+        /// How many connections each large download uses (`haul serve -x`); `nil` for the
+        /// default (4).
+        package var connections: Int?
         /// Where downloads go when a request names no directory.
         package var directory: String
         /// Directories downloads may go into; the default directory alone when empty.
@@ -144,7 +149,8 @@ package enum HaulService {
         configuration.userAgent = options.network.userAgent
         configuration.addressFamily = options.network.addressFamily
         configuration.maxConcurrentDownloads = options.slots
-        configuration.maxConnectionsPerHost = options.perHost
+        if let perHost = options.perHost { configuration.maxConnectionsPerHost = perHost }
+        if let connections = options.connections { configuration.segmentedConnections = connections }
         configuration.maxBytesPerSecond = options.maxBytesPerSecond
         configuration.maxBytesPerSecondPerHost = options.maxBytesPerSecondPerHost
         configuration.maxBytesPerSecondPerDownload = options.maxBytesPerSecondPerDownload

@@ -38,13 +38,15 @@ struct DownloadOptions: ParsableArguments {
 
     @Option(
         name: .customLong("per-host"),
-        help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
+        help: ArgumentHelp(
+            "How many downloads may use the same host at once; when given, also the most connections one download opens to it (-x). (default: 6, which does not cap -x)",
+            valueName: "n"))
     var perHost: Int?
 
     @Option(
         name: [.customShort("x"), .customLong("connections")],
         help: ArgumentHelp(
-            "Split files of 16 MiB or more across up to N connections, when the server supports ranges. (default: 4; 1 turns it off; at most --per-host)",
+            "Split files of 16 MiB or more across up to N connections, when the server supports ranges. (default: 4; 1 turns it off; a --per-host lower than N clamps it)",
             valueName: "n"))
     var connections: Int?
 
@@ -119,6 +121,9 @@ struct DownloadOptions: ParsableArguments {
         if let connections {
             guard (1...64).contains(connections) else { throw ValidationError("-x must be between 1 and 64.") }
             configuration.segmentedConnections = connections
+            if let perHost, perHost < connections {
+                warn("haul: warning: -x \(connections) is more than --per-host \(perHost): each download opens at most \(perHost) connections to its host.\n")
+            }
         }
         configuration.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         configuration.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond

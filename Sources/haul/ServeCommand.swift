@@ -37,8 +37,17 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: .customLong("per-host"),
-        help: ArgumentHelp("How many downloads may use the same host at once. (default: 6)", valueName: "n"))
-    var perHost = 6
+        help: ArgumentHelp(
+            "How many downloads may use the same host at once; when given, also the most connections one download opens to it (-x). (default: 6, which does not cap -x)",
+            valueName: "n"))
+    var perHost: Int?
+
+    @Option(
+        name: [.customShort("x"), .customLong("connections")],
+        help: ArgumentHelp(
+            "Split files of 16 MiB or more across up to N connections, when the server supports ranges; aria2's split changes it while the service runs. (default: 4; 1 turns it off; a --per-host lower than N clamps it)",
+            valueName: "n"))
+    var connections: Int?
 
     /// The service's speed limits (PATCH /api/v1/settings changes them while it runs).
     @OptionGroup var rates: RateOptions
@@ -83,8 +92,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--listen takes host:port, such as 127.0.0.1:6800 or [::1]:6800.")
         }
         guard (1...SettingsAPI.maximumSlots).contains(jobs) else { throw ValidationError("-j must be between 1 and \(SettingsAPI.maximumSlots).") }
-        guard (1...SettingsAPI.maximumPerHost).contains(perHost) else {
+        if let perHost, !(1...SettingsAPI.maximumPerHost).contains(perHost) {
             throw ValidationError("--per-host must be between 1 and \(SettingsAPI.maximumPerHost).")
+        }
+        if let connections, !(1...SettingsAPI.maximumPerHost).contains(connections) {
+            throw ValidationError("-x must be between 1 and \(SettingsAPI.maximumPerHost).")
         }
         for origin in rpcOrigins where AccessRules.normalizedOrigin(origin) == nil {
             throw ValidationError("--rpc-allow-origin takes an origin such as https://ariang.example, without a path: '\(origin)'.")
@@ -95,6 +107,11 @@ struct Serve: AsyncParsableCommand {
         options.port = port
         options.slots = jobs
         options.perHost = perHost
+        options.connections = connections
+        if let perHost, let connections, perHost < connections {
+            Console.err(
+                "haul: warning: -x \(connections) is more than --per-host \(perHost): each download opens at most \(perHost) connections to its host.\n")
+        }
         options.roots = roots.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         options.hostNames = hostNames
         options.rpcOrigins = rpcOrigins

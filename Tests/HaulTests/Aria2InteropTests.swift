@@ -316,8 +316,12 @@ struct Aria2InteropTests {
             // Options
             _ = try await sameShape("aria2.changeGlobalOption", #"{"max-concurrent-downloads":"3"}"#)
             _ = try await sameShape("aria2.changeGlobalOption", #"{"max-concurrent-downloads":"lots"}"#)
+            // split: 8 connections for each large download from now on, above the default
+            // per-host cap (as haul get -x 8)
+            _ = try await sameShape("aria2.changeGlobalOption", #"{"split":"8"}"#)
             let globalH = Self.result(try await Self.call(h, service.token, "aria2.getGlobalOption")) as? [String: Any]
             #expect(globalH?["max-concurrent-downloads"] as? String == "3")
+            #expect(globalH?["split"] as? String == "8")
             let optionA = try await Self.call(a, secret, "aria2.getOption", #""\#(gid.aria2)""#)
             let optionH = try await Self.call(h, service.token, "aria2.getOption", #""\#(gid.haul)""#)
             #expect(Set((Self.result(optionH) as? [String: Any] ?? [:]).keys).isSubset(of: Set((Self.result(optionA) as? [String: Any] ?? [:]).keys).union(["split", "user-agent"])))

@@ -45,6 +45,29 @@ struct CLITests {
         }
     }
 
+    @Test func aPerHostCapLowerThanXClampsItWithOneWarning() async throws {
+        try await CLIFixture.with { f, journal in
+            // Given a file large enough to split
+            let bytes = f.serve("x.bin", count: 20 << 20)
+            let url = f.server.url("/files/x.bin?rate=\(8 << 20)").absoluteString
+
+            // When -x 8 is asked for with --per-host 4
+            let run = try await Haul.run(
+                ["get", url, "-o", "x.bin", "-d", f.directory.path, "-q", "-x", "8", "--per-host", "4", "--journal", journal])
+
+            // Then one line says so, and the file came over 4 connections
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(
+                run.stderr.components(separatedBy: "\n").filter { $0.contains("is more than --per-host 4") }.count == 1,
+                "\(run.stderr)")
+            #expect(sha256(FileManager.default.contents(atPath: f.file("x.bin").path)) == sha256(bytes))
+            let ranged = f.server.requests(path: "/files/x.bin").compactMap { $0.header("Range") }
+            #expect(ranged.prefix(4).allSatisfy { $0.hasPrefix("bytes=") } && ranged.count >= 4)
+            #expect(Set(ranged.prefix(4)).count == 4)
+            #expect(ranged.prefix(4).contains("bytes=0-\((5 << 20) - 1)"), "\(ranged)")
+        }
+    }
+
     @Test func jsonModePrintsOneEventObjectPerLine() async throws {
         try await CLIFixture.with { f, journal in
             f.serve("j.bin", count: 100_000)

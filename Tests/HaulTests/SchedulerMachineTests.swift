@@ -10,10 +10,12 @@ struct SchedulerMachineTests {
 
     static func machine(
         slots: Int = 10, perHost: Int = 6, connections: Int = 4, window: Int = 100,
-        overflow: SchedulerMachine.Overflow = .queue
+        overflow: SchedulerMachine.Overflow = .queue, perHostIsSet: Bool = true
     ) -> SchedulerMachine {
         SchedulerMachine(
-            limits: .init(slots: slots, perHost: perHost, connectionsPerDownload: connections, admissionWindow: window),
+            limits: .init(
+                slots: slots, perHost: perHost, connectionsPerDownload: connections, admissionWindow: window,
+                perHostCapsConnections: perHostIsSet),
             overflow: overflow)
     }
 
@@ -42,9 +44,24 @@ struct SchedulerMachineTests {
             name: "a free slot starts a submitted download at once, with the connection budget",
             machine: machine(), events: [submit("1")], last: [.start(id("1"), connections: 4)]),
         Row(
-            name: "the connection budget never exceeds the per-host cap",
+            name: "a per-host cap that was set clamps the connection budget",
             machine: machine(perHost: 2, connections: 8), events: [submit("1")],
             last: [.start(id("1"), connections: 2)]),
+        Row(
+            name: "the default per-host cap does not: asking for 8 connections gives 8",
+            machine: machine(perHost: 6, connections: 8, perHostIsSet: false), events: [submit("1")],
+            last: [.start(id("1"), connections: 8)]),
+        Row(
+            name: "a per-host cap set while running clamps the connections of what starts next",
+            machine: machine(slots: 1, perHost: 6, connections: 8, perHostIsSet: false),
+            events: [submit("1"), submit("2"), .limitsChanged(slots: nil, perHost: 3), .transferEnded(id("1"))],
+            last: [.start(id("2"), connections: 3)]),
+        Row(
+            name: "new connections apply to downloads that start next",
+            machine: machine(slots: 1, perHost: 6, connections: 4, perHostIsSet: false),
+            events: [submit("1"), submit("2"), .limitsChanged(slots: nil, perHost: nil, connections: 10),
+                     .transferEnded(id("1"))],
+            last: [.start(id("2"), connections: 10)]),
         Row(
             name: "with every slot taken a new download waits",
             machine: machine(slots: 1), events: [submit("1"), submit("2")], last: []),

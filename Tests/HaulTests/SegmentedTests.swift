@@ -53,6 +53,37 @@ struct SegmentedTests {
         }
     }
 
+    /// The first ranges of a 24 MiB file split `n` ways, as the first claims make them
+    /// (before any connection has started).
+    static func firstRanges(_ n: Int) -> Set<String> {
+        let part = size / n
+        return Set((0..<n).map { "bytes=\($0 * part)-\(($0 + 1) * part - 1)" })
+    }
+
+    @Test func eightConnectionsAreEightAboveTheDefaultPerHostCap() async throws {
+        // (the per-host cap left at its default, 6)
+        try await Fixture.with({ $0.segmentedConnections = 8 }) { f in
+            let bytes = f.serve("wide", count: Self.size)
+            _ = try await f.manager.download(f.request("/files/wide?rate=\(4 << 20)")).result
+            #expect(sha256(f.contents("wide")) == sha256(bytes))
+            let ranged = Array(f.server.requests(path: "/files/wide").dropFirst())
+            #expect(Set(Self.ranges(Array(ranged.prefix(8)))) == Self.firstRanges(8), "\(Self.ranges(ranged))")
+        }
+    }
+
+    @Test func aPerHostCapThatWasSetClampsTheConnections() async throws {
+        try await Fixture.with({
+            $0.segmentedConnections = 8
+            $0.maxConnectionsPerHost = 4
+        }) { f in
+            let bytes = f.serve("narrow", count: Self.size)
+            _ = try await f.manager.download(f.request("/files/narrow?rate=\(4 << 20)")).result
+            #expect(sha256(f.contents("narrow")) == sha256(bytes))
+            let ranged = Array(f.server.requests(path: "/files/narrow").dropFirst())
+            #expect(Set(Self.ranges(Array(ranged.prefix(4)))) == Self.firstRanges(4), "\(Self.ranges(ranged))")
+        }
+    }
+
     @Test(arguments: ["ignore_range=1", "no_validators=1"])
     func withoutRangesOrAValidatorOneConnectionIsUsed(knob: String) async throws {
         try await Fixture.with(Self.segmented(4)) { f in

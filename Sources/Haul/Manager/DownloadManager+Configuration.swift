@@ -22,7 +22,16 @@ extension DownloadManager {
         /// How many downloads may hold a slot at once. Default 10.
         public var maxConcurrentDownloads: Int = 10
         /// How many of those may talk to the same host (`host:port`). Default 6.
-        public var maxConnectionsPerHost: Int = 6
+        ///
+        /// Once set, it also caps the connections of each download
+        /// (``segmentedConnections``) and of the HTTP client's pool for one host; left at
+        /// its default it does not, so that asking for 8 connections gives 8.
+        public var maxConnectionsPerHost: Int {
+            get { perHostCap ?? 6 }
+            set { perHostCap = newValue }
+        }
+        /// The per-host cap when one was set (see ``maxConnectionsPerHost``).
+        package private(set) var perHostCap: Int?
         /// What happens when every slot is busy. Default ``OverflowPolicy/queue``.
         public var overflowPolicy: OverflowPolicy = .queue
         /// What happens to a duplicate request. Default ``DuplicatePolicy/join``.
@@ -35,7 +44,8 @@ extension DownloadManager {
         public var idleTimeout: Duration = .seconds(60)
         /// How many connections a large download may use at once (segmented download,
         /// `haul get -x`). Default 4; 1 turns segmentation off. Capped by
-        /// ``maxConnectionsPerHost``: the HTTP pool never opens more connections to one host.
+        /// ``maxConnectionsPerHost`` only when that was set: the default per-host cap (6)
+        /// lets a download have 8.
         public var segmentedConnections: Int = 4
         /// The smallest file split across ``segmentedConnections``. Default 16 MiB. Only a
         /// `200` with `Accept-Ranges: bytes`, a known length and a validator (strong ETag or

@@ -57,12 +57,14 @@ extension DownloadManager {
     }
 
     /// The slot limits in force: the configuration's, until ``setLimits(slots:perHost:)``.
-    package var limits: (slots: Int, perHost: Int) { (scheduler.limits.slots, scheduler.limits.perHost) }
+    package var limits: (slots: Int, perHost: Int, connections: Int) {
+        (scheduler.limits.slots, scheduler.limits.perHost, scheduler.limits.connectionsGranted)
+    }
 
     /// Changes how many downloads run at once, in all and per host, without a restart:
     /// more slots start queued downloads at once; fewer let running ones finish.
-    package func setLimits(slots: Int?, perHost: Int?) {
-        schedule(.limitsChanged(slots: slots, perHost: perHost))
+    package func setLimits(slots: Int?, perHost: Int?, connections: Int? = nil) {
+        schedule(.limitsChanged(slots: slots, perHost: perHost, connections: connections))
     }
 
     /// Applies `action` to those of `ids` this manager holds in memory; returns those it

@@ -141,7 +141,8 @@ public actor DownloadManager {
             limits: .init(
                 slots: configuration.maxConcurrentDownloads, perHost: configuration.maxConnectionsPerHost,
                 connectionsPerDownload: configuration.segmentedConnections,
-                admissionWindow: configuration.admissionWindow),
+                admissionWindow: configuration.admissionWindow,
+                perHostCapsConnections: configuration.perHostCap != nil),
             overflow: configuration.overflowPolicy == .replaceOldest ? .replaceOldest : .queue)
         self.journal = journal
         self.store = store
@@ -157,8 +158,7 @@ public actor DownloadManager {
             read: .nanoseconds(Self.nanoseconds(configuration.idleTimeout)))
         client.connectionPool = HTTPClient.Configuration.ConnectionPool(
             idleTimeout: .seconds(60),
-            concurrentHTTP1ConnectionsPerHostSoftLimit: max(
-                1, configuration.connectionPoolLimit ?? configuration.maxConnectionsPerHost))
+            concurrentHTTP1ConnectionsPerHostSoftLimit: max(1, Self.poolLimit(configuration)))
         // Haul retries with its own policy; a refused connection should fail the attempt at
         // once rather than be retried inside the pool until the connect timeout.
         client.connectionPool.retryConnectionEstablishment = false
@@ -675,6 +675,14 @@ public actor DownloadManager {
         // The clients' connections live on the event loops: those go once the clients are closed.
         let resources = self.resources
         clients.shutdownWithoutWaiting { resources.shutdownWithoutWaiting() }
+    }
+
+    /// Connections the HTTP client may keep open to one host: the per-host cap when one was
+    /// set; else enough for the default cap's downloads and for one download's connections.
+    static func poolLimit(_ configuration: Configuration) -> Int {
+        if let limit = configuration.connectionPoolLimit { return limit }
+        if let cap = configuration.perHostCap { return cap }
+        return max(configuration.maxConnectionsPerHost, configuration.segmentedConnections)
     }
 
     static func nanoseconds(_ duration: Duration) -> Int64 {

@@ -238,7 +238,9 @@ private final class ForwardHandler: ChannelInboundHandler, RemovableChannelHandl
         _ head: HTTPRequestHead, receiver: any ResponseReceiver, task: ForwardTask, readTimeout: TimeAmount?,
         deadline: NIODeadline?, promise: EventLoopPromise<Bool>
     ) {
-        guard let context, exchange == nil else {
+        // (A kept connection the proxy closed just before it was taken ends at once: the
+        // caller's retry policy then opens a new one.)
+        guard let context, exchange == nil, context.channel.isActive else {
             promise.fail(HTTPClientError.remoteConnectionClosed)
             return
         }

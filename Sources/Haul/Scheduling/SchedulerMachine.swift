@@ -25,7 +25,8 @@
 ///   download that no stopping transfer is already making room for evicts the running
 ///   download that started longest ago.
 /// - **Connections.** A started download may open up to ``Limits/connectionsPerDownload``
-///   connections (a segmented transfer), never more than the per-host cap.
+///   connections (a segmented transfer); more than the per-host cap only while that cap
+///   is the default one (``Limits/perHostCapsConnections``): a cap somebody set clamps it.
 /// - **Admission.** Work the store holds for this manager is brought into memory a window
 ///   at a time (``Limits/admissionWindow``), so memory stays flat however long the list.
 ///
@@ -38,16 +39,30 @@ package struct SchedulerMachine: Sendable {
         package var slots: Int
         /// Downloads that run at once against one host.
         package var perHost: Int
-        /// Connections one (segmented) download may open, before the per-host cap.
+        /// Connections one (segmented) download may open.
         package var connectionsPerDownload: Int
+        /// Whether ``perHost`` also caps ``connectionsPerDownload``: true once a per-host
+        /// cap was set (by a person, or a service's settings), false for the default one,
+        /// so that asking for N connections gives N.
         /// Jobs admitted from the store into memory at most.
         package var admissionWindow: Int
 
-        package init(slots: Int, perHost: Int, connectionsPerDownload: Int, admissionWindow: Int) {
+        package var perHostCapsConnections: Bool
+
+        package init(
+            slots: Int, perHost: Int, connectionsPerDownload: Int, admissionWindow: Int,
+            perHostCapsConnections: Bool = true
+        ) {
             self.slots = max(1, slots)
             self.perHost = max(1, perHost)
             self.connectionsPerDownload = max(1, connectionsPerDownload)
             self.admissionWindow = max(1, admissionWindow)
+            self.perHostCapsConnections = perHostCapsConnections
+        }
+
+        /// The connections a download that starts now is granted.
+        package var connectionsGranted: Int {
+            perHostCapsConnections ? min(connectionsPerDownload, perHost) : connectionsPerDownload
         }
     }
 
@@ -74,7 +89,10 @@ package struct SchedulerMachine: Sendable {
         /// `id`'s priority changed (it keeps its place among equals if it is queued).
         case priorityChanged(DownloadID, DownloadPriority)
         /// The slot limits changed.
-        case limitsChanged(slots: Int?, perHost: Int?)
+        /// `perHost`, when given, is a cap somebody set: from then on it clamps the
+        /// connections of each download too. `connections` is for downloads that start
+        /// from now on.
+        case limitsChanged(slots: Int?, perHost: Int?, connections: Int? = nil)
         /// The store may hold work for this manager (jobs were submitted to it, a process
         /// asked to resume some, or a notification or poll said so).
         case storeMayHaveWork
@@ -179,9 +197,13 @@ package struct SchedulerMachine: Sendable {
             if running[id]?.requeue != nil { running[id]?.requeue = priority }
             guard queue.contains(id) else { return [] }
             queue.reprioritize(id, to: priority)
-        case .limitsChanged(let slots, let perHost):
+        case .limitsChanged(let slots, let perHost, let connections):
             if let slots { limits.slots = max(1, slots) }
-            if let perHost { limits.perHost = max(1, perHost) }
+            if let connections { limits.connectionsPerDownload = max(1, connections) }
+            if let perHost {
+                limits.perHost = max(1, perHost)
+                limits.perHostCapsConnections = true
+            }
         case .storeMayHaveWork:
             storeMayHaveWork = true
             if isAdmitting { noticedWhileAdmitting = true }
@@ -226,7 +248,7 @@ package struct SchedulerMachine: Sendable {
             startCounter += 1
             running[id] = Running(host: host, order: startCounter)
             hostCounts[host, default: 0] += 1
-            actions.append(.start(id, connections: min(limits.connectionsPerDownload, limits.perHost)))
+            actions.append(.start(id, connections: limits.connectionsGranted))
         }
         return actions
     }

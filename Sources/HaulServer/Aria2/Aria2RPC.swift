@@ -407,7 +407,12 @@ package actor Aria2RPC {
         }
         let slots = given["max-concurrent-downloads"].flatMap(Int.init)
         let perHost = given["max-connection-per-server"].flatMap(Int.init)
-        if slots != nil || perHost != nil { await manager.setLimits(slots: slots, perHost: perHost) }
+        // split: the connections of each large download from now on, as haul get -x (a
+        // max-connection-per-server set lower clamps them).
+        let connections = given["split"].flatMap(Int.init)
+        if slots != nil || perHost != nil || connections != nil {
+            await manager.setLimits(slots: slots, perHost: perHost, connections: connections)
+        }
         if let overall = given["max-overall-download-limit"].flatMap(Int.init) {
             manager.setRateLimits(overall: overall == 0 ? nil : overall, perHost: manager.perHostRateLimit)
         }
@@ -424,6 +429,7 @@ package actor Aria2RPC {
         live.values["dir"] = .string(core.batch.defaultDirectory)
         live.values["max-concurrent-downloads"] = .number(limits.slots)
         live.values["max-connection-per-server"] = .number(min(limits.perHost, 16))
+        live.values["split"] = .number(min(limits.connections, 16))
         live.values["max-overall-download-limit"] = .number(manager.overallRateLimit ?? 0)
         return live
     }
