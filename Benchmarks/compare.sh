@@ -6,7 +6,7 @@
 # per-run numbers go next to it as compare-YYYY-MM-DD.tsv).
 #
 #   1. One SIZE file (default 1 GiB), one connection: haul, curl, wget2, aria2c -x1 -s1.
-#   2. The same over 4 and 8 connections: haul -x N --per-host N (once `haul get` has it; until then
+#   2. The same over 4 and 8 connections: haul -x N (once `haul get` has it; until then
 #      its rows say "n/a (no -x yet)") and aria2c -x N -s N -k 1M; as a reference, N curls
 #      fetching a range each into separate files (the machine's ceiling for N connections).
 #   3. SMALL_COUNT (5,000) files of 16 KiB, 16 in flight: haul -j 16 --per-host 16,
@@ -16,6 +16,10 @@
 #   5. Resume: a SIZE file interrupted at about half (SIGTERM), then continued: haul (the
 #      same command again), curl -C -, wget2 -c, aria2c -c. Time of the second run and
 #      the bytes nginx sent for it.
+#   6. One LIMITED_SIZE file (default 256 MiB) from a server that allows LIMIT_RATE (20m:
+#      20 MB/s) per connection (nginx limit_rate), over 8 connections: haul -x 8 (its
+#      per-host cap left at the default, 6) and aria2c -x 8 -s 8 -k 1M. Not in the default
+#      ONLY: each run takes about 13 s per tool at best.
 #
 # With HTTPS=1, workloads 1 and 3 (those of them in ONLY) run again over HTTPS, same corpus
 # and same commands: nginx also listens with TLS on two more ports, one offering HTTP/1.1
@@ -79,6 +83,8 @@ SKIP_DISK=${SKIP_DISK:-0}
 HTTPS=${HTTPS:-0}
 ONLY=${ONLY:-1,2,3,4,5}
 NOTE=${NOTE:-}
+LIMITED_SIZE=${LIMITED_SIZE:-256M}
+LIMIT_RATE=${LIMIT_RATE:-20m}
 RESULTS_DIR=${RESULTS_DIR:-$REPO/Benchmarks/results}
 SMALL_SIZE=16384 # workload 3 and 4 file size
 
@@ -88,6 +94,10 @@ want() { [[ ",${ONLY// /}," == *",$1,"* ]]; }
 
 SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "SIZE=$SIZE is not a size like 1G or 256M"
 HALF_BYTES=$((SIZE_BYTES / 2))
+LIMITED_BYTES=$(numfmt --from=iec "$LIMITED_SIZE") || die "LIMITED_SIZE=$LIMITED_SIZE is not a size like 256M"
+[[ $LIMIT_RATE =~ ^[0-9]+[km]?$ ]] || die "LIMIT_RATE must be an nginx rate such as 20m"
+# nginx's m is 1024 * 1024 bytes: LIMIT_RATE in bytes per second, for the report.
+LIMIT_BYTES=$(numfmt --from=iec "${LIMIT_RATE^^}")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 [[ $HTTPS == 0 || $HTTPS == 1 ]] || die "HTTPS must be 0 or 1"
 
@@ -218,6 +228,15 @@ if want 1 || want 2 || want 5; then
         head -c "$SIZE_BYTES" /dev/urandom >"$WWW/big.bin"
     fi
 fi
+if want 6; then
+    if command -v openssl >/dev/null 2>&1; then
+        openssl enc -aes-128-ctr -nosalt -pass pass:haul-limited -pbkdf2 </dev/zero 2>/dev/null |
+            head -c "$LIMITED_BYTES" >"$WWW/limited.bin" || true
+    fi
+    if [[ ! -s $WWW/limited.bin || $(stat -c %s "$WWW/limited.bin") -ne $LIMITED_BYTES ]]; then
+        head -c "$LIMITED_BYTES" /dev/urandom >"$WWW/limited.bin"
+    fi
+fi
 if want 3; then
     head -c $((SMALL_COUNT * SMALL_SIZE)) /dev/urandom |
         (cd "$WWW/small" && split -b "$SMALL_SIZE" -a 6 -d --additional-suffix=.bin - f)
@@ -301,7 +320,7 @@ start_nginx() {
         port_free "$PORT" || continue
         if [[ $HTTPS == 1 ]]; then port_free "$TLS_PORT" && port_free $((TLS_PORT + 1)) || continue; fi
         write_tls_conf "$WORK/nginx/tls.conf"
-        sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@ROOT@|$WWW|g" -e "s|@PORT@|$PORT|g" \
+        sed -e "s|@PREFIX@|$WORK/nginx|g" -e "s|@ROOT@|$WWW|g" -e "s|@PORT@|$PORT|g" -e "s|@LIMIT_RATE@|$LIMIT_RATE|g" \
             "$SCRIPT_DIR/compare/nginx.conf.in" >"$conf"
         if nginx -c "$conf" -p "$WORK/nginx" -e "$WORK/nginx/error.log" 2>>"$WORK/nginx/start.log"; then
             for _ in {1..50}; do [[ -s $NGINX_PID_FILE ]] && break; sleep 0.1; done
@@ -537,8 +556,8 @@ big_cmd() { # TOOL CONNECTIONS -> CMD
     case $tool in
     haul)
         if ((n == 1)); then CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${HAUL_ONE[@]}" "${TLS_HAUL[@]}")
-        # --per-host too: haul caps -x at --per-host (default 6).
-        else CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x "$n" --per-host "$n"); fi ;;
+        # (-x N gives N connections: the default per-host cap, 6, does not clamp it.)
+        else CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x "$n"); fi ;;
     curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" -o "$OUT/big.bin" "$BIG_URL") ;;
     wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" -P "$OUT" "$BIG_URL") ;;
     aria2c)
@@ -584,6 +603,35 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
     if [[ $status == ok ]]; then status=$(check_protocol); fi
     [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
     record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
+}
+
+# ---------------------------------------------------------------------------------------
+# Workload 6: one LIMITED_SIZE file at LIMIT_RATE per connection, over 8 connections.
+
+workload_limited() { # TARGET RUN TOOL
+    local target=$1 run=$2 tool=$3 logfile status url label
+    label="$tool -x8"
+    logfile=$LOGS/w6-$target-$tool-$run.log
+    url="http://127.0.0.1:$PORT/limited/limited.bin"
+    prepare "$target"
+    case $tool in
+    haul) CMD=("$HAUL" get "$url" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x 8) ;;
+    aria2c) CMD=(aria2c -q -x 8 -s 8 -k 1M -d "$OUT" -o limited.bin "$url") ;;
+    esac
+    run_timed "$logfile" "${CMD[@]}"
+    after_run "$target"
+    status=$(status_of "$R_RC")
+    if [[ $status == ok ]]; then
+        if [[ ! -f $OUT/limited.bin ]]; then
+            status="no output file"
+        elif [[ $(stat -c %s "$OUT/limited.bin") -ne $LIMITED_BYTES ]]; then
+            status="wrong size $(stat -c %s "$OUT/limited.bin")"
+        elif [[ $run -eq 1 ]] && ! cmp -s "$OUT/limited.bin" "$WWW/limited.bin"; then
+            status="content differs"
+        fi
+    fi
+    [[ $status == ok ]] || note_failure 6 "$target" "$label" "$run" "$status" "$logfile"
+    record 6 "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -802,6 +850,10 @@ for target in "${TARGETS[@]}"; do
             log "$target run $run/$RUNS: workload 4 ($QUEUE_COUNT queued URLs)"
             for tool in haul aria2c; do workload_queue "$target" "$run" "$tool"; done
         fi
+        if want 6; then
+            log "$target run $run/$RUNS: workload 6 ($LIMITED_SIZE at $LIMIT_RATE per connection, 8 connections)"
+            for tool in haul aria2c; do workload_limited "$target" "$run" "$tool"; done
+        fi
         if want 5; then
             log "$target run $run/$RUNS: workload 5 (resume at ~50%)"
             for tool in haul curl wget2 aria2c; do workload_resume "$target" "$run" "$tool"; done
@@ -993,6 +1045,9 @@ disk_fs=$(fs_type "$DISK_ROOT")
             summary_line 4 "$QUEUE_COUNT queued URLs: time to first byte" haul 10 2 s 1 aria2c
             summary_line 4 "… peak RSS (capped window)" haul 8 1 MiB 1024 aria2c
         fi
+        if want 6; then
+            summary_line 6 "one $LIMITED_SIZE file at $LIMIT_RATE per connection, 8 connections: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
+        fi
         if want 5; then
             summary_line 5 "resume from ~50%: second run wall" haul 6 2 s 1 curl wget2 aria2c
             summary_line 5 "… MiB sent in the second run" haul 11 0 MiB 1048576 curl wget2 aria2c
@@ -1161,14 +1216,17 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo
     echo "- Each command runs under \`/usr/bin/time\` (user + system CPU, peak RSS); wall time is taken around it. Runs are interleaved across tools; the output directory (and Haul's journal, kept next to it on the same file system) is deleted before every run."
     echo "- Workload 3 also samples each process's anonymous memory (\`RssAnon\` in \`/proc/PID/status\`: its private pages, without the binary and shared libraries mapped from files) every 5 ms, and reports the highest sample: \"anonymous peak\". Peak RSS counts the mapped binary too, which for a Swift program is most of it."
-    echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N --per-host N\`, \`aria2c -x N -s N -k 1M\`, and as a reference (a ceiling, not a peer) \`curl-ranges -xN\`: N \`curl -r A-B\` at once, each into a file of its own, never joined."
+    echo "- Commands: \`haul get URL -d OUT -q --journal J\`, \`curl -sS --fail -o OUT/big.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -x1 -s1 -d OUT -o big.bin URL\`; Haul with \`-x 1\` when it has \`-x\` (its default is 4 connections), in workload 5 too; workload 2: \`haul get -x N\`, \`aria2c -x N -s N -k 1M\`, and as a reference (a ceiling, not a peer) \`curl-ranges -xN\`: N \`curl -r A-B\` at once, each into a file of its own, never joined."
     echo "- Workload 3: \`haul get -i LIST -j 16 --per-host 16\`, \`curl --parallel --parallel-max 16 --output-dir OUT --remote-name-all -K CONFIG\`, \`wget2 --max-threads=16 -i LIST\`, \`aria2c -i LIST -j 16 -x1\`. Every run checks the file count and total size."
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     if [[ $HTTPS == 1 ]]; then
         echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
     fi
-    echo "- Workloads 1, 2 and 5 check the file's size (and its bytes on the first run, in workload 5 every run)."
+    if want 6; then
+        echo "- Workload 6: nginx serves the file under \`/limited/\` with \`limit_rate $LIMIT_RATE\` (per connection); \`haul get URL -x 8\` (the per-host cap left at its default, 6) and \`aria2c -x 8 -s 8 -k 1M\`. Eight connections at $LIMIT_RATE each can at best take $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 8)")") s, six $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 6)")") s."
+    fi
+    echo "- Workloads 1, 2, 5 and 6 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
         echo
         echo "## Problems"

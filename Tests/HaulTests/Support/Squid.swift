@@ -160,7 +160,7 @@ final class Squid: Sendable {
         if let credentials {
             guard let authenticator else { throw Failure.failedToStart("basic_ncsa_auth is missing") }
             let passwords = directory.appendingPathComponent("passwd")
-            let hash = try md5Crypt(credentials.password)
+            let hash = try await md5Crypt(credentials.password)
             try "\(credentials.user):\(hash)\n".write(to: passwords, atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: passwords.path)
             authentication = """
@@ -241,21 +241,23 @@ final class Squid: Sendable {
     }
 
     /// `password` hashed as `openssl passwd -1` does (MD5-crypt, which the helper reads).
-    private static func md5Crypt(_ password: String) throws -> String {
+    /// Waits for openssl without blocking a thread (never `waitUntilExit` here: it holds a
+    /// thread of the concurrency pool, and two of them held at once stall every test).
+    private static func md5Crypt(_ password: String) async throws -> String {
         guard let openssl = TestCertificates.openssl else { throw Failure.failedToStart("openssl is missing") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = ["passwd", "-1", "-stdin"]
-        let input = Pipe()
+        process.arguments = ["passwd", "-1", password]
         let output = Pipe()
-        process.standardInput = input
+        process.standardInput = FileHandle.nullDevice
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        let exit = ExitSignal()
+        process.terminationHandler = { _ in exit.markExited() }
         try process.run()
-        input.fileHandleForWriting.write(Data((password + "\n").utf8))
-        try input.fileHandleForWriting.close()
+        await exit.wait()
+        // The child has exited and its end of the pipe is closed: this read cannot wait.
         let hash = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw Failure.failedToStart("openssl passwd failed") }
         return hash.trimmingCharacters(in: .whitespacesAndNewlines)
     }
