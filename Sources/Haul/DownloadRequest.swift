@@ -85,6 +85,12 @@ public struct DownloadRequest: Sendable {
     /// `nil` (the default) for no limit of its own. The manager's limits apply as well.
     /// Change it while it runs with ``DownloadHandle/setRateLimit(_:)``.
     public var maxBytesPerSecond: Int?
+    /// How many connections this download may use when it is large enough to be split
+    /// (1-64); `nil` (the default) for the manager's
+    /// ``DownloadManager/Configuration/segmentedConnections``. A per-host cap that was set
+    /// lower (``DownloadManager/Configuration/maxConnectionsPerHost``) clamps it; the
+    /// default cap does not.
+    public var connections: Int?
 
     /// Creates a request.
     public init(

@@ -390,7 +390,8 @@ package final class PostgresJobStore: JobStore, Sendable {
                 url: request.url, id: record.id, name: name,
                 priority: request.priority.rawValue - DownloadPriority.normal.rawValue,
                 expectedSize: request.expectedSize, checksum: record.checksum,
-                headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond)
+                headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond,
+                connections: request.connections)
         } catch {
             throw DownloadError.queue("\(record.id): \(error.message)")
         }
@@ -508,6 +509,7 @@ package final class PostgresJobStore: JobStore, Sendable {
             checksum: try decoded?.checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
             headers: (decoded?.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
         request.maxBytesPerSecond = decoded?.maxBytesPerSecond
+        request.connections = decoded?.connections
         return try JobRecord.make(for: request)
     }
 

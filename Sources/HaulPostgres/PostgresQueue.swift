@@ -213,6 +213,7 @@ public struct QueueRequest: Sendable, Hashable {
         /// Header pairs (no credentials: the queue refuses them).
         var headers: [[String]]?
         var maxBytesPerSecond: Int?
+        var connections: Int?
     }
 
     public var url: URL
@@ -230,7 +231,7 @@ public struct QueueRequest: Sendable, Hashable {
     public init(
         url: URL, id: String? = nil, name: String? = nil, priority: Int = 0, expectedSize: Int64? = nil,
         checksum: String? = nil, headers: [(name: String, value: String)] = [], maxBytesPerSecond: Int? = nil,
-        maxAttempts: Int = PostgresQueue.defaultMaxAttempts
+        connections: Int? = nil, maxAttempts: Int = PostgresQueue.defaultMaxAttempts
     ) throws(QueueError) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw QueueError("'\(url.absoluteString)' is not an http or https URL")
@@ -250,7 +251,8 @@ public struct QueueRequest: Sendable, Hashable {
         self.maxAttempts = max(1, maxAttempts)
         options = Options(
             expectedSize: expectedSize, checksum: checksum,
-            headers: headers.isEmpty ? nil : headers.map { [$0.name, $0.value] }, maxBytesPerSecond: maxBytesPerSecond)
+            headers: headers.isEmpty ? nil : headers.map { [$0.name, $0.value] }, maxBytesPerSecond: maxBytesPerSecond,
+            connections: connections)
     }
 }
 

@@ -291,9 +291,13 @@ struct Aria2InteropTests {
             var paused: [(aria2: String, haul: String)] = []
             for name in ["p1", "p2"] {
                 let url = f.server.url("/files/d.bin?gate=never&n=\(name)").absoluteString
-                let answers = try await sameShape("aria2.addUri", #"["\#(url)"],{"pause":"true","out":"\#(name)"}"#)
+                let answers = try await sameShape(
+                    "aria2.addUri", #"["\#(url)"],{"pause":"true","out":"\#(name)","split":"3"}"#)
                 paused.append((Self.result(answers.aria2) as! String, Self.result(answers.haul) as! String))
             }
+            // A download's own split is its own connections, kept with it
+            let ownH = Self.result(try await Self.call(h, service.token, "aria2.getOption", #""\#(paused[0].haul)""#))
+            #expect((ownH as? [String: Any])?["split"] as? String == "3")
             let waiting = try await sameShape("aria2.tellWaiting", #"0,10"#)
             #expect((Self.result(waiting.haul) as? [Any])?.count == 2)
             _ = try await sameShape("aria2.tellWaiting", #"-1,1,["gid","status"]"#)

@@ -40,6 +40,17 @@ struct SchedulerMachineTests {
     }
 
     @Test(arguments: [
+        // per-host cap, set?, the manager's connections, the request's own, granted
+        (6, false, 4, nil, 4), (6, false, 4, 8, 8), (6, true, 4, 8, 6), (3, true, 4, nil, 3), (6, false, 4, 0, 1),
+    ] as [(Int, Bool, Int, Int?, Int)])
+    func aDownloadsConnections(perHost: Int, isSet: Bool, manager: Int, asked: Int?, granted: Int) {
+        let limits = SchedulerMachine.Limits(
+            slots: 10, perHost: perHost, connectionsPerDownload: manager, admissionWindow: 10,
+            perHostCapsConnections: isSet)
+        #expect(limits.connections(asked: asked) == granted)
+    }
+
+    @Test(arguments: [
         Row(
             name: "a free slot starts a submitted download at once, with the connection budget",
             machine: machine(), events: [submit("1")], last: [.start(id("1"), connections: 4)]),

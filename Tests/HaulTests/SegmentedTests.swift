@@ -71,6 +71,32 @@ struct SegmentedTests {
         }
     }
 
+    @Test func aRequestsOwnConnectionsHoldAcrossAResumeFromTheJournal() async throws {
+        try await Fixture.with(journal: true, { $0.segmentedConnections = 2 }) { f in
+            // Given a large download asking for 8 connections of its own (the manager's
+            // default is 2), stopped before it starts, as a process stops
+            let bytes = f.serve("own", count: Self.size)
+            var request = DownloadRequest(
+                url: f.server.url("/files/own?gate=o&rate=\(4 << 20)"), destination: .directory(f.directory))
+            request.connections = 8
+            try await f.manager.enqueue([request])
+            await f.server.waitForGateWaiters("o", count: 1)
+            await f.manager.shutdown()
+
+            // When the next process resumes it from the journal
+            f.server.release("o")
+            let later = f.makeManager()
+            #expect(try await later.resumeUnfinished() == 1)
+            await later.waitUntilIdle()
+            await later.shutdown()
+
+            // Then it used its 8
+            #expect(sha256(f.contents("own")) == sha256(bytes))
+            let ranged = f.server.requests(path: "/files/own").filter { $0.header("Range") != nil }
+            #expect(Set(Self.ranges(Array(ranged.prefix(8)))) == Self.firstRanges(8), "\(Self.ranges(ranged))")
+        }
+    }
+
     @Test func aPerHostCapThatWasSetClampsTheConnections() async throws {
         try await Fixture.with({
             $0.segmentedConnections = 8

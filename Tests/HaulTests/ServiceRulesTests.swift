@@ -262,11 +262,11 @@ struct ServiceRulesTests {
             DownloadInput(
                 url: "https://example.com/q?a=1&b=\"2\"", directory: "/tmp/dïr/with \\ and /", name: "line\nbreak\u{01}.bin",
                 priority: "high", checksum: "sha256=00ff", expectedSize: 1 << 40,
-                headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576),
+                headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
         // Every field is written: one added to DownloadInput must be added to the body too
-        #expect(Mirror(reflecting: inputs[1]).children.count == 8)
+        #expect(Mirror(reflecting: inputs[1]).children.count == 9)
         #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))

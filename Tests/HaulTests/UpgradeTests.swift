@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import GRDB
 import HaulTestSupport
 import Testing
@@ -23,6 +24,17 @@ struct UpgradeTests {
 
     static func content(size: Int, seed: Int) -> [UInt8] {
         (0..<size).map { i in UInt8(truncatingIfNeeded: i &* 7 &+ (i >> 8) &* 13 &+ seed) }
+    }
+
+    static func startServer(port: Int) async throws -> FaultServer {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                return try await FaultServer.start(port: port)
+            } catch let error as IOError where error.errnoCode == EADDRINUSE && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
     }
 
     @Test func journalOfRelease10c1a37ResumesEveryPartial() async throws {
@@ -53,7 +65,10 @@ struct UpgradeTests {
         }
         try queue.close()
         // and a server with the same bytes on the same port
-        let server = try await FaultServer.start(port: Self.port)
+        // (The fixture's URLs fix the port, which lies in the ephemeral range: another
+        // test's server, given a free port by the system, can hold it for a moment. This
+        // waits for it, up to a minute, rather than fail; it synchronises nothing.)
+        let server = try await Self.startServer(port: Self.port)
         let modified = Date(timeIntervalSince1970: 1_704_067_200)
         for file in Self.files {
             server.setFile(

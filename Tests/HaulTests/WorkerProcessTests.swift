@@ -316,8 +316,14 @@ struct WorkerProcessTests {
             }
             let directory = try f.directory("shared")
             let doomed = try await f.startWorker(directory: directory, ["-j", "2", "--lease", "4"])
+            // (each first response stalls after 10 MiB, past the first checkpoint at 8 MiB,
+            // so that the doomed worker cannot finish however long the others take to start)
             try await f.queue.enqueue(
-                files.keys.sorted().map { try! QueueRequest(url: f.server.url("/files/\($0)?rate=\(Self.slowRate)"), id: $0, name: $0) })
+                files.keys.sorted().map {
+                    try! QueueRequest(
+                        url: f.server.url("/files/\($0)?rate=\(Self.slowRate)&stall_after=\(10 << 20)&stall_times=1"),
+                        id: $0, name: $0)
+                })
             let owner = doomed.id
             try await f.waitUntil(
                 "both jobs running on the first worker, bytes committed",

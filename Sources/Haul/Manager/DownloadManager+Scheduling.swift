@@ -22,7 +22,10 @@ extension DownloadManager {
                     schedule(.transferEnded(id))
                     continue
                 }
-                perform(job.lifecycle.start(), for: job, connections: connections)
+                // A request's own connections, under the same rule as the manager's.
+                let granted =
+                    job.request.connections.map { scheduler.limits.connections(asked: $0) } ?? connections
+                perform(job.lifecycle.start(), for: job, connections: granted)
             case .evict(let id):
                 if let job = jobs[id] { stop(job, intent: .cancel(.evicted)) }
             case .admit(let limit):

@@ -56,13 +56,14 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         fileValidator = row["fileValidator"]
         credentials = row["credentials"]
         maxBytesPerSecond = row["maxBytesPerSecond"]
+        connections = row["connections"]
     }
 
     /// Every column, in the order ``init(selected:)`` reads them: a query that selects
     /// them so is decoded by position, without looking each column up by name (which
     /// lowercases and hashes its name, for every column of every row).
     package static let selection = """
-        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections
         """
 
     /// How many columns ``selection`` names.
@@ -106,5 +107,6 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         fileValidator = row[29]
         credentials = row[30]
         maxBytesPerSecond = row[31]
+        connections = row[32]
     }
 }

@@ -57,6 +57,8 @@ package struct JobRecord: Codable, Hashable, Sendable {
     package var credentials: String?
     /// The download's own speed limit in bytes per second, if any.
     package var maxBytesPerSecond: Int?
+    /// The request's own connections (``DownloadRequest/connections``).
+    package var connections: Int?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -110,6 +112,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         fileModified = nil
         fileValidator = nil
         maxBytesPerSecond = request.maxBytesPerSecond
+        connections = request.connections
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -149,6 +152,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
             request.storesCredentials = reference.stored
         }
         request.maxBytesPerSecond = maxBytesPerSecond
+        request.connections = connections
         return request
     }
 

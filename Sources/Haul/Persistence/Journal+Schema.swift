@@ -97,6 +97,13 @@ extension Journal {
                 table.add(column: "maxBytesPerSecond", .integer)
             }
         }
+        migrator.registerMigration("v8: connections") { db in
+            // A download's own connections (`split` of an aria2 client), so that they hold
+            // after a restart, in `haul resume` and in the service.
+            try db.alter(table: "job") { table in
+                table.add(column: "connections", .integer)
+            }
+        }
         return migrator
     }
 }

@@ -61,8 +61,13 @@ package struct SchedulerMachine: Sendable {
         }
 
         /// The connections a download that starts now is granted.
-        package var connectionsGranted: Int {
-            perHostCapsConnections ? min(connectionsPerDownload, perHost) : connectionsPerDownload
+        package var connectionsGranted: Int { connections(asked: nil) }
+
+        /// The connections granted to a download that asks for `asked` of its own (`nil`:
+        /// ``connectionsPerDownload``): a per-host cap that was set clamps them.
+        package func connections(asked: Int?) -> Int {
+            let wanted = max(1, asked ?? connectionsPerDownload)
+            return perHostCapsConnections ? min(wanted, perHost) : wanted
         }
     }
 

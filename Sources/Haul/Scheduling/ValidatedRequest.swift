@@ -23,6 +23,9 @@ struct ValidatedRequest: Sendable {
         else {
             throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
         }
+        if let connections = request.connections, !(1...64).contains(connections) {
+            throw .invalid("\(request.url.absoluteString): connections must be between 1 and 64, not \(connections)")
+        }
         self.request = request
         self.paths = try PartialPaths(
             destination: request.destination, url: request.url, checkedDirectories: checkedDirectories)

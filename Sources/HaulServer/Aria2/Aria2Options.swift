@@ -32,9 +32,9 @@ package struct Aria2Options: Sendable, Equatable {
     /// - `max-concurrent-downloads`: how many downloads run at once.
     /// - `max-connection-per-server`: how many downloads use one host at once.
     /// - `pause`: `true` adds the download paused.
-    /// - `split`: globally, how many connections each large download uses from now on
-    ///   (as `haul get -x`; a `max-connection-per-server` set lower clamps it); for one
-    ///   download, checked and reported (Haul splits by the service's rule).
+    /// - `split`: how many connections a large download uses (as `haul get -x`; a
+    ///   `max-connection-per-server` set lower clamps it): for one download when it is
+    ///   added, or globally for downloads started from then on.
     package static let mapped: Set<String> = [
         "dir", "out", "header", "checksum", "max-download-limit", "max-overall-download-limit",
         "max-concurrent-downloads", "max-connection-per-server", "pause", "split",

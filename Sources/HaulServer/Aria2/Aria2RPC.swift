@@ -210,9 +210,12 @@ package actor Aria2RPC {
             }
         }
         let limit = (given["max-download-limit"] ?? global["max-download-limit"]).flatMap(Int.init) ?? 0
+        // split: this download's connections, as haul get -x (a per-host cap set lower,
+        // max-connection-per-server, clamps them when the download starts).
         let input = DownloadInput(
             url: uri, directory: given["dir"], name: given["out"], checksum: given["checksum"],
-            headers: headers.isEmpty ? nil : headers, maxBytesPerSecond: limit > 0 ? limit : nil)
+            headers: headers.isEmpty ? nil : headers, maxBytesPerSecond: limit > 0 ? limit : nil,
+            connections: given["split"].flatMap(Int.init))
         let requests: [DownloadRequest]
         do {
             requests = try core.batch.requests(for: [input], field: "uris")

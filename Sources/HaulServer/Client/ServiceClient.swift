@@ -104,6 +104,10 @@ package final class ServiceClient: Sendable {
                 raw(#","maxBytesPerSecond":"#)
                 json += String(rate).utf8
             }
+            if let connections = input.connections {
+                raw(#","connections":"#)
+                json += String(connections).utf8
+            }
             raw("}")
         }
         raw("]}")

@@ -24,12 +24,17 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     package var headers: [String: String]?
     /// The download's own speed limit, in bytes per second.
     package var maxBytesPerSecond: Int?
+    /// How many connections the download may use when it is split (1-64); the service's
+    /// `-x` when absent. A per-host cap that was set lower clamps it.
+    package var connections: Int?
 
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
-        expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil
+        expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil,
+        connections: Int? = nil
     ) {
         self.maxBytesPerSecond = maxBytesPerSecond
+        self.connections = connections
         self.url = url
         self.directory = directory
         self.name = name
@@ -113,6 +118,7 @@ package struct DownloadBatch: Sendable {
             priority: fields.priority, expectedSize: input.expectedSize, checksum: fields.checksum,
             headers: fields.headers)
         request.maxBytesPerSecond = input.maxBytesPerSecond
+        request.connections = input.connections
         return request
     }
 
@@ -161,6 +167,9 @@ package struct DownloadBatch: Sendable {
         }
         if let rate = input.maxBytesPerSecond, !(1...(1 << 40)).contains(rate) {
             throw FieldError(field: "\(field).maxBytesPerSecond", message: "must be a number of bytes per second, at least 1")
+        }
+        if let connections = input.connections, !(1...64).contains(connections) {
+            throw FieldError(field: "\(field).connections", message: "must be between 1 and 64")
         }
         var headers: [(name: String, value: String)] = []
         for (headerName, value) in (input.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
