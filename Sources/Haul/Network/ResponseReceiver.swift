@@ -14,7 +14,7 @@ protocol ResponseTask: Sendable {
 
 extension HTTPClient.Task: ResponseTask where Response == Void {}
 
-/// Receives one HTTP response, whichever way it came (see ``HTTPClients/execute(_:receiver:logger:)``):
+/// Receives one HTTP response, whichever way it came (see ``HTTPClients/execute(_:receiver:deadline:logger:)``):
 /// its head, then its body in parts, each callback on the request's event loop. The future
 /// each returns is the back-pressure: nothing more is read until it completes. How the
 /// request ended is what `execute` returns.
