@@ -71,7 +71,7 @@ final class HTTPClients: Sendable {
     /// - Throws: what resolving a name for a forced address family throws (see
     ///   ``AddressResolver/resolve(_:family:)``); ``DownloadError/Code/cancelled`` after
     ///   ``shutdown()``.
-    func client(for url: URL) async throws(DownloadError) -> HTTPClient {
+    private func client(for url: URL) async throws(DownloadError) -> HTTPClient {
         let route = try await route(for: url)
         guard route != .direct else { return direct }
         let client: HTTPClient? = others.withLockedValue { clients in
