@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // `swift package generate-documentation`: the DocC catalogs (Sources/Haul/Haul.docc,
+        // Sources/HaulPostgres/HaulPostgres.docc), built in CI with warnings as errors.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(name: "CHaulShims"),

@@ -2,8 +2,11 @@
 public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     /// A supported digest algorithm.
     public enum Algorithm: String, Sendable, CaseIterable {
+        /// SHA-256 (`sha-256` in a `Digest` header or a manifest).
         case sha256 = "sha-256"
+        /// SHA-1 (`sha-1`), for servers that publish nothing stronger.
         case sha1 = "sha-1"
+        /// MD5 (`md5`), for servers that publish nothing stronger.
         case md5 = "md5"
 
         var hexLength: Int {

@@ -24,6 +24,7 @@ public struct DownloadProgress: Sendable, Hashable {
         return .milliseconds(Int64(Double(remaining) / bytesPerSecond * 1000))
     }
 
+    /// A progress report from its parts.
     public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil, bytesPerSecond: Double = 0, limit: Int? = nil) {
         self.completedBytes = completedBytes
         self.totalBytes = totalBytes
@@ -59,5 +60,6 @@ public struct AggregateProgress: Sendable, Hashable {
             .estimatedTimeRemaining
     }
 
+    /// No downloads: zero bytes, no rate, nothing running.
     public init() {}
 }

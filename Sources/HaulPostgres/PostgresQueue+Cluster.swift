@@ -212,10 +212,13 @@ public enum QueueJobState: String, Sendable, Hashable, CaseIterable, Codable {
     case running
     /// Failed an attempt; a worker claims it again once its `scheduled_at` is due.
     case retryable
+    /// Paused by a user; no worker claims it until it is resumed.
     case paused
+    /// Downloaded and verified: its file is complete in the worker's directory.
     case completed
     /// Failed for good (its attempts used up, or an error not worth retrying).
     case failed
+    /// Cancelled by a user; its partial file is deleted.
     case cancelled
 
     /// Whether the job has yet to end.
@@ -231,7 +234,9 @@ public struct QueueJobQuery: Sendable, Hashable {
         case created
         /// When it last changed.
         case updated
+        /// Its priority.
         case priority
+        /// Its state, by name.
         case state
         /// The share of its bytes committed (unknown sizes last).
         case progress
@@ -259,11 +264,16 @@ public struct QueueJobQuery: Sendable, Hashable {
     public var keys: [String] = []
     /// Only jobs whose key, URL or file name contains this, ignoring case.
     public var text: String?
+    /// The order: by age unless set.
     public var sort: Sort = .created
+    /// Whether the order is reversed (newest, highest or furthest first).
     public var descending = false
+    /// How many matching jobs to skip, in that order.
     public var offset = 0
+    /// At most how many jobs the page holds.
     public var limit = 100
 
+    /// Every job, oldest first, 100 to a page.
     public init() {}
 }
 
@@ -273,28 +283,35 @@ public struct QueueJobPage: Sendable, Hashable {
     public var total: Int
     /// How many jobs the whole queue has in each state, whatever the query.
     public var counts: [QueueJobState: Int]
+    /// The page's jobs, in the query's order.
     public var jobs: [QueueJobDetails]
 }
 
 /// A job with everything a watcher of the queue shows.
 public struct QueueJobDetails: Sendable, Hashable {
+    /// The job as a worker sees it.
     public var job: QueueJob
     /// The file's name (or path) in the worker's directory, when one was given.
     public var name: String?
-    /// The last error's code (`httpStatus`, `network`, …), as ``DownloadError`` names them.
+    /// The last error's code (`httpStatus`, `network`, …), as `DownloadError.Code` names them.
     public var lastErrorCode: String?
     /// `pause` or `cancel` asked of its worker and not yet acted on.
     public var command: String?
     /// The host of the worker that holds (or last held) it, while that worker is registered.
     public var workerHost: String?
+    /// When it was added.
     public var createdAt: Date
+    /// When it last changed.
     public var updatedAt: Date
+    /// When it completed, failed or was cancelled.
     public var finishedAt: Date?
+    /// When the running worker's lease ends unless renewed; `nil` when nobody holds it.
     public var leaseExpiresAt: Date?
 }
 
 /// A registered worker and what it runs now.
 public struct QueueWorkerStatus: Sendable, Hashable {
+    /// The worker as it registered.
     public var worker: QueueWorkerInfo
     /// Seconds since its last heartbeat, by the database's clock.
     public var heartbeatAge: Double
@@ -315,6 +332,7 @@ public struct QueueSummary: Sendable, Hashable {
     /// When a job last changed (`nil`: the queue is empty).
     public var lastChange: Date?
 
+    /// An empty queue.
     public init() {}
 
     /// How many jobs in all.

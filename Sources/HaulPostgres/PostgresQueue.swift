@@ -19,6 +19,7 @@ public import ServiceLifecycle
 /// }
 /// ```
 public final class PostgresQueue: Service, Sendable {
+    /// Where the database is.
     public let address: QueueAddress
     /// The connection pool (for this package's tests and benchmarks: no dependency's type in the public API).
     package let client: PostgresClient
@@ -31,6 +32,12 @@ public final class PostgresQueue: Service, Sendable {
     /// default retry policy gives.
     public static let defaultMaxAttempts = 6
 
+    /// A queue in the database at `address`. It connects when it runs (``run()``, in a
+    /// `ServiceGroup` or a task of its own); call ``migrate()`` once before use.
+    ///
+    /// - Parameters:
+    ///   - address: Where the database is, with its password.
+    ///   - logger: Where its connection pool logs; `nil` logs nothing.
     public init(address: QueueAddress, logger: Logger? = nil) {
         self.address = address
         let logger = logger ?? Logger(label: "haul.queue", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -216,12 +223,15 @@ public struct QueueRequest: Sendable, Hashable {
         var connections: Int?
     }
 
+    /// What to download (`http` or `https`).
     public var url: URL
     /// The deduplication key: a job with the same ID is never queued twice.
     public var id: String
     /// The file's name (or path) inside the worker's directory; `nil` names it from the URL.
     public var name: String?
+    /// Higher runs first; equal priorities run in the order they were queued.
     public var priority: Int
+    /// Attempts the job gets, the first and its retries; at least 1.
     public var maxAttempts: Int
     var options: Options
 
@@ -258,26 +268,40 @@ public struct QueueRequest: Sendable, Hashable {
 
 /// A job of the shared queue, as `haul list --queue` shows it.
 public struct QueueJob: Sendable, Hashable {
+    /// Its deduplication key (``QueueRequest/id``).
     public var id: String
     /// `available`, `running`, `retryable`, `paused`, `completed`, `failed` or `cancelled`.
     public var state: String
+    /// What it downloads.
     public var url: String
+    /// Attempts made so far, counting the one running.
     public var attempt: Int
+    /// Attempts it gets in all.
     public var maxAttempts: Int
+    /// Bytes its partial file holds, as of the running worker's last checkpoint.
     public var bytesCommitted: Int64
+    /// The file's size, once a response has told it.
     public var totalBytes: Int64?
     /// The worker that holds (or last held) it.
     public var leaseOwner: Int64?
+    /// What its last failed attempt said.
     public var lastError: String?
+    /// When it may next be claimed (a retry's backoff ends then).
     public var scheduledAt: Date
+    /// Higher runs first.
     public var priority: Int
 }
 
 /// A registered worker.
 public struct QueueWorkerInfo: Sendable, Hashable {
+    /// Its registration's number, unique in the queue (the owner of its leases).
     public var id: Int64
+    /// The host name of its machine.
     public var host: String
+    /// Its process ID on that machine.
     public var pid: Int32
+    /// When it registered.
     public var startedAt: Date
+    /// Its last heartbeat (each lease renewal is one).
     public var heartbeatAt: Date
 }

@@ -2,8 +2,10 @@ public import Foundation
 
 /// An error of the shared queue, with a message a person can act on.
 public struct QueueError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong and what to do about it.
     public let message: String
 
+    /// An error saying `message`.
     public init(_ message: String) {
         self.message = message
     }
@@ -26,17 +28,27 @@ public struct QueueError: Error, Sendable, CustomStringConvertible {
 /// (`PGPASSFILE`, else `~/.pgpass`: `host:port:database:user:password`, `*` matching
 /// anything, as libpq reads it).
 public struct QueueAddress: Sendable, Hashable, CustomStringConvertible {
+    /// Whether the connection uses TLS (the URL's `sslmode`, as libpq names them).
     public enum TLSMode: String, Sendable, Hashable {
-        case disable, prefer, require
+        /// Never.
+        case disable
+        /// When the server offers it (libpq's default).
+        case prefer
+        /// Always; the connection fails without it.
+        case require
     }
 
     /// The host name, or `nil` for a Unix socket.
     public var host: String?
+    /// The TCP port (5432 unless the URL gives one), also the socket file's suffix.
     public var port: Int
     /// The directory of the Unix socket, for a socket connection.
     public var socketDirectory: String?
+    /// The role to connect as.
     public var user: String
+    /// The database's name.
     public var database: String
+    /// Whether to use TLS.
     public var tls: TLSMode
     var password: String?
 

@@ -9,14 +9,14 @@ public import ServiceLifecycle
 
 /// Runs jobs of a shared ``PostgresQueue`` on this machine: `haul worker`.
 ///
-/// A worker is a ``DownloadManager`` whose job store is the queue (see
+/// A worker is a `DownloadManager` whose job store is the queue (see
 /// `PostgresJobStore`): the manager's admission claims jobs with leases, and its transfer,
 /// resume and verification run them as they would any download. The worker registers
 /// itself in `haul_workers` (its ID is the owner of its leases), and its store
 /// (`PostgresJobStore.coordinate(started:)`):
 /// - renews its leases every quarter of the lease (``Settings/lease``), stopping the
 ///   transfers whose lease another worker took, and stopping all of them, partials kept,
-///   when it could not renew for three quarters of the lease (see ``LeaseGuard``);
+///   when it could not renew for three quarters of the lease (see `LeaseGuard`);
 /// - wakes on `NOTIFY haul_jobs` (new or requeued jobs), and polls as a fallback
 ///   (``Settings/pollInterval``), which also picks up retries when they fall due and
 ///   leases that expired.
@@ -45,12 +45,15 @@ public final class QueueWorker: Service, Sendable {
         /// per-host cap, retries and segmentation are set from the settings above.
         public var configuration = DownloadManager.Configuration()
 
+        /// The defaults, with files going to `directory`.
         public init(directory: URL) {
             self.directory = directory
         }
     }
 
+    /// The queue it takes jobs from.
     public let queue: PostgresQueue
+    /// How it runs.
     public let settings: Settings
     let logger: Logger
     /// The event loops and I/O threads handed in; `nil`: the worker's own.
@@ -67,9 +70,12 @@ public final class QueueWorker: Service, Sendable {
     /// Creates a worker of `queue`.
     ///
     /// - Parameters:
+    ///   - queue: The shared queue whose jobs it runs.
+    ///   - settings: Its lease, polling, slots and directory.
     ///   - eventLoopGroup: The event loops its downloads run on; `nil` makes its own for each run.
     ///   - threadPool: The started pool for its blocking file work; `nil` makes its own for
     ///     each run. It never shuts down what it is given.
+    ///   - logger: Where it logs its claims, leases and errors; `nil` logs nothing.
     public init(
         queue: PostgresQueue, settings: Settings, eventLoopGroup: (any EventLoopGroup)? = nil,
         threadPool: NIOThreadPool? = nil, logger: Logger? = nil

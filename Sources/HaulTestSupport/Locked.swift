@@ -9,6 +9,7 @@ public final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
+    /// A box holding `value`.
     public init(_ value: Value) {
         self.value = value
     }

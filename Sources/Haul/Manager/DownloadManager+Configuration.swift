@@ -110,6 +110,8 @@ extension DownloadManager {
         /// highest cap it accepts.
         package var connectionPoolLimit: Int?
 
+        /// The defaults: 10 downloads at once, 6 connections per host, queue when full,
+        /// join duplicates, and the default retries and timeouts.
         public init() {}
     }
 }

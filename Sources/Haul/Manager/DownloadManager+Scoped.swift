@@ -25,6 +25,7 @@ public import NIOPosix
 ///     ``DownloadManager/init(configuration:journal:connectivityMonitor:eventLoopGroup:threadPool:logger:)``).
 ///   - threadPool: The started pool for blocking file work; `nil` makes the manager's own.
 ///   - logger: Where the manager logs, at `debug` and below only. Logs nothing by default.
+///   - isolation: The actor `body` runs on; the caller's, by default.
 ///   - body: What to do with the manager. Do not let the manager escape: it is shut down
 ///     when `body` ends.
 /// - Returns: What `body` returns.

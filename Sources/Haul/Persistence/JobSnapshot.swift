@@ -8,10 +8,11 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
     public var url: String
     /// Where the job stands.
     public var state: JobState
-    /// The priority, as ``DownloadPriority/rawValue``.
+    /// The priority, as the `rawValue` of a ``DownloadPriority``.
     public var priority: Int
     /// Bytes known to be on disk.
     public var bytes: Int64
+    /// The whole file's size, once a response has told it.
     public var totalBytes: Int64?
     /// The last measured rate, in bytes per second; 0 unless running.
     public var bytesPerSecond: Double

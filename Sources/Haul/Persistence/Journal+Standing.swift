@@ -11,8 +11,8 @@ extension Journal {
     /// Every job as it stands now, oldest first; optionally only those in `states`.
     ///
     /// Unlike ``jobs(in:)``, which shows the rows as written, a job recorded as running
-    /// whose process has died (its owner lock is free: see ``OwnerLocks``) shows as it will
-    /// be resumed: `paused` with ``shutdownCode``, at no speed, and with the bytes its
+    /// whose process has died (its owner lock is free) shows as it will
+    /// be resumed: `paused` with the error code `stopped`, at no speed, and with the bytes its
     /// partial file holds when they are more than the journal's committed bytes (a process
     /// killed between checkpoints leaves more on disk than the journal claims).
     public func standingJobs(in states: Set<JobState>? = nil) throws(DownloadError) -> [JobSnapshot] {
