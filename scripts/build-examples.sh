@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds every example package under Examples/ and runs each one with no arguments (each
+# serves itself from a local server and ends in a few seconds). Exits non-zero if a build or
+# a run fails.
+#
+#     scripts/build-examples.sh            # JOBS=N sets swift build's -j (default 2)
+#
+# The examples share one build directory, Examples/.build, so Haul and its dependencies are
+# compiled once for all of them: from nothing the script took 5 min 40 s on 2 cores (the
+# first example 310 s, the others 12 s each, the runs 4 s), then 30 s when nothing changed
+# (mostly SwiftPM planning each package). Sharing it needs --disable-build-manifest-caching:
+# otherwise SwiftPM reuses the build plan of the previous example, builds nothing and says
+# "Build complete!".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=${JOBS:-2}
+scratch=Examples/.build
+examples=()
+for manifest in Examples/*/Package.swift; do
+    examples+=("$(basename "$(dirname "$manifest")")")
+done
+[ "${#examples[@]}" -gt 0 ] || { echo "build-examples: no example under Examples/" >&2; exit 1; }
+
+for example in "${examples[@]}"; do
+    echo "== build $example"
+    started=$SECONDS
+    rm -f "$scratch/debug/$example"
+    # Progress lines and a dependency's warning about its CMakeLists.txt are left out;
+    # the build's own warnings and errors are kept. The pipe fails when the build does.
+    if ! swift build -j "$jobs" --disable-build-manifest-caching \
+        --package-path "Examples/$example" --scratch-path "$scratch" 2>&1 |
+        { grep -v -e '^\[[0-9]*/[0-9]*\] ' -e "found 1 file(s) which are unhandled" \
+            -e 'swift-distributed-tracing/Sources/.*/CMakeLists.txt' || true; }; then
+        echo "build-examples: $example did not build" >&2
+        exit 1
+    fi
+    # A build that says it is complete but left no executable is a failure too (the
+    # executable was removed before it, so an old one cannot pass for it).
+    if [ ! -x "$scratch/debug/$example" ]; then
+        echo "build-examples: $example: no executable at $scratch/debug/$example" >&2
+        exit 1
+    fi
+    echo "   built in $((SECONDS - started)) s"
+done
+
+for example in "${examples[@]}"; do
+    echo "== run $example"
+    started=$SECONDS
+    # An example that hangs is ended (TERM after 120 s, KILL 10 s later) and fails the script.
+    if ! timeout -k 10 120 "$scratch/debug/$example"; then
+        echo "build-examples: $example failed" >&2
+        exit 1
+    fi
+    echo "   ran in $((SECONDS - started)) s"
+done
+echo "build-examples: ${#examples[@]} examples built and run"
