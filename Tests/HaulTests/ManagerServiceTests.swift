@@ -80,6 +80,31 @@ struct ManagerServiceTests {
         try await eventLoopGroup.shutdownGracefully()
     }
 
+    @Test func waitingUntilIdleEndsWhenTheWaitingTaskIsCancelled() async throws {
+        // Given a manager whose one download stalls for good (no idle timeout will end it)
+        let server = try await FaultServer.start()
+        server.setFile("s", FaultServer.randomBytes(count: 100_000, seed: 26))
+        var configuration = Fixture.testConfiguration()
+        configuration.idleTimeout = .seconds(600)
+        let manager = DownloadManager(configuration: configuration)
+        let handle = try await manager.download(
+            DownloadRequest(url: server.url("/files/s?stall_after=1000"), destination: .memory(limit: 1 << 20)))
+        await firstEvent(handle.events) { event -> Bool? in
+            if case .progress(let progress) = event, progress.completedBytes == 1000 { return true }
+            return nil
+        }
+
+        // When a task waiting for the manager to be idle is cancelled (a service stopping)
+        let waiting = Task { await manager.waitUntilIdle() }
+        waiting.cancel()
+        await waiting.value
+
+        // Then the wait ended with the download still running
+        #expect(await manager.activeIDs == [handle.id])
+        await manager.shutdown()
+        try await server.shutdown()
+    }
+
     @Test func aManagerMadeWithDefaultsStopsItsOwnThreadsWhenShutDown() async throws {
         // Given a manager made with defaults, that ran a download
         let server = try await FaultServer.start()

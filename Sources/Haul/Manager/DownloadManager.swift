@@ -82,7 +82,10 @@ public actor DownloadManager {
     var background: [Task<Void, Never>] = []
     /// What wakes each ``run()`` under way when the manager shuts down.
     var runStops: [AsyncStream<Never>.Continuation] = []
-    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Callers of ``waitUntilIdle()``, by a number of their own (so that a cancelled one
+    /// can be woken alone).
+    var idleWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    var nextIdleWaiter = 0
     /// Credential headers of journaled jobs, which the journal does not store.
     var vault = CredentialVault()
 
@@ -555,10 +558,27 @@ public actor DownloadManager {
 
     /// Returns once nothing is queued, running or waiting for the network, here or in the
     /// journal for this manager. Paused downloads do not count.
+    ///
+    /// It also returns when the calling task is cancelled (a service stopping while it
+    /// waits), with downloads still running: check `Task.isCancelled` to tell.
     public func waitUntilIdle() async {
         await admissionFinished()
-        guard !isIdle else { return }
-        await withCheckedContinuation { idleWaiters.append($0) }
+        guard !isIdle, !Task.isCancelled else { return }
+        let key = nextIdleWaiter
+        nextIdleWaiter += 1
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Cancelled before this ran: the handler below found nothing to wake.
+                if Task.isCancelled { return continuation.resume() }
+                idleWaiters[key] = continuation
+            }
+        } onCancel: {
+            Task { await self.wakeIdleWaiter(key) }
+        }
+    }
+
+    private func wakeIdleWaiter(_ key: Int) {
+        idleWaiters.removeValue(forKey: key)?.resume()
     }
 
     /// Stops everything: running downloads are interrupted with their partial files kept
@@ -616,8 +636,8 @@ public actor DownloadManager {
         await resources.shutdown()
         managerEvents.finish()
         let waiters = idleWaiters
-        idleWaiters = []
-        for waiter in waiters { waiter.resume() }
+        idleWaiters = [:]
+        for waiter in waiters.values { waiter.resume() }
     }
 
     // MARK: - Interest
@@ -657,8 +677,8 @@ public actor DownloadManager {
     func checkIdle() {
         guard !idleWaiters.isEmpty, isIdle else { return }
         let waiters = idleWaiters
-        idleWaiters = []
-        for waiter in waiters { waiter.resume() }
+        idleWaiters = [:]
+        for waiter in waiters.values { waiter.resume() }
     }
 
     /// A manager released without ``shutdown()`` (nothing can be running then: a transfer
