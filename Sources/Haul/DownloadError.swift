@@ -10,7 +10,7 @@ import Foundation
 /// ```swift
 /// do {
 ///     let result = try await handle.result
-/// } catch where error.code == .httpStatus {
+/// } catch let error as DownloadError where error.code == .httpStatus {
 ///     print("server said \(error.statusCode ?? 0)")
 /// }
 /// ```
@@ -41,6 +41,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case tls
             case invalidConfiguration
             case proxy
+            case urlExpired
         }
 
         let base: Base
@@ -115,6 +116,13 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// proxy, never its password. A proxy that cannot be reached is a
         /// ``network`` error, retried like any other.
         public static let proxy = Code(base: .proxy)
+        /// The URL stopped serving the content: a signed URL whose expiry passed (its query
+        /// says so: `X-Amz-Date` with `X-Amz-Expires`, `Expires`, `se`, …), answered
+        /// `401`, `403` or `410`, and no fresh URL could be had. The partial file is kept:
+        /// give a fresh URL (``DownloadManager/Configuration/refreshURL``,
+        /// `haul get --refresh-command`, or the download added again with the new URL) and
+        /// it resumes. Not retried as it is.
+        public static let urlExpired = Code(base: .urlExpired)
 
         public var description: String { base.rawValue }
 
@@ -158,6 +166,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Whether the failure was reaching the host at all (refused, unreachable, DNS,
     /// connect timeout), which may mean the network is gone.
     let isConnectivity: Bool
+    /// The URL that answered with ``statusCode`` (after redirects, or a segment's).
+    let url: URL?
 
     init(
         _ code: Code,
@@ -165,9 +175,11 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         statusCode: Int? = nil,
         cancellationReason: CancellationReason? = nil,
         retryAfter: Duration? = nil,
-        isConnectivity: Bool = false
+        isConnectivity: Bool = false,
+        url: URL? = nil
     ) {
         self.code = code
+        self.url = url
         self.message = message
         self.isConnectivity = isConnectivity
         self.statusCode = statusCode

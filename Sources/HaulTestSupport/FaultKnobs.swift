@@ -25,6 +25,8 @@ struct FaultKnobs: Sendable {
     var retryAfter: String?
     var disposition: String?
     var gate: String?
+    var token: String?
+    var expireAfter: Int?
 
     init(query: [String: String]) throws {
         func count(_ name: String, minimum: Int = 0) throws -> Int? {
@@ -68,5 +70,7 @@ struct FaultKnobs: Sendable {
         }
         self.disposition = query["disposition"]
         self.gate = query["gate"]
+        self.token = query["token"]
+        self.expireAfter = try count("expire_after")
     }
 }

@@ -29,6 +29,13 @@ extension ServerCore {
             return plan
         }
 
+        if let token = knobs.token, self.isExpired(token: token) {
+            // What S3 answers for a presigned URL past its expiry.
+            return .text(
+                .forbidden,
+                "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>\n")
+        }
+
         let components = target.components
         switch (components.first, components.count) {
         case ("files", 2...):
@@ -59,6 +66,14 @@ extension ServerCore {
                 ? self.absoluteURL(destination)
                 : "\(self.baseURL)/redirect/\(remaining - 1)?to=\(RequestTarget.percentEncodeQueryValue(destination))"
                     + (target.query["code"].map { "&code=\($0)" } ?? "")
+            return self.redirect(to: location, code: target.query["code"])
+        case ("sign", 2...):
+            // A signing endpoint: redirects to the file with a fresh token; the first token
+            // minted expires after `expire_after` bytes, as `/files/` would.
+            let name = target.path.drop { $0 == "/" }.dropFirst("sign/".count)
+            let (token, first) = self.mintToken()
+            var location = "\(self.baseURL)/files/\(name)?token=\(token)"
+            if first, let bytes = knobs.expireAfter { location += "&expire_after=\(bytes)" }
             return self.redirect(to: location, code: target.query["code"])
         case ("loop", 2):
             let next = components[1] == "a" ? "b" : "a"
@@ -181,7 +196,14 @@ extension ServerCore {
         }
         guard !isHead else { return plan }
 
-        if let resetAfter = knobs.resetAfter, self.consumeFault("reset", path: path, times: knobs.resetTimes) {
+        if let token = knobs.token, let expireAfter = knobs.expireAfter {
+            // The URL expires while its body is sent: after `expire_after` bytes the
+            // connection closes (FIN, so every one of them arrives) and the token is refused
+            // from then on.
+            self.expire(token: token)
+            plan.bodyLimit = min(expireAfter, length)
+            plan.ending = .reset(orderly: true)
+        } else if let resetAfter = knobs.resetAfter, self.consumeFault("reset", path: path, times: knobs.resetTimes) {
             plan.bodyLimit = min(resetAfter, length)
             plan.ending = .reset(orderly: knobs.resetOrderly)
         } else if let stallAfter = knobs.stallAfter,

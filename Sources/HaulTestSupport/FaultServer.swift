@@ -75,6 +75,14 @@ import NIOPosix
 /// - `rate=B`: trickle the body at most B bytes per second: `max(1, B/10)` bytes every 100 ms
 ///   (the first batch immediately).
 /// - `disposition=V`: add `Content-Disposition: V` (percent-decoded) to 200/206 file responses.
+/// - `token=T` (any route): a signed URL's token. Once T has expired, every request carrying it
+///   is answered `403` with S3's "Request has expired" body, before routing.
+/// - `token=T&expire_after=N` (files): T expires when this GET is answered; the head and N body
+///   bytes are sent, then the connection is closed (FIN, so all N arrive). A signed URL that
+///   expires in the middle of its download.
+/// - `/sign/NAME` (route): `302` to `/files/NAME?token=tK` with a fresh token each time (`t1`,
+///   `t2`, …); `expire_after=N` is passed on with the first token only. A signing endpoint,
+///   such as a release page that redirects to a presigned object URL.
 ///
 /// Bodies are sent as slices of the stored file in chunks of at most 64 KiB, with back-pressure
 /// (writing pauses while the connection is not writable), so large files are cheap.
@@ -231,6 +239,11 @@ public final class FaultServer: Sendable {
     /// Releases every request waiting on `gate` (`?gate=G`), now and in the future.
     public func release(_ gate: String) {
         self.core.release(gate)
+    }
+
+    /// Makes every later request carrying `token=T` fail as an expired signed URL (`403`).
+    public func expire(token: String) {
+        self.core.expire(token: token)
     }
 
     /// Closes a released gate again, so that later requests wait on it until the next

@@ -39,6 +39,8 @@ final class ServerCore: Sendable {
         var fileVersions: [String: Int] = [:]
         var etagSerial = 0
         var faultCounters: [String: Int] = [:]
+        var expiredTokens: Set<String> = []
+        var mintedTokens = 0
 
         var releasedGates: Set<String> = []
         var gateWaiters: [String: [Int: @Sendable () -> Void]] = [:]
@@ -207,6 +209,23 @@ final class ServerCore: Sendable {
             state.faultCounters[key] = seen + 1
             guard let times else { return true }
             return seen < times
+        }
+    }
+
+    /// Whether requests carrying `token=T` are refused as expired.
+    func isExpired(token: String) -> Bool {
+        self.state.withLock { $0.expiredTokens.contains(token) }
+    }
+
+    func expire(token: String) {
+        _ = self.state.withLock { $0.expiredTokens.insert(token) }
+    }
+
+    /// A fresh token for `/sign/…`: `t1`, `t2`, … and whether it is the first.
+    func mintToken() -> (token: String, first: Bool) {
+        self.state.withLock { state in
+            state.mintedTokens += 1
+            return ("t\(state.mintedTokens)", state.mintedTokens == 1)
         }
     }
 

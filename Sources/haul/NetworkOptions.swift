@@ -68,6 +68,13 @@ struct NetworkOptions: ParsableArguments {
         help: ArgumentHelp("The User-Agent header to send. (default: Haul/0.1)", valueName: "text"))
     var userAgent: String?
 
+    @Option(
+        name: .customLong("refresh-command"),
+        help: ArgumentHelp(
+            "When a download's URL has expired (a signed URL answering 401, 403 or 410, or past the expiry in its query), run this program for a fresh one: without a shell, with the expired URL as its last argument and the download's ID in $HAUL_ID; the first line it prints is the new URL. The download resumes from its partial file. Given 60 seconds.",
+            valueName: "program"))
+    var refreshCommand: String?
+
     @Flag(name: .customShort("4"), help: "Connect over IPv4 only.")
     var ipv4 = false
 
@@ -88,6 +95,7 @@ struct NetworkOptions: ParsableArguments {
         if netrc { names.append("--netrc") }
         if netrcFile != nil { names.append("--netrc-file") }
         if userAgent != nil { names.append("--user-agent") }
+        if refreshCommand != nil { names.append("--refresh-command") }
         if ipv4 { names.append("-4") }
         if ipv6 { names.append("-6") }
         return names
@@ -139,6 +147,15 @@ struct NetworkOptions: ParsableArguments {
                 throw ValidationError("--user-agent needs a text of one line.")
             }
             configuration.userAgent = userAgent
+        }
+        if let refreshCommand {
+            let command: RefreshCommand
+            do {
+                command = try RefreshCommand(program: refreshCommand, environment: environment)
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            configuration.refreshURL = { expired, id in try await command.refresh(expired, id: id) }
         }
         switch (ipv4, ipv6) {
         case (true, true): throw ValidationError("-4 and -6 cannot be used together.")

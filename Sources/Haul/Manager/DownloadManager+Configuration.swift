@@ -1,3 +1,5 @@
+public import Foundation
+
 extension DownloadManager {
     /// What happens to a new download when every slot is busy.
     public enum OverflowPolicy: Sendable, Hashable {
@@ -109,6 +111,26 @@ extension DownloadManager {
         /// A service whose per-host cap can be raised while it runs sets this to the
         /// highest cap it accepts.
         package var connectionPoolLimit: Int?
+
+        /// Gives a fresh URL for a download whose URL stopped serving it: a signed URL
+        /// (S3, a CDN, a release asset) that answered `401`, `403` or `410`, or whose
+        /// query says its signature has expired. `nil` (the default): such a download fails
+        /// with ``DownloadError/Code/urlExpired``, its partial kept.
+        ///
+        /// It is called with the URL that expired (the request's, or the last fresh one)
+        /// and the download's ID, and returns the URL to go on with: the download resumes
+        /// from its partial file, checked with `If-Range` as any resume is (content that
+        /// changed starts again from zero), and segments move to the fresh URL. A URL
+        /// reached through redirects is first followed again from the start, without asking.
+        /// Credential headers still go only to the request's own origin. Throwing fails
+        /// the download.
+        ///
+        /// ```swift
+        /// configuration.refreshURL = { expired, id in
+        ///     try await api.presignedURL(for: id.rawValue)
+        /// }
+        /// ```
+        public var refreshURL: (@Sendable (_ expired: URL, _ id: DownloadID) async throws -> URL)?
 
         /// The defaults: 10 downloads at once, 6 connections per host, queue when full,
         /// join duplicates, and the default retries and timeouts.

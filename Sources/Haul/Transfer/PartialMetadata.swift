@@ -28,6 +28,20 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// The machine boot during which ``unsyncedRemaining`` was saved.
     var bootID: String?
 
+    /// Whether the partial came from `requested`: the same URL, or, for signed URLs, the
+    /// same object under another signature (the same scheme, host, port and path: a fresh
+    /// URL given for an expired one). Its validator still has to match for it to resume.
+    func isFrom(_ requested: URL) -> Bool {
+        if url == requested.absoluteString { return true }
+        guard let recorded = URL(string: url),
+            SignedURLExpiry.isSigned(recorded) || SignedURLExpiry.expiry(of: recorded) != nil,
+            SignedURLExpiry.isSigned(requested) || SignedURLExpiry.expiry(of: requested) != nil
+        else { return false }
+        return recorded.scheme?.lowercased() == requested.scheme?.lowercased()
+            && recorded.host?.lowercased() == requested.host?.lowercased() && recorded.port == requested.port
+            && recorded.path == requested.path
+    }
+
     /// The progress record: what a segmented download had written, synced or not.
     private struct Progress: Codable {
         var unsyncedRemaining: [[Int64]]

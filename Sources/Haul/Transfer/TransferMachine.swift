@@ -62,6 +62,12 @@ struct TransferMachine: Sendable {
         var segmentationThreshold: Int64? = nil
         /// Whether resuming without a validator is allowed.
         var allowsBlindResume: Bool = false
+        /// The URL the partial's sidecar records as its source: the request's own, also
+        /// when ``url`` is a fresh one that replaced it (see ``URLRefreshRule``).
+        var recordedURL: URL? = nil
+        /// Whether a segmented partial resumes from the location its sidecar stored (the
+        /// URL after redirects); not once that URL expired.
+        var usesStoredLocation = true
     }
 
     /// What the partial file held when the attempt began.
@@ -257,7 +263,8 @@ struct TransferMachine: Sendable {
         if length > 0, let metadata = stored, let remaining = metadata.ranges(currentBoot: partial?.currentBoot),
             let validator = metadata.validator, let total = metadata.totalBytes
         {
-            let url = metadata.location.flatMap(URL.init(string:)) ?? settings.url
+            let location = settings.usesStoredLocation ? metadata.location.flatMap(URL.init(string:)) : nil
+            let url = location ?? settings.url
             resumableSegments = Segments(
                 url: url, total: total, validator: validator, remaining: remaining, metadata: metadata,
                 prepares: false, headers: settings.policy.headers(for: url))
@@ -344,7 +351,7 @@ struct TransferMachine: Sendable {
                     receiving.memoryLimit = .max
                 } else {
                     let metadata = PartialMetadata(
-                        url: settings.url.absoluteString, validator: validator, totalBytes: total)
+                        url: (settings.recordedURL ?? settings.url).absoluteString, validator: validator, totalBytes: total)
                     take.preparation = .startOver(metadata, reserve: total)
                 }
             }
@@ -523,7 +530,8 @@ struct TransferMachine: Sendable {
         else { return nil }
         let url = redirects.url
         let metadata = PartialMetadata(
-            url: settings.url.absoluteString, validator: validator, totalBytes: total, remaining: [[0, total]],
+            url: (settings.recordedURL ?? settings.url).absoluteString, validator: validator, totalBytes: total,
+            remaining: [[0, total]],
             location: url.absoluteString)
         return Segments(
             url: url, total: total, validator: validator, remaining: [(0, total)], metadata: metadata, prepares: true,

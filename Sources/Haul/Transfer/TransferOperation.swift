@@ -97,18 +97,56 @@ package struct TransferOperation: Sendable {
         var journaled = download.journaled
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
-        let outcome = await withRetries(
-            configuration.retry, checkingNetwork: checkNetwork,
-            onRetry: { retry, error, delay in
-                logger.debug("retrying", metadata: ["id": "\(request.id)", "retry": "\(retry)", "error": "\(error)"])
-                core.emit(.retrying(attempt: retry, reason: error, delay: delay))
-                checkpointer?.attempted(retry)
+        var source = URLRefreshRule(url: request.url, canRefresh: configuration.refreshURL != nil)
+        var refreshes = 0
+        var outcome: AttemptOutcome<(DownloadResult, CompletedFile?)>
+        while true {
+            if case .refresh(let expired) = source.beforeAttempt(now: Date()) {
+                refreshes += 1
+                switch await refresh(expired, number: refreshes, because: nil) {
+                case .success(let fresh): source.refreshed(to: fresh)
+                case .failure(let error): return Task.isCancelled ? .interrupted : .failed(error)
+                }
             }
-        ) { () throws(DownloadError) in
-            // The journal's view only matters before this process first touches the file.
-            let known = journaled
-            journaled = nil
-            return try await attempt(carrying: &digest, journaled: known, revalidating: revalidating)
+            let transferred = core.meter.bytesTransferred
+            let attemptSource = source
+            outcome = await withRetries(
+                configuration.retry, checkingNetwork: checkNetwork,
+                onRetry: { retry, error, delay in
+                    logger.debug("retrying", metadata: ["id": "\(request.id)", "retry": "\(retry)", "error": "\(error)"])
+                    core.emit(.retrying(attempt: retry, reason: error, delay: delay))
+                    checkpointer?.attempted(retry)
+                }
+            ) { () throws(DownloadError) in
+                // The journal's view only matters before this process first touches the file.
+                let known = journaled
+                journaled = nil
+                return try await attempt(
+                    carrying: &digest, journaled: known, revalidating: revalidating, source: attemptSource)
+            }
+            // A URL that stopped serving the content is followed again or refreshed.
+            guard case .failed(let error) = outcome, !Task.isCancelled else { break }
+            let progressed = core.meter.bytesTransferred > transferred
+            switch source.failed(error, progressed: progressed, now: Date()) {
+            case .refollow:
+                logger.debug("following the URL again", metadata: ["id": "\(request.id)", "error": "\(error)"])
+                continue
+            case .refresh(let expired):
+                refreshes += 1
+                switch await refresh(expired, number: refreshes, because: error) {
+                case .success(let fresh):
+                    source.refreshed(to: fresh)
+                    continue
+                case .failure(let failure):
+                    if Task.isCancelled { return .interrupted }
+                    outcome = .failed(failure)
+                }
+            case .fail(let final):
+                outcome = .failed(final)
+            case .proceed:
+                break
+            }
+            break
         }
         switch outcome {
         case .succeeded(let (result, file)):
@@ -122,6 +160,43 @@ package struct TransferOperation: Sendable {
         case .waitingForNetwork:
             return .waitingForNetwork
         }
+    }
+
+    /// Asks the configuration's ``DownloadManager/Configuration/refreshURL`` for a URL in
+    /// place of `expired`, which failed with `error` (or, `nil`, whose query says it has
+    /// expired), and tells the download's watchers (a `retrying` event with no delay).
+    private func refresh(_ expired: URL, number: Int, because cause: DownloadError?) async -> Result<URL, DownloadError> {
+        guard let refreshURL = configuration.refreshURL else {
+            return .failure(cause ?? DownloadError(.urlExpired, "\(expired.absoluteString): the URL has expired"))
+        }
+        let reason = cause.map { "HTTP \($0.statusCode ?? 0)" } ?? "its signature has expired"
+        core.emit(
+            .retrying(
+                attempt: number,
+                reason: DownloadError(
+                    .urlExpired, "\(expired.absoluteString): \(reason): asking for a fresh URL", statusCode: cause?.statusCode,
+                    url: expired),
+                delay: .zero))
+        logger.debug("refreshing the URL", metadata: ["id": "\(request.id)", "reason": "\(reason)"])
+        let fresh: URL
+        do {
+            fresh = try await refreshURL(expired, request.id)
+        } catch {
+            if Task.isCancelled { return .failure(.cancelled(.userRequested, id: request.id)) }
+            return .failure(
+                DownloadError(
+                    .urlExpired,
+                    "\(expired.absoluteString): the URL has expired (\(reason)), and asking for a fresh one failed: \(error)",
+                    statusCode: cause?.statusCode, url: expired))
+        }
+        guard let scheme = fresh.scheme?.lowercased(), scheme == "http" || scheme == "https", fresh.host != nil else {
+            return .failure(
+                DownloadError(
+                    .urlExpired,
+                    "\(expired.absoluteString): the URL has expired (\(reason)), and the fresh URL given is not an http or https URL: \(fresh.absoluteString)"
+                ))
+        }
+        return .success(fresh)
     }
 
     /// After a failure to reach the host: is it the host, or the network?
@@ -154,13 +229,15 @@ package struct TransferOperation: Sendable {
     // MARK: - One attempt
 
     private func attempt(
-        carrying digest: inout ContentDigest?, journaled: JournaledProgress?, revalidating: CompletedFile?
+        carrying digest: inout ContentDigest?, journaled: JournaledProgress?, revalidating: CompletedFile?,
+        source: URLRefreshRule
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
-        guard let paths else { return (try await attemptInMemory(carrying: &digest), nil) }
+        guard let paths else { return (try await attemptInMemory(carrying: &digest, source: source), nil) }
         let (file, length) = try await openPartial(paths, journaled: journaled)
         do {
             let result = try await transfer(
-                into: file, existing: length, paths: paths, carrying: &digest, revalidating: revalidating)
+                into: file, existing: length, paths: paths, carrying: &digest, revalidating: revalidating,
+                source: source)
             file.close()
             return result
         } catch {
@@ -211,17 +288,18 @@ package struct TransferOperation: Sendable {
     /// Carries out the machine's actions for a file: requests, segments, and the commit.
     private func transfer(
         into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?,
-        revalidating: CompletedFile?
+        revalidating: CompletedFile?, source: URLRefreshRule
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         let url = request.url.absoluteString
+        let requested = request.url
         let stored =
             existing > 0
             ? try await io { () throws(DownloadError) in
-                PartialMetadata.load(from: paths.metadata).flatMap { $0.url == url ? $0 : nil }
+                PartialMetadata.load(from: paths.metadata).flatMap { $0.isFrom(requested) ? $0 : nil }
             }
             : nil
         var machine = TransferMachine(
-            settings: machineSettings(carrying: digest), destination: .file,
+            settings: machineSettings(carrying: digest, source: source), destination: .file,
             partial: TransferMachine.Partial(
                 length: existing, stored: stored, currentBoot: ProcessIdentity.bootID,
                 revalidating: revalidating?.validator))
@@ -264,14 +342,15 @@ package struct TransferOperation: Sendable {
     private var connections: Int { max(1, download.connections) }
 
     /// What a machine for this download starts from.
-    private func machineSettings(carrying digest: ContentDigest?) -> TransferMachine.Settings {
+    private func machineSettings(carrying digest: ContentDigest?, source: URLRefreshRule) -> TransferMachine.Settings {
         TransferMachine.Settings(
-            url: request.url, policy: policy, maxRedirects: configuration.maxRedirects,
+            url: source.current, policy: policy, maxRedirects: configuration.maxRedirects,
             expectedSize: request.expectedSize, hashes: request.checksum != nil, carriedDigestBytes: digest?.byteCount,
             segmentationThreshold: TransferMachine.segmentationThreshold(
                 connections: connections, configured: configuration.segmentationThreshold,
                 pacedRequestSize: core.pacedRequestSize),
-            allowsBlindResume: configuration.allowsBlindResume)
+            allowsBlindResume: configuration.allowsBlindResume, recordedURL: request.url,
+            usesStoredLocation: source.usesStoredLocation)
     }
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
@@ -376,13 +455,14 @@ package struct TransferOperation: Sendable {
         )
     }
 
-    private func attemptInMemory(carrying digest: inout ContentDigest?) async throws(DownloadError)
+    private func attemptInMemory(carrying digest: inout ContentDigest?, source: URLRefreshRule) async throws(DownloadError)
         -> DownloadResult
     {
         guard case .memory(let limit) = request.destination else {
             throw .invalid("no partial file for a file destination")
         }
-        var machine = TransferMachine(settings: machineSettings(carrying: nil), destination: .memory(limit: limit))
+        var machine = TransferMachine(
+            settings: machineSettings(carrying: nil, source: source), destination: .memory(limit: limit))
         var used: ContentDigest?
         var body: ByteBuffer?
         let action = try await exchange(&machine, machine.start(), sink: .memory, digest: &used, body: &body)
@@ -497,7 +577,7 @@ package struct TransferOperation: Sendable {
         let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
         return DownloadError(
             .httpStatus, "HTTP \(status) \(reason) from \(url.absoluteString)", statusCode: status,
-            retryAfter: retryAfter.flatMap(parseRetryAfter))
+            retryAfter: retryAfter.flatMap(parseRetryAfter), url: url)
     }
 
     /// Parses `Retry-After` as seconds or an HTTP date.

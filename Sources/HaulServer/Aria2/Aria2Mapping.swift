@@ -64,6 +64,7 @@ package enum Aria2ExitStatus {
     /// | `tooManyRedirects`, `redirectLoop` | 23 | too many redirects |
     /// | `protocolViolation`, `insecureRedirect`, `unusableRedirect` | 22 | HTTP response bad or unexpected |
     /// | `credentialsRequired` | 24 | HTTP authorization failed |
+    /// | `urlExpired` | 22 | HTTP response bad or unexpected (aria2 reports an expired URL's 403 so) |
     /// | `checksumMismatch` | 32 | checksum validation failed |
     /// | `sizeMismatch` | 8 | the server did not resume as required |
     /// | `invalidRequest`, `unsafePath` | 28 | bad option or argument |
@@ -87,7 +88,7 @@ package enum Aria2ExitStatus {
         case "duplicate", "runningElsewhere": return 11
         case "fileSystem": return 17
         case "tooManyRedirects", "redirectLoop": return 23
-        case "protocolViolation", "insecureRedirect", "unusableRedirect": return 22
+        case "protocolViolation", "insecureRedirect", "unusableRedirect", "urlExpired": return 22
         case "credentialsRequired": return 24
         case "checksumMismatch": return 32
         case "sizeMismatch": return 8

@@ -1,0 +1,147 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// Signed URLs that expire in the middle of a download, against the fault server: refreshed
+/// and resumed, followed again through their redirect, or failing as expired with the
+/// partial kept.
+@Suite("Expiring URLs", .timeLimit(.minutes(1)))
+struct ExpiringURLTests {
+    /// The URLs a refresher was asked about, and the fresh one it gives: the same object
+    /// under token `b`.
+    final class Refresher: Sendable {
+        let asked = Locked<[URL]>([])
+
+        func refresh(_ expired: URL) -> URL {
+            asked.withLock { $0.append(expired) }
+            var components = URLComponents(url: expired, resolvingAgainstBaseURL: false)!
+            components.queryItems = [URLQueryItem(name: "token", value: "b")]
+            return components.url!
+        }
+    }
+
+    @Test func anExpiredURLIsRefreshedAndTheDownloadResumesWhereItStood() async throws {
+        let refresher = Refresher()
+        try await Fixture.with({ $0.refreshURL = { expired, _ in refresher.refresh(expired) } }) { f in
+            // Given a signed URL that expires after 300,000 of its 1,000,000 bytes
+            let bytes = f.serve("f", count: 1_000_000)
+            let handle = try await f.manager.download(f.request("/files/f?token=a&expire_after=300000", to: "f"))
+
+            // When it is downloaded
+            let result = try await handle.result
+
+            // Then the refresher was asked once, about the expired URL, and the fresh URL
+            // was asked for the rest only, with the validator of the first response
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            #expect(refresher.asked.withLock { $0 } == [f.server.url("/files/f?token=a&expire_after=300000")])
+            let requests = f.server.requests(path: "/files/f")
+            let fresh = requests.filter { $0.query["token"] == "b" }
+            #expect(fresh.count == 1)
+            #expect(fresh.first?.header("Range") == "bytes=300000-")
+            #expect(fresh.first?.header("If-Range") == f.server.etag(forFile: "f"))
+            #expect(result.bytesTransferred == 1_000_000)
+            // (the 403 that said it expired has a short body)
+            #expect(f.server.bytesServed(path: "/files/f") < 1_000_000 + 1_000)
+            #expect(f.listing() == ["f"])
+        }
+    }
+
+    @Test func withoutAWayToRefreshItFailsAsExpiredAndAFreshURLResumesThePartial() async throws {
+        try await Fixture.with { f in
+            let bytes = f.serve("f", count: 1_000_000)
+            // Given a signed URL that expires mid-download, and no way to refresh it
+            let handle = try await f.manager.download(f.request("/files/f?token=a&expire_after=300000", to: "f"))
+
+            // Then the download fails as expired, saying how to give a fresh URL, and keeps its partial
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .urlExpired)
+            #expect(error.statusCode == 403)
+            #expect(error.message.contains("--refresh-command"))
+            #expect(f.contents("f.haul-partial")?.count == 300_000)
+
+            // When the download is added again under a fresh signature of the same object
+            let again = try await f.manager.download(f.request("/files/f?token=b", to: "f")).result
+
+            // Then it resumes from the partial: only the rest is asked for
+            #expect(again.bytesTransferred == 700_000)
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            #expect(f.server.requests(path: "/files/f").last?.header("Range") == "bytes=300000-")
+        }
+    }
+
+    @Test func aRedirectToASignedURLThatExpiredIsFollowedAgainWithoutAsking() async throws {
+        try await Fixture.with { f in
+            // Given a release URL that redirects to a signed URL (a fresh one each time),
+            // the first of which expires after 300,000 bytes
+            let bytes = f.serve("f", count: 1_000_000)
+            let result = try await f.manager.download(f.request("/sign/f?expire_after=300000", to: "f")).result
+
+            // Then the retry went through the redirect again, to a fresh signature, and
+            // asked for the rest only
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            let requests = f.server.requests(path: "/files/f")
+            #expect(requests.map { $0.query["token"] } == ["t1", "t2"])
+            #expect(requests.last?.header("Range") == "bytes=300000-")
+            #expect(result.bytesTransferred == 1_000_000)
+        }
+    }
+
+    @Test func theSegmentsOfASegmentedDownloadMoveToTheFreshURLWhereTheyStood() async throws {
+        let refresher = Refresher()
+        try await Fixture.with({
+            $0.segmentedConnections = 4
+            $0.maxConnectionsPerHost = 8
+            // Stalled segments end at the idle timeout and are retried (stalling again after
+            // 1,000,000 more bytes) until their URL has expired.
+            $0.idleTimeout = .seconds(1)
+            $0.refreshURL = { expired, _ in refresher.refresh(expired) }
+        }) { f in
+            // Given a large file whose every response stalls after 1,000,000 bytes
+            let size = 24 << 20
+            let bytes = f.serve("big", count: size)
+            let handle = try await f.manager.download(f.request("/files/big?token=a&stall_after=1000000", to: "big"))
+            // When its four segments have each written their first 1,000,000 bytes, and the URL expires
+            await firstEvent(handle.events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes >= 4_000_000 { return true }
+                return nil
+            }
+            f.server.expire(token: "a")
+            let result = try await handle.result
+
+            // Then it completed from segments on the fresh URL, each resuming where its
+            // segment stood, with the first response's validator
+            #expect(sha256(f.contents("big")) == sha256(bytes))
+            #expect(result.byteCount == Int64(size))
+            #expect(refresher.asked.withLock { $0.count } == 1)
+            let fresh = f.server.requests(path: "/files/big").filter { $0.query["token"] == "b" }
+            let starts = fresh.compactMap { $0.header("Range").flatMap { Int($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } }
+            #expect(starts.count == fresh.count)
+            #expect(starts.count >= 4)
+            // Each segment stood at a multiple of 1,000,000 bytes past its start (more than one
+            // if a stall ended at the idle timeout before the URL expired, and was resumed).
+            for segmentStart in [0, 6 << 20, 12 << 20, 18 << 20] {
+                #expect(
+                    starts.contains { $0 > segmentStart && ($0 - segmentStart) % 1_000_000 == 0 },
+                    "the segment at \(segmentStart) did not resume where it stood: \(starts)")
+            }
+            #expect(fresh.allSatisfy { $0.header("If-Range") == f.server.etag(forFile: "big") })
+            #expect(f.listing() == ["big"])
+        }
+    }
+
+    @Test func aRefresherThatFailsEndsTheDownloadAsExpiredSayingWhy() async throws {
+        struct NoURL: Error, CustomStringConvertible {
+            var description: String { "the API is down" }
+        }
+        try await Fixture.with({ $0.refreshURL = { _, _ in throw NoURL() } }) { f in
+            f.serve("f", count: 1_000_000)
+            let handle = try await f.manager.download(f.request("/files/f?token=a&expire_after=300000", to: "f"))
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .urlExpired)
+            #expect(error.message.contains("the API is down"))
+            #expect(f.contents("f.haul-partial")?.count == 300_000)
+        }
+    }
+}
