@@ -106,7 +106,6 @@ extension DownloadManager {
         /// default) for none.
         public var maxBytesPerSecondPerDownload: Int?
 
-        /// The default configuration.
         /// Connections the HTTP client keeps per host: ``maxConnectionsPerHost`` when `nil`.
         /// A service whose per-host cap can be raised while it runs sets this to the
         /// highest cap it accepts.

@@ -87,10 +87,13 @@ extension DownloadManager: Service {
     /// Calling ``shutdown()`` ends it too. A manager works without it: it then starts that
     /// work itself when first used, and ``shutdown()`` stops it.
     ///
+    /// A `ServiceGroup` stops its services in the reverse of their order: put the manager
+    /// before the server that feeds it, so the server stops taking requests first.
+    ///
     /// ```swift
     /// let manager = DownloadManager(journal: journal, eventLoopGroup: app.eventLoopGroup)
     /// let group = ServiceGroup(
-    ///     services: [app, manager], gracefulShutdownSignals: [.sigterm], logger: logger)
+    ///     services: [manager, app], gracefulShutdownSignals: [.sigterm], logger: logger)
     /// try await group.run()
     /// ```
     public nonisolated func run() async {

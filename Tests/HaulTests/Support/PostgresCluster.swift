@@ -123,12 +123,22 @@ enum PostgresCluster {
     /// Runs `arguments` (our own paths and options: no quoting needed beyond single quotes),
     /// as the `postgres` user if asked, on a thread of its own: `system` blocks until the
     /// command ends, and no thread of the concurrency pool may wait for it.
+    ///
+    /// The command closes every descriptor but the standard three before it runs: `system`
+    /// passes them all on, SwiftNIO opens its sockets without close-on-exec, and the daemon
+    /// `pg_ctl start` leaves running kept whatever it was given for the whole run. Once it
+    /// held another test's listening socket after that test's server had shut down, so
+    /// connections to the port were accepted by the kernel and never answered, and the
+    /// server could not come back on it. (Not `Process`: Foundation learns that a child
+    /// ended when a socket the child inherits is closed, which the daemon, a grandchild,
+    /// never does.)
     fileprivate static func run(_ arguments: [String], asPostgres: Bool) async throws {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("haul-pg-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: log) }
         let words = (asPostgres ? ["runuser", "-u", "postgres", "--"] : []) + arguments
-        let command = words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-            + " >\(log) 2>&1 </dev/null"
+        let closing = #"for fd in /proc/self/fd/*; do n=${fd##*/}; case $n in 0|1|2) ;; *) eval "exec $n>&-" 2>/dev/null;; esac; done; exec "$0" "$@""#
+        let command = (["/bin/bash", "-c", closing] + words).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            .joined(separator: " ") + " >\(log) 2>&1 </dev/null"
         let status = await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             Thread { continuation.resume(returning: system(command)) }.start()
         }
