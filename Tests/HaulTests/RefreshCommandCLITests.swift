@@ -7,10 +7,23 @@ import Testing
 @Suite("The refresh command", .timeLimit(.minutes(1)))
 struct RefreshCommandCLITests {
     /// Writes an executable shell script into `directory`.
-    static func script(_ body: String, named name: String, in directory: URL) throws -> String {
+    ///
+    /// The executable itself is written by `install`, a child process: were it written here,
+    /// a process another test forks at that moment would hold it open for writing until its
+    /// exec, and running it would fail with "Text file busy" (one CI run did).
+    static func script(_ body: String, named name: String, in directory: URL) async throws -> String {
+        let source = directory.appendingPathComponent(name + ".txt").path
         let path = directory.appendingPathComponent(name).path
-        try Data(("#!/bin/sh\n" + body + "\n").utf8).write(to: URL(fileURLWithPath: path))
-        guard chmod(path, 0o755) == 0 else { throw CocoaError(.fileWriteNoPermission) }
+        try Data(("#!/bin/sh\n" + body + "\n").utf8).write(to: URL(fileURLWithPath: source))
+        let install = Process()
+        install.executableURL = URL(fileURLWithPath: "/usr/bin/install")
+        install.arguments = ["-m", "755", source, path]
+        let (ended, end) = AsyncStream.makeStream(of: Int32.self)
+        install.terminationHandler = { end.yield($0.terminationStatus); end.finish() }
+        try install.run()
+        var status: Int32 = -1
+        for await code in ended { status = code }
+        guard status == 0 else { throw CocoaError(.fileWriteNoPermission) }
         return path
     }
 
@@ -21,7 +34,7 @@ struct RefreshCommandCLITests {
             try FileManager.default.createDirectory(at: scripts, withIntermediateDirectories: true)
             let log = scripts.appendingPathComponent("asked").path
             // It records its arguments and $HAUL_ID, prints the fresh URL, then a line that is not used.
-            let program = try Self.script(
+            let program = try await Self.script(
                 #"printf '%s\n' "$#" "$@" "$HAUL_ID" > "$LOG"; printf '%s\nignored\n' "$FRESH""#, named: "refresh",
                 in: scripts)
             let expired = f.server.url("/files/f?token=a&expire_after=300000").absoluteString
@@ -47,7 +60,7 @@ struct RefreshCommandCLITests {
     @Test func aProgramThatFailsLeavesTheDownloadFailedAsExpiredWithItsPartial() async throws {
         try await CLIFixture.with { f, journal in
             f.serve("f", count: 1_000_000)
-            let program = try Self.script("echo 'no credentials' >&2; exit 3", named: "refresh", in: f.directory)
+            let program = try await Self.script("echo 'no credentials' >&2; exit 3", named: "refresh", in: f.directory)
             let expired = f.server.url("/files/f?token=a&expire_after=300000").absoluteString
             let run = try await Haul.run(
                 ["get", expired, "-d", f.directory.path, "-o", "f", "--journal", journal, "--refresh-command", program],
