@@ -119,12 +119,13 @@ struct ExpiringURLTests {
             let starts = fresh.compactMap { $0.header("Range").flatMap { Int($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } }
             #expect(starts.count == fresh.count)
             #expect(starts.count >= 4)
-            // Each segment stood at a multiple of 1,000,000 bytes past its start (more than one
-            // if a stall ended at the idle timeout before the URL expired, and was resumed).
+            // No segment started over: every segment had bytes on disk (each wrote its first
+            // 1,000,000 before the URL expired), so none of the fresh requests starts where a
+            // segment began. (Where each stood depends on the machine's speed: stalls end at
+            // the idle timeout and are resumed, and a connection that finishes takes half of
+            // the largest range left.)
             for segmentStart in [0, 6 << 20, 12 << 20, 18 << 20] {
-                #expect(
-                    starts.contains { $0 > segmentStart && ($0 - segmentStart) % 1_000_000 == 0 },
-                    "the segment at \(segmentStart) did not resume where it stood: \(starts)")
+                #expect(!starts.contains(segmentStart), "a segment started over at \(segmentStart): \(starts)")
             }
             #expect(fresh.allSatisfy { $0.header("If-Range") == f.server.etag(forFile: "big") })
             #expect(f.listing() == ["big"])
