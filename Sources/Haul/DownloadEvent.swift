@@ -1,3 +1,5 @@
+public import Foundation
+
 /// Something that happened to a download.
 public enum DownloadEvent: Sendable {
     /// The download waits for a slot.
@@ -13,6 +15,10 @@ public enum DownloadEvent: Sendable {
     /// An attempt failed with a retryable error; the next one starts after `delay`,
     /// resuming from the bytes already on disk where the server allows it.
     case retrying(attempt: Int, reason: DownloadError, delay: Duration)
+    /// One of the download's sources (its URL or a mirror, see
+    /// ``DownloadRequest/mirrors``) failed, or answered with other content, and is no longer
+    /// used in this run: the download goes on from the others, keeping its partial file.
+    case sourceDropped(URL, reason: DownloadError)
     /// The download was paused; its partial file is kept.
     case paused
     /// The download's host cannot be reached and a probe failed too: the download waits,

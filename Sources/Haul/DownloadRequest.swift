@@ -43,6 +43,15 @@ public struct DownloadRequest: Sendable {
     public var url: URL {
         didSet { absorbUserInfo() }
     }
+    /// Other addresses of the same content (mirrors), in order of preference after
+    /// ``url``. A segmented download spreads its connections across them; a source that
+    /// fails, or answers with other content (another size, a validator that changes), is
+    /// dropped for the rest of the run with a ``DownloadEvent/sourceDropped(_:reason:)``
+    /// event, and the download fails only when none is left.
+    ///
+    /// Only `http` and `https`; user info is not allowed in a mirror (give credentials in
+    /// ``headers``: they go only to ``url``'s origin).
+    public var mirrors: [URL] = []
     /// Where the bytes go.
     public var destination: DownloadDestination
     /// How urgently the download is wanted; it can change later with
@@ -115,6 +124,30 @@ public struct DownloadRequest: Sendable {
         // An ID spelled as the URL with its password is the URL without it.
         if id == nil || id?.rawValue == url.absoluteString { self.id = DownloadID(self.url.absoluteString) }
     }
+
+    /// Creates a request for content served at several addresses: the first of `urls` is
+    /// ``url`` (and names the download), the others its ``mirrors``.
+    ///
+    /// - Precondition: `urls` is not empty.
+    public init(
+        urls: [URL],
+        destination: DownloadDestination,
+        id: DownloadID? = nil,
+        priority: DownloadPriority = .normal,
+        expectedSize: Int64? = nil,
+        checksum: Checksum? = nil,
+        headers: [(name: String, value: String)] = [],
+        whenAbandoned: AbandonAction = .keepPartial
+    ) {
+        precondition(!urls.isEmpty, "DownloadRequest(urls:) needs at least one URL")
+        self.init(
+            url: urls[0], destination: destination, id: id, priority: priority, expectedSize: expectedSize,
+            checksum: checksum, headers: headers, whenAbandoned: whenAbandoned)
+        mirrors = Array(urls.dropFirst())
+    }
+
+    /// Every address of the content: ``url``, then its ``mirrors``.
+    public var urls: [URL] { [url] + mirrors }
 
     /// Whether `name` is a credential header of this request.
     func isCredential(_ name: String) -> Bool {

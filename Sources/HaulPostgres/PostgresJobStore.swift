@@ -391,7 +391,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 priority: request.priority.rawValue - DownloadPriority.normal.rawValue,
                 expectedSize: request.expectedSize, checksum: record.checksum,
                 headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond,
-                connections: request.connections)
+                connections: request.connections, mirrors: request.mirrors)
         } catch {
             throw DownloadError.queue("\(record.id): \(error.message)")
         }
@@ -510,6 +510,7 @@ package final class PostgresJobStore: JobStore, Sendable {
             headers: (decoded?.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
         request.maxBytesPerSecond = decoded?.maxBytesPerSecond
         request.connections = decoded?.connections
+        request.mirrors = (decoded?.mirrors ?? []).compactMap(URL.init(string:))
         return try JobRecord.make(for: request)
     }
 

@@ -221,6 +221,8 @@ public struct QueueRequest: Sendable, Hashable {
         var headers: [[String]]?
         var maxBytesPerSecond: Int?
         var connections: Int?
+        /// Other addresses of the same content.
+        var mirrors: [String]?
     }
 
     /// What to download (`http` or `https`).
@@ -241,10 +243,17 @@ public struct QueueRequest: Sendable, Hashable {
     public init(
         url: URL, id: String? = nil, name: String? = nil, priority: Int = 0, expectedSize: Int64? = nil,
         checksum: String? = nil, headers: [(name: String, value: String)] = [], maxBytesPerSecond: Int? = nil,
-        connections: Int? = nil, maxAttempts: Int = PostgresQueue.defaultMaxAttempts
+        connections: Int? = nil, mirrors: [URL] = [], maxAttempts: Int = PostgresQueue.defaultMaxAttempts
     ) throws(QueueError) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw QueueError("'\(url.absoluteString)' is not an http or https URL")
+        }
+        for mirror in mirrors {
+            guard let scheme = mirror.scheme?.lowercased(), scheme == "http" || scheme == "https", mirror.host != nil,
+                mirror.user == nil, mirror.password == nil
+            else {
+                throw QueueError("mirror '\(mirror.absoluteString)' is not an http or https URL without user info")
+            }
         }
         if let name, name.split(separator: "/").contains("..") || name.hasPrefix("/") {
             throw QueueError("'\(name)': a queued file's name must stay inside the worker's directory")
@@ -262,7 +271,7 @@ public struct QueueRequest: Sendable, Hashable {
         options = Options(
             expectedSize: expectedSize, checksum: checksum,
             headers: headers.isEmpty ? nil : headers.map { [$0.name, $0.value] }, maxBytesPerSecond: maxBytesPerSecond,
-            connections: connections)
+            connections: connections, mirrors: mirrors.isEmpty ? nil : mirrors.map(\.absoluteString))
     }
 }
 

@@ -286,7 +286,7 @@ struct Tally: Sendable {
         case .cancelled(let reason):
             failures.add(id: id, message: "cancelled (\(reason.rawValue))")
             paused.remove(id)
-        case .progress, .retrying, .networkLost, .networkRestored:
+        case .progress, .retrying, .sourceDropped, .networkLost, .networkRestored:
             break
         }
     }

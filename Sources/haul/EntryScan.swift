@@ -24,6 +24,8 @@ struct EntryScan {
         var output: String?
         /// `--checksum`, which only applies to a single URL.
         var checksum: Checksum?
+        /// `--mirror`, which only applies to a single URL.
+        var mirrors: [URL] = []
         /// Whether the entries go to the shared queue (whose messages speak of queueing).
         var queueing: Bool
         /// The backend's own check of an entry, `-o` and `--checksum` applied.
@@ -52,6 +54,7 @@ struct EntryScan {
             }
             if let output = rules.output { entry.name = output }
             if let checksum = rules.checksum { entry.checksum = checksum }
+            if !rules.mirrors.isEmpty { entry.mirrors = rules.mirrors }
             if refusal == nil {
                 do { try rules.check(entry) } catch { refusal = error }
             }
@@ -76,6 +79,10 @@ struct EntryScan {
         }
         if rules.output != nil, severalURLs {
             throw ValidationError("-o can only be used with a single URL; use out= lines in an input file instead.")
+        }
+        if !rules.mirrors.isEmpty, severalURLs || count > 1 {
+            throw ValidationError(
+                "--mirror can only be used with a single URL; in an input file, put a URL's mirrors on its line, separated by tabs.")
         }
         if rules.checksum != nil, severalURLs {
             throw ValidationError(

@@ -54,6 +54,13 @@ struct Get: AsyncParsableCommand {
     var checksum: String?
 
     @Option(
+        name: .customLong("mirror"),
+        help: ArgumentHelp(
+            "Another address of the same content; repeatable; only with a single URL. Segments are spread across the addresses that work, and one that fails or serves other content is dropped. (In an input file: the URLs on one line, separated by tabs.)",
+            valueName: "url"))
+    var mirrors: [String] = []
+
+    @Option(
         name: .customLong("header"),
         help: ArgumentHelp(
             "An extra request header, 'Name: value'; repeatable. Authorization, Proxy-Authorization and Cookie are credentials (see --secret-header).",
@@ -104,15 +111,22 @@ struct Get: AsyncParsableCommand {
         if let output, let problem = InputFile.fileNameProblem(output) {
             throw ValidationError("-o '\(output)': \(problem).")
         }
+        let mirrors = try self.mirrors.map { text in
+            do throws(InputError) {
+                return try InputFile.httpURL(text)
+            } catch {
+                throw ValidationError("--mirror: \(error.description)")
+            }
+        }
         let input = inputFile.map(InputSource.init)
         let scan = try EntryScan(
             urls: urls, input: input,
-            rules: .init(output: output, checksum: checksum, queueing: backend.isQueue) { entry in
+            rules: .init(output: output, checksum: checksum, mirrors: mirrors, queueing: backend.isQueue) { entry in
                 try backend.check(entry, headers: headers)
             })
         let batch = GetBatch(
             urls: urls.compactMap { try? InputFile.httpURL($0) }, input: input, scan: scan, output: output,
-            checksum: checksum, directory: try outputDirectory(), headers: headers, secretHeaders: secretHeaders,
+            checksum: checksum, mirrors: mirrors, directory: try outputDirectory(), headers: headers, secretHeaders: secretHeaders,
             force: force, storesCredentials: storeCredentials, detach: detach, run: options.$settings)
         plan = (backend, batch)
     }

@@ -16,6 +16,9 @@ struct InputEntry: Sendable {
     var name: String?
     /// The digest the content must have.
     var checksum: Checksum?
+    /// Other addresses of the same content (tab-separated on the URL's line, as aria2
+    /// takes them, or `--mirror`).
+    var mirrors: [URL] = []
 
     /// The download's ID: the URL.
     var id: DownloadID { DownloadID(url.absoluteString) }
@@ -27,11 +30,12 @@ struct InputError: Error, CustomStringConvertible {
 }
 
 /// aria2-style input files: one URL per line, each optionally followed by indented
-/// `key=value` option lines.
+/// `key=value` option lines. Several URLs on one line, separated by tabs, are addresses
+/// of the same content (mirrors): the first names the download.
 ///
 /// ```
 /// # comments and blank lines are ignored
-/// https://example.com/big.iso
+/// https://example.com/big.iso	https://mirror.example.net/big.iso
 ///   out=big.iso
 ///   checksum=sha-256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 /// https://example.com/small.txt
@@ -134,9 +138,13 @@ final class InputReader {
             if content.isEmpty || content.hasPrefix("#") { continue }
 
             guard let first = line.first, first.isWhitespace else {
-                let entry: InputEntry
+                var entry: InputEntry
                 do throws(InputError) {
-                    entry = InputEntry(url: try InputFile.httpURL(content))
+                    let urls = content.split(separator: "\t", omittingEmptySubsequences: true).map {
+                        InputFile.trimmed(String($0))
+                    }
+                    entry = InputEntry(url: try InputFile.httpURL(urls[0]))
+                    for mirror in urls.dropFirst() { entry.mirrors.append(try InputFile.httpURL(mirror)) }
                 } catch {
                     throw failure(error.description)
                 }

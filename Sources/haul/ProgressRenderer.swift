@@ -308,7 +308,7 @@ actor ProgressRenderer {
         case .attached:
             rows[id]?.status = .running
             rows[id]?.lastBytes = .now
-        case .networkRestored, .queued, .completed, .failed, .cancelled:
+        case .networkRestored, .queued, .completed, .failed, .cancelled, .sourceDropped:
             break
         }
     }
@@ -327,6 +327,8 @@ actor ProgressRenderer {
             line = "attached \(url): run by \(owner); following it"
         case .retrying(let attempt, let reason, let delay):
             line = "retrying \(url): attempt \(attempt) in \(Format.elapsed(delay)): \(reason.message)"
+        case .sourceDropped(let source, let reason):
+            line = "source dropped \(url): \(source.absoluteString): \(reason.message)"
         case .paused:
             line = "paused \(url)"
         case .networkLost(let host):
@@ -397,6 +399,11 @@ actor ProgressRenderer {
             object["code"] = .string(reason.code.description)
             object["reason"] = .string(reason.message)
             object["delay"] = .double(Format.seconds(delay))
+        case .sourceDropped(let source, let reason):
+            object = self.object("sourceDropped", id: id)
+            object["source"] = .string(source.absoluteString)
+            object["code"] = .string(reason.code.description)
+            object["reason"] = .string(reason.message)
         case .paused:
             object = self.object("paused", id: id)
         case .networkLost(let host):

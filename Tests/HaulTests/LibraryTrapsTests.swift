@@ -307,6 +307,7 @@ struct LibraryTrapsTests {
         case .started: "started"
         case .progress: "progress"
         case .retrying: "retrying"
+        case .sourceDropped: "sourceDropped"
         case .paused: "paused"
         case .networkLost: "networkLost"
         case .networkRestored: "networkRestored"

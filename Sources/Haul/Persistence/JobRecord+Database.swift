@@ -57,13 +57,14 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         credentials = row["credentials"]
         maxBytesPerSecond = row["maxBytesPerSecond"]
         connections = row["connections"]
+        mirrors = row["mirrors"]
     }
 
     /// Every column, in the order ``init(selected:)`` reads them: a query that selects
     /// them so is decoded by position, without looking each column up by name (which
     /// lowercases and hashes its name, for every column of every row).
     package static let selection = """
-        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors
         """
 
     /// How many columns ``selection`` names.
@@ -108,5 +109,6 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         credentials = row[30]
         maxBytesPerSecond = row[31]
         connections = row[32]
+        mirrors = row[33]
     }
 }

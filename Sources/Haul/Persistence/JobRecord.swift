@@ -59,6 +59,10 @@ package struct JobRecord: Codable, Hashable, Sendable {
     package var maxBytesPerSecond: Int?
     /// The request's own connections (``DownloadRequest/connections``).
     package var connections: Int?
+    // Added by migration v9.
+    /// The request's mirrors (``DownloadRequest/mirrors``), as a JSON array of URLs; `nil`
+    /// without any.
+    package var mirrors: String?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -113,6 +117,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         fileValidator = nil
         maxBytesPerSecond = request.maxBytesPerSecond
         connections = request.connections
+        mirrors = Self.encode(urls: request.mirrors)
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -153,6 +158,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         }
         request.maxBytesPerSecond = maxBytesPerSecond
         request.connections = connections
+        request.mirrors = mirrors.map(Self.decode(urls:)) ?? []
         return request
     }
 
@@ -168,6 +174,19 @@ package struct JobRecord: Codable, Hashable, Sendable {
     static func decode(headers: String) -> [(name: String, value: String)] {
         guard let pairs = try? JSONSerialization.jsonObject(with: Data(headers.utf8)) as? [[String]] else { return [] }
         return pairs.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil }
+    }
+
+    /// `urls` as a JSON array of strings; `nil` for none.
+    package static func encode(urls: [URL]) -> String? {
+        guard !urls.isEmpty else { return nil }
+        let data = (try? JSONSerialization.data(withJSONObject: urls.map(\.absoluteString))) ?? Data("[]".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The URLs of a JSON array of strings; what is not a URL is left out.
+    package static func decode(urls text: String) -> [URL] {
+        guard let strings = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String] else { return [] }
+        return strings.compactMap(URL.init(string:))
     }
 
     static func decode(validator text: String) -> Validator? {

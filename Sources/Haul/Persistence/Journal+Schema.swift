@@ -104,6 +104,13 @@ extension Journal {
                 table.add(column: "connections", .integer)
             }
         }
+        migrator.registerMigration("v9: mirrors") { db in
+            // Other addresses of the same content (`DownloadRequest.mirrors`), as a JSON
+            // array of URLs, so that a resumed download has them too.
+            try db.alter(table: "job") { table in
+                table.add(column: "mirrors", .text)
+            }
+        }
         return migrator
     }
 }

@@ -298,7 +298,8 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, force, force, force, force, me, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, force, force, force, force, me,
+                me,
             ])
         return db.changesCount > 0
     }
@@ -307,8 +308,8 @@ final class JournalWriter: Sendable {
     static let upsertSQL = """
         INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
             priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
-            updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)
+            updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
         ON CONFLICT(id) DO UPDATE SET
             bytesCommitted = CASE
                 WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -330,7 +331,7 @@ final class JournalWriter: Sendable {
             updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
             command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
-            connections = excluded.connections
+            connections = excluded.connections, mirrors = excluded.mirrors
         WHERE NOT \(Journal.heldElsewhereSQL)
         """
 

@@ -23,6 +23,18 @@ struct ValidatedRequest: Sendable {
         else {
             throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
         }
+        for mirror in request.mirrors {
+            guard let scheme = mirror.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = mirror.host, !host.isEmpty
+            else {
+                throw .invalid("mirror '\(mirror.removingUserInfo.absoluteString)' is not an http or https URL")
+            }
+            guard mirror.user == nil, mirror.password == nil else {
+                throw .invalid(
+                    "mirror '\(mirror.removingUserInfo.absoluteString)' has user info: credentials go only to the first URL's origin, in a header"
+                )
+            }
+        }
         if let connections = request.connections, !(1...64).contains(connections) {
             throw .invalid("\(request.url.absoluteString): connections must be between 1 and 64, not \(connections)")
         }

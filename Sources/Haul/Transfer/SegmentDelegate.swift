@@ -65,6 +65,9 @@ final class SegmentDelegate: ResponseReceiver {
             wroteSomething: table.written(claim.index) > claim.start)
     }
 
+    /// The validator of the response, once its head was accepted.
+    var responseValidator: Validator? { state.withLockedValue { $0.machine.validator } }
+
     private func record(_ error: any Error) {
         let failure =
             (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")

@@ -14,6 +14,12 @@ import NIOPosix
 /// request asks for a small part of its segment (``RateSchedule/pacedRequestSize(forLimit:)``),
 /// so that the socket is read in small, even steps rather than in reads of 256 KiB.
 ///
+/// With mirrors (``DownloadRequest/mirrors``) the connections are spread across the
+/// sources still in use, each source taking at most the per-host cap; a source that fails
+/// or answers with other content is dropped (``SourceSet``) and its connections move to the
+/// others without spending a retry. Work stealing moves the tail to whichever connection
+/// runs out of work first: the fastest source's.
+///
 /// Progress survives interruption: at each checkpoint (and when the transfer stops for any
 /// reason) the partial file is fsynced and the ranges still missing are saved in its
 /// `.haul-meta` sidecar (and the completed byte count in the journal), so a later run
@@ -36,7 +42,12 @@ struct SegmentedTransfer: Sendable {
     /// The sidecar's content; `remaining` is filled in at each save.
     let metadata: PartialMetadata
     let connections: Int
-    let headers: [(name: String, value: String)]
+    /// Which headers each source gets: credentials only to the request's origin.
+    let policy: RedirectPolicy
+    /// Where the bytes may come from, shared with the rest of the download's run.
+    let sources: NIOLockedValueBox<SourceSet>
+    /// Connections one source may take.
+    let perSource: Int
     let configuration: DownloadManager.Configuration
     let core: JobCore
     let threadPool: NIOThreadPool
@@ -60,6 +71,7 @@ struct SegmentedTransfer: Sendable {
     /// Runs `segments` into `file` over at most `connections` connections.
     init(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths, connections: Int,
+        sources: NIOLockedValueBox<SourceSet>, policy: RedirectPolicy,
         download: TransferOperation.Download, environment: TransferOperation.Environment
     ) {
         self.clients = environment.clients
@@ -72,7 +84,9 @@ struct SegmentedTransfer: Sendable {
         self.paths = paths
         self.metadata = segments.metadata
         self.connections = connections
-        self.headers = segments.headers
+        self.policy = policy
+        self.sources = sources
+        self.perSource = max(1, min(connections, environment.configuration.maxConnectionsPerHost))
         self.configuration = environment.configuration
         self.core = download.core
         self.threadPool = environment.threadPool
@@ -185,6 +199,11 @@ struct SegmentedTransfer: Sendable {
     private func worker(startingWith first: SegmentTable.Claim) async -> WorkerResult {
         var next: SegmentTable.Claim? = first
         var failedStart: Int64 = 0
+        guard var source = sources.withLockedValue({ $0.assign(maximumPerSource: perSource) }) else {
+            table.release(first.index)
+            return .done
+        }
+        defer { sources.withLockedValue { [source] in $0.release(source) } }
         while !Task.isCancelled {
             let step = await withRetries(
                 configuration.retry,
@@ -193,19 +212,42 @@ struct SegmentedTransfer: Sendable {
                         "segment retry", metadata: ["url": "\(url)", "start": "\(failedStart)", "error": "\(error)"])
                 }
             ) { () throws(DownloadError) -> Step in
-                guard let claim = next ?? table.claim() else { return .noWork }
-                next = nil
-                switch await fetch(claim) {
-                case .done:
-                    // A paced request fetched part of the segment: the rest comes next.
-                    next = table.continuation(of: claim.index)
-                    return .fetched
-                case .changed(let reason):
-                    return .changed(reason)
-                case .failed(let error):
-                    table.release(claim.index)
-                    failedStart = claim.start
-                    throw error
+                while true {
+                    guard let claim = next ?? table.claim() else { return .noWork }
+                    next = nil
+                    if source.validator == nil {
+                        source.validator = sources.withLockedValue { [source] in $0.validator(of: source) }
+                    }
+                    let (ending, validator) = await fetch(claim, from: source)
+                    let verdict: SourceSet.Failure
+                    switch ending {
+                    case .done:
+                        // A paced request fetched part of the segment: the rest comes next.
+                        next = table.continuation(of: claim.index)
+                        verdict = sources.withLockedValue { [source] in $0.saw(validator, from: source) }
+                        if case .kept = verdict {
+                            // A mirror's first answer shows its validator: sent from now on.
+                            if source.validator == nil { source.validator = validator }
+                            return .fetched
+                        }
+                    case .changed(let reason):
+                        verdict = sources.withLockedValue { [source] in $0.disagreed(source, reason: reason) }
+                        guard case .dropped = verdict else { return .changed(reason) }
+                        table.release(claim.index)
+                    case .failed(let error):
+                        table.release(claim.index)
+                        failedStart = claim.start
+                        verdict = sources.withLockedValue { [source] in $0.failed(error, from: source) }
+                        guard case .dropped = verdict else { throw error }
+                    }
+                    // The source is dropped: this connection goes on from another at once.
+                    guard case .dropped(let url, let reason, _) = verdict else { return .fetched }
+                    logger.debug("source dropped", metadata: ["url": "\(url)", "reason": "\(reason)"])
+                    core.emit(.sourceDropped(url, reason: reason))
+                    guard let other = sources.withLockedValue({ $0.assign(maximumPerSource: perSource) }) else {
+                        return .noWork
+                    }
+                    source = other
                 }
             }
             switch step {
@@ -222,20 +264,29 @@ struct SegmentedTransfer: Sendable {
         return .done
     }
 
-    private func fetch(_ claim: SegmentTable.Claim) async -> WorkerResult {
+    /// Fetches (part of) `claim` from `source`; returns how it went and the validator its
+    /// response showed.
+    private func fetch(_ claim: SegmentTable.Claim, from source: SourceSet.Assignment) async -> (
+        WorkerResult, Validator?
+    ) {
+        let url = source.url
         var requestHeaders = HTTPHeaders()
         requestHeaders.add(name: "User-Agent", value: configuration.userAgent)
-        for header in headers { requestHeaders.add(name: header.name, value: header.value) }
+        for header in policy.headers(for: url) { requestHeaders.add(name: header.name, value: header.value) }
         // A download limited to a low rate asks for a little at a time (its reads come in
         // small, even steps); the rest of the claim is the next request's.
         let end = core.pacedRequestSize.map { min(claim.end, claim.start + $0) } ?? claim.end
         requestHeaders.replaceOrAdd(name: "Range", value: "bytes=\(claim.start)-\(end - 1)")
-        requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
+        // A mirror's first request has no validator to send: its size is checked, and the
+        // validator it answers with is sent from then on.
+        if let validator = source.validator {
+            requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
+        }
         let request: HTTPClient.Request
         do {
             request = try HTTPClient.Request(url: url, method: .GET, headers: requestHeaders)
         } catch {
-            return .failed(DownloadError.invalid("\(url.absoluteString): \(error)"))
+            return (.failed(DownloadError.invalid("\(url.absoluteString): \(error)")), nil)
         }
         let checkpointer = self.checkpointer
         let delegate = SegmentDelegate(
@@ -250,6 +301,7 @@ struct SegmentedTransfer: Sendable {
             }
         }
         let transportError = await clients.execute(request, receiver: delegate, logger: logger)
-        return await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
+        let ending = await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
+        return (ending, delegate.responseValidator)
     }
 }

@@ -589,6 +589,9 @@ extension TransferMachine {
         /// The content's size.
         let total: Int64
         private(set) var state: State = .awaitingHead
+        /// The validator of a `206` accepted for writing (a mirror's, learned from its first
+        /// response; see ``SourceSet``).
+        private(set) var validator: Validator?
 
         init(url: URL, start: Int64, requestEnd: Int64, claimEnd: Int64, total: Int64) {
             self.url = url
@@ -611,10 +614,17 @@ extension TransferMachine {
                 let range = headers.first(name: "Content-Range").flatMap(ContentRange.init)
                 if let range, range.range?.lowerBound == start, range.total == total {
                     state = .writing
+                    validator = Validator(
+                        etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"))
                     return .write
                 }
-                state = .refused(
-                    .changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
+                if let sent = range?.total, sent != total {
+                    state = .refused(
+                        .changed("\(url.absoluteString): its content is \(sent) bytes, not \(total)"))
+                } else {
+                    state = .refused(
+                        .changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
+                }
             case 200, 416:
                 state = .refused(.changed("\(url.absoluteString) changed or stopped honouring ranges (\(status))"))
             default:

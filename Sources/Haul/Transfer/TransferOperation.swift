@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -98,18 +99,21 @@ package struct TransferOperation: Sendable {
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
         var source = URLRefreshRule(url: request.url, canRefresh: configuration.refreshURL != nil)
+        // The request's URL and its mirrors, shared with the segments of this run.
+        let sources = NIOLockedValueBox(SourceSet(urls: request.urls))
         var refreshes = 0
         var outcome: AttemptOutcome<(DownloadResult, CompletedFile?)>
         while true {
             if case .refresh(let expired) = source.beforeAttempt(now: Date()) {
                 refreshes += 1
                 switch await refresh(expired, number: refreshes, because: nil) {
-                case .success(let fresh): source.refreshed(to: fresh)
+                case .success(let fresh):
+                    sources.withLockedValue { $0.replace(source.current, with: fresh) }
+                    source.refreshed(to: fresh)
                 case .failure(let error): return Task.isCancelled ? .interrupted : .failed(error)
                 }
             }
             let transferred = core.meter.bytesTransferred
-            let attemptSource = source
             outcome = await withRetries(
                 configuration.retry, checkingNetwork: checkNetwork,
                 onRetry: { retry, error, delay in
@@ -118,11 +122,29 @@ package struct TransferOperation: Sendable {
                     checkpointer?.attempted(retry)
                 }
             ) { () throws(DownloadError) in
-                // The journal's view only matters before this process first touches the file.
-                let known = journaled
-                journaled = nil
-                return try await attempt(
-                    carrying: &digest, journaled: known, revalidating: revalidating, source: attemptSource)
+                while true {
+                    // The journal's view only matters before this process first touches the file.
+                    let known = journaled
+                    journaled = nil
+                    let attemptSource = source
+                    do throws(DownloadError) {
+                        return try await attempt(
+                            carrying: &digest, journaled: known, revalidating: revalidating, source: attemptSource,
+                            sources: sources)
+                    } catch {
+                        // A source that failed while another is left is dropped, and the
+                        // attempt goes on at once from the next one.
+                        guard !Task.isCancelled,
+                            case .dropped(let url, let reason, let next) = sources.withLockedValue({
+                                $0.failed(error, at: attemptSource.current)
+                            })
+                        else { throw error }
+                        logger.debug(
+                            "source dropped", metadata: ["id": "\(request.id)", "url": "\(url)", "next": "\(next)"])
+                        core.emit(.sourceDropped(url, reason: reason))
+                        source.switched(to: next)
+                    }
+                }
             }
             // A URL that stopped serving the content is followed again or refreshed.
             guard case .failed(let error) = outcome, !Task.isCancelled else { break }
@@ -135,6 +157,7 @@ package struct TransferOperation: Sendable {
                 refreshes += 1
                 switch await refresh(expired, number: refreshes, because: error) {
                 case .success(let fresh):
+                    sources.withLockedValue { $0.replace(source.current, with: fresh) }
                     source.refreshed(to: fresh)
                     continue
                 case .failure(let failure):
@@ -230,14 +253,14 @@ package struct TransferOperation: Sendable {
 
     private func attempt(
         carrying digest: inout ContentDigest?, journaled: JournaledProgress?, revalidating: CompletedFile?,
-        source: URLRefreshRule
+        source: URLRefreshRule, sources: NIOLockedValueBox<SourceSet>
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         guard let paths else { return (try await attemptInMemory(carrying: &digest, source: source), nil) }
         let (file, length) = try await openPartial(paths, journaled: journaled)
         do {
             let result = try await transfer(
                 into: file, existing: length, paths: paths, carrying: &digest, revalidating: revalidating,
-                source: source)
+                source: source, sources: sources)
             file.close()
             return result
         } catch {
@@ -288,7 +311,7 @@ package struct TransferOperation: Sendable {
     /// Carries out the machine's actions for a file: requests, segments, and the commit.
     private func transfer(
         into file: PartialFile, existing: Int64, paths: PartialPaths, carrying digest: inout ContentDigest?,
-        revalidating: CompletedFile?, source: URLRefreshRule
+        revalidating: CompletedFile?, source: URLRefreshRule, sources: NIOLockedValueBox<SourceSet>
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         let url = request.url.absoluteString
         let requested = request.url
@@ -313,7 +336,11 @@ package struct TransferOperation: Sendable {
             case .segment(let segments):
                 // Segments are not hashed as they arrive: the file is, at the end.
                 digest = nil
-                action = machine.segmentsEnded(try await segmented(segments, file: file, paths: paths))
+                sources.withLockedValue {
+                    $0.beginSegments(from: segments.url, validator: segments.validator, startedAt: source.current)
+                }
+                action = machine.segmentsEnded(
+                    try await segmented(segments, file: file, paths: paths, sources: sources))
             case .finish(let finish):
                 return try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
             case .notModified(let finalURL):
@@ -355,9 +382,10 @@ package struct TransferOperation: Sendable {
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
     /// sidecar first.
-    private func segmented(_ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths)
-        async throws(DownloadError) -> SegmentedTransfer.Outcome
-    {
+    private func segmented(
+        _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths,
+        sources: NIOLockedValueBox<SourceSet>
+    ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         if segments.prepares {
             let metadata = segments.metadata
             try await io { () throws(DownloadError) in
@@ -367,7 +395,8 @@ package struct TransferOperation: Sendable {
             }
         }
         let transfer = SegmentedTransfer(
-            segments, file: file, paths: paths, connections: connections, download: download, environment: environment)
+            segments, file: file, paths: paths, connections: connections, sources: sources, policy: policy,
+            download: download, environment: environment)
         let outcome = try await transfer.run()
         reachability.noteAnswered(endpoint.key)
         return outcome

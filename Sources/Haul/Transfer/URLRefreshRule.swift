@@ -160,6 +160,16 @@ struct URLRefreshRule: Sendable {
         return .fail(Self.expired(error, url: answered, now: now, refreshed: canRefresh))
     }
 
+    /// The source in use was dropped (see ``SourceSet``): attempts start from `url`, another
+    /// address of the same content, following its redirects.
+    mutating func switched(to url: URL) {
+        current = url
+        usesStoredLocation = false
+        refollowedFrom = nil
+        refollowedFor = nil
+        checkedBeforeAttempt = nil
+    }
+
     /// A fresh URL came: attempts start from it.
     mutating func refreshed(to url: URL) {
         current = url

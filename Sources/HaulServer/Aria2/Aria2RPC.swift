@@ -215,7 +215,7 @@ package actor Aria2RPC {
         let input = DownloadInput(
             url: uri, directory: given["dir"], name: given["out"], checksum: given["checksum"],
             headers: headers.isEmpty ? nil : headers, maxBytesPerSecond: limit > 0 ? limit : nil,
-            connections: given["split"].flatMap(Int.init))
+            connections: given["split"].flatMap(Int.init), mirrors: uris.count > 1 ? Array(uris.dropFirst()) : nil)
         let requests: [DownloadRequest]
         do {
             requests = try core.batch.requests(for: [input], field: "uris")

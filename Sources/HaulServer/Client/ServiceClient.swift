@@ -82,6 +82,15 @@ package final class ServiceClient: Sendable {
                 raw(key)
                 JSONText.appendQuoted(value, to: &json)
             }
+            if let mirrors = input.mirrors, !mirrors.isEmpty {
+                raw(#","urls":["#)
+                JSONText.appendQuoted(input.url, to: &json)
+                for mirror in mirrors {
+                    raw(",")
+                    JSONText.appendQuoted(mirror, to: &json)
+                }
+                raw("]")
+            }
             member(#","directory":"#, input.directory)
             member(#","name":"#, input.name)
             member(#","priority":"#, input.priority)

@@ -8,8 +8,14 @@ package import Haul
 #endif
 
 /// One download as a client asks for it (`POST /api/v1/downloads`), before validation.
+///
+/// The content's address is `url`, or `urls` for several addresses of the same content
+/// (the first names the download; the others are its mirrors); given both, `url` comes
+/// first and `urls` adds to it.
 package struct DownloadInput: Sendable, Codable, Equatable {
     package var url: String
+    /// Other addresses of the same content (``DownloadRequest/mirrors``).
+    package var mirrors: [String]?
     /// The directory to save into: absolute, or relative to the service's default
     /// directory. Must lie inside one of the download roots.
     package var directory: String?
@@ -31,8 +37,9 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
         expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil,
-        connections: Int? = nil
+        connections: Int? = nil, mirrors: [String]? = nil
     ) {
+        self.mirrors = mirrors
         self.maxBytesPerSecond = maxBytesPerSecond
         self.connections = connections
         self.url = url
@@ -42,6 +49,48 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         self.checksum = checksum
         self.expectedSize = expectedSize
         self.headers = headers
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, urls, directory, name, priority, checksum, expectedSize, headers, maxBytesPerSecond, connections
+    }
+
+    package init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let urls = try container.decodeIfPresent([String].self, forKey: .urls) ?? []
+        if let url = try container.decodeIfPresent(String.self, forKey: .url) {
+            self.url = url
+            let others = urls.filter { $0 != url }
+            mirrors = others.isEmpty ? nil : others
+        } else if let first = urls.first {
+            url = first
+            mirrors = urls.count > 1 ? Array(urls.dropFirst()) : nil
+        } else {
+            throw DecodingError.keyNotFound(
+                CodingKeys.url, .init(codingPath: container.codingPath, debugDescription: "give url, or urls"))
+        }
+        directory = try container.decodeIfPresent(String.self, forKey: .directory)
+        name = try container.decodeIfPresent(String.self, forKey: .name)
+        priority = try container.decodeIfPresent(String.self, forKey: .priority)
+        checksum = try container.decodeIfPresent(String.self, forKey: .checksum)
+        expectedSize = try container.decodeIfPresent(Int64.self, forKey: .expectedSize)
+        headers = try container.decodeIfPresent([String: String].self, forKey: .headers)
+        maxBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maxBytesPerSecond)
+        connections = try container.decodeIfPresent(Int.self, forKey: .connections)
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(url, forKey: .url)
+        if let mirrors { try container.encode([url] + mirrors, forKey: .urls) }
+        try container.encodeIfPresent(directory, forKey: .directory)
+        try container.encodeIfPresent(name, forKey: .name)
+        try container.encodeIfPresent(priority, forKey: .priority)
+        try container.encodeIfPresent(checksum, forKey: .checksum)
+        try container.encodeIfPresent(expectedSize, forKey: .expectedSize)
+        try container.encodeIfPresent(headers, forKey: .headers)
+        try container.encodeIfPresent(maxBytesPerSecond, forKey: .maxBytesPerSecond)
+        try container.encodeIfPresent(connections, forKey: .connections)
     }
 }
 
@@ -119,6 +168,7 @@ package struct DownloadBatch: Sendable {
             headers: fields.headers)
         request.maxBytesPerSecond = input.maxBytesPerSecond
         request.connections = input.connections
+        request.mirrors = fields.mirrors
         return request
     }
 
@@ -130,6 +180,7 @@ package struct DownloadBatch: Sendable {
         var priority: DownloadPriority
         var checksum: Checksum?
         var headers: [(name: String, value: String)]
+        var mirrors: [URL] = []
     }
 
     static func checkedFields(of input: DownloadInput, field: String) throws(FieldError) -> CheckedFields {
@@ -137,6 +188,23 @@ package struct DownloadBatch: Sendable {
             scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else {
             throw FieldError(field: "\(field).url", message: "'\(input.url)' is not an http or https URL")
+        }
+        var mirrors: [URL] = []
+        for (index, text) in (input.mirrors ?? []).enumerated() {
+            guard let mirror = URL(string: text), let scheme = mirror.scheme?.lowercased(),
+                scheme == "http" || scheme == "https", let host = mirror.host, !host.isEmpty
+            else {
+                throw FieldError(field: "\(field).urls[\(index + 1)]", message: "'\(text)' is not an http or https URL")
+            }
+            guard mirror.user == nil, mirror.password == nil else {
+                throw FieldError(
+                    field: "\(field).urls[\(index + 1)]",
+                    message: "a mirror must not hold user info: credentials go only to the first URL's origin")
+            }
+            mirrors.append(mirror)
+        }
+        if mirrors.count > 63 {
+            throw FieldError(field: "\(field).urls", message: "at most 64 addresses per download")
         }
         var name: String?
         if let given = input.name {
@@ -182,7 +250,8 @@ package struct DownloadBatch: Sendable {
             }
             headers.append((headerName, value))
         }
-        return CheckedFields(url: url, name: name, priority: priority, checksum: checksum, headers: headers)
+        return CheckedFields(
+            url: url, name: name, priority: priority, checksum: checksum, headers: headers, mirrors: mirrors)
     }
 
     /// The resolved directory for `given`, inside a root.

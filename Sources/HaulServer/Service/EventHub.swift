@@ -236,7 +236,7 @@ package actor EventHub {
             await sendState(id, .paused)
         case .networkLost:
             await sendState(id, .waiting)
-        case .retrying(_, let reason, _):
+        case .retrying(_, let reason, _), .sourceDropped(_, let reason):
             await sendState(id, .running, error: reason)
         case .completed(let result):
             await sendState(id, .completed, ended: true, bytes: result.byteCount, destination: result.fileURL?.path)

@@ -59,6 +59,8 @@ struct GetBatch {
     var output: String?
     /// `--checksum`, applied to every entry (there is one).
     var checksum: Checksum?
+    /// `--mirror`, applied to every entry (there is one).
+    var mirrors: [URL] = []
     /// The output directory (`-d`); created by the backend that writes into it.
     var directory: URL
     /// `--header` values.
@@ -95,6 +97,7 @@ struct GetBatch {
         var entry = entry
         if let output { entry.name = output }
         if let checksum { entry.checksum = checksum }
+        if !mirrors.isEmpty { entry.mirrors = mirrors }
         return entry
     }
 

@@ -62,6 +62,7 @@ struct JournalBackend: CommandBackend {
                 var request = DownloadRequest(
                     url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
                     checksum: entry.checksum, headers: batch.allHeaders)
+                request.mirrors = entry.mirrors
                 request.forceDownload = batch.force
                 request.sensitiveHeaderNames = secretNames
                 request.storesCredentials = batch.storesCredentials

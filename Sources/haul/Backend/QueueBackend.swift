@@ -18,7 +18,8 @@ struct QueueBackend: CommandBackend {
     static func request(for entry: InputEntry, headers: [(name: String, value: String)]) throws -> QueueRequest {
         do {
             return try QueueRequest(
-                url: entry.url, name: entry.name, checksum: entry.checksum?.description, headers: headers)
+                url: entry.url, name: entry.name, checksum: entry.checksum?.description, headers: headers,
+                mirrors: entry.mirrors)
         } catch {
             throw ValidationError("\(error.message); nothing was queued")
         }

@@ -39,7 +39,8 @@ struct ServiceBackend: CommandBackend {
                     DownloadInput(
                         url: entry.url.absoluteString, directory: directory.path, name: entry.name,
                         checksum: entry.checksum?.description, headers: headers,
-                        maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload))
+                        maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
+                        mirrors: entry.mirrors.isEmpty ? nil : entry.mirrors.map(\.absoluteString)))
                 return true
             }
         } catch {
@@ -96,7 +97,8 @@ struct ServiceBackend: CommandBackend {
     /// About how many bytes of JSON a download takes in a request.
     static func estimatedSize(of input: DownloadInput) -> Int {
         let headers = input.headers?.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 } ?? 0
-        return 128 + input.url.utf8.count + (input.directory?.utf8.count ?? 0) + (input.name?.utf8.count ?? 0)
+        return 128 + input.url.utf8.count + (input.mirrors?.reduce(0) { $0 + $1.utf8.count + 4 } ?? 0)
+            + (input.directory?.utf8.count ?? 0) + (input.name?.utf8.count ?? 0)
             + (input.checksum?.utf8.count ?? 0) + headers
     }
 

@@ -1,0 +1,163 @@
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// One file from several addresses, against the fault server: a dead, a lying and a slow
+/// mirror among good ones; failover of a single connection; a download that fails only
+/// when no source is left; mirrors kept in the journal.
+@Suite("Mirrors", .timeLimit(.minutes(1)))
+struct MirrorTests {
+    /// A URL nothing listens on: connections are refused.
+    static let dead = URL(string: "http://127.0.0.1:1/files/f")!
+
+    /// Collects the sources dropped for `id` until its download ends.
+    static func droppedSources(_ events: AsyncStream<DownloadManager.Event>, id: DownloadID) -> Task<
+        [(URL, DownloadError)], Never
+    > {
+        Task {
+            var dropped: [(URL, DownloadError)] = []
+            for await event in events where event.id == id {
+                if case .sourceDropped(let url, let reason) = event.event { dropped.append((url, reason)) }
+                if event.event.isTerminal { break }
+            }
+            return dropped
+        }
+    }
+
+    @Test func aSmallFileComesFromTheFirstSourceThatWorks() async throws {
+        try await Fixture.with { f in
+            // Given a file whose first address refuses connections and whose second answers 404
+            let bytes = f.serve("f", count: 100_000)
+            let request = DownloadRequest(
+                urls: [Self.dead, f.server.url("/files/missing"), f.server.url("/files/f")],
+                destination: .directory(f.directory, name: "f"))
+            let events = f.manager.events
+            let dropped = Self.droppedSources(events, id: request.id)
+
+            // When it is downloaded
+            let result = try await f.manager.download(request).result
+
+            // Then both bad sources were dropped, each with its reason, at once (no retries
+            // spent on them), and the file came whole from the third
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            #expect(result.bytesTransferred == 100_000)
+            let seen = await dropped.value
+            #expect(seen.map(\.0) == [Self.dead, f.server.url("/files/missing")])
+            #expect(seen.map(\.1.code) == [.network, .httpStatus])
+            #expect(f.server.requests(path: "/files/missing").count == 1)
+            #expect(f.listing() == ["f"])
+        }
+    }
+
+    @Test func aMirrorKeepsTheDownloadGoingWhenTheFirstSourceFailsMidway() async throws {
+        try await Fixture.with { f in
+            // Given a first source that resets the connection after 300,000 bytes, every time,
+            // and a mirror serving the same bytes with the same validator
+            let bytes = f.serve("f", count: 1_000_000, etag: .custom("same"))
+            f.server.setFile("g", bytes, etag: .custom("same"))
+            let request = DownloadRequest(
+                urls: [f.server.url("/files/f?reset_after=300000&reset_fin=1"), f.server.url("/files/g")],
+                destination: .directory(f.directory, name: "f"))
+
+            let result = try await f.manager.download(request).result
+
+            // Then the mirror was asked for the rest only: the partial was kept
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            let mirror = f.server.requests(path: "/files/g")
+            #expect(mirror.count == 1)
+            #expect(mirror.first?.header("Range") == "bytes=300000-")
+            #expect(result.bytesTransferred == 1_000_000)
+        }
+    }
+
+    @Test func segmentsAreSpreadAcrossMirrorsAndTheDeadAndLyingOnesAreDropped() async throws {
+        try await Fixture.with({
+            $0.segmentedConnections = 4
+            $0.maxConnectionsPerHost = 8
+        }) { f in
+            // Given a large file at four addresses: the first (at 8 MiB/s a response), a dead
+            // one, one serving a file one byte longer, and a slow one (2 MiB/s a response)
+            let size = 16 << 20
+            let bytes = f.serve("big", count: size)
+            f.server.setFile("copy", bytes)
+            f.serve("other", count: size + 1, seed: 2)
+            let request = DownloadRequest(
+                urls: [
+                    f.server.url("/files/big?rate=\(8 << 20)"), Self.dead, f.server.url("/files/other"),
+                    f.server.url("/files/copy?rate=\(2 << 20)"),
+                ], destination: .directory(f.directory, name: "big"))
+            let dropped = Self.droppedSources(f.manager.events, id: request.id)
+
+            // When it is downloaded
+            let result = try await f.manager.download(request).result
+
+            // Then it is whole; the dead and the lying mirror were dropped, each after one try
+            #expect(result.byteCount == Int64(size))
+            #expect(sha256(f.contents("big")) == sha256(bytes))
+            let seen = await dropped.value
+            #expect(Set(seen.map(\.0.absoluteString)) == [Self.dead.absoluteString, f.server.url("/files/other").absoluteString])
+            #expect(seen.first { $0.0 == f.server.url("/files/other") }?.1.message.contains("\(size + 1) bytes") == true)
+            #expect(f.server.requests(path: "/files/other").count == 1)
+            // The slow mirror served ranges of its own: with no validator until it had shown
+            // one (at most one first request per connection), and its own after that
+            let copy = f.server.requests(path: "/files/copy")
+            #expect(!copy.isEmpty)
+            #expect(copy.allSatisfy { $0.header("Range") != nil })
+            #expect(copy.first?.header("If-Range") == nil)
+            #expect(copy.filter { $0.header("If-Range") == nil }.count <= 4)
+            for request in copy {
+                #expect([nil, f.server.etag(forFile: "copy")].contains(request.header("If-Range")))
+            }
+            // Nothing was fetched twice over: the two good sources served the file about once
+            let served = f.server.bytesServed(path: "/files/big") + f.server.bytesServed(path: "/files/copy")
+            #expect(served < size + size / 4)
+        }
+    }
+
+    @Test func theDownloadFailsOnlyWhenNoSourceIsLeft() async throws {
+        try await Fixture.with { f in
+            let request = DownloadRequest(
+                urls: [f.server.url("/files/gone"), f.server.url("/files/missing")],
+                destination: .directory(f.directory, name: "f"))
+            let dropped = Self.droppedSources(f.manager.events, id: request.id)
+            let handle = try await f.manager.download(request)
+
+            // Then the first was dropped, and the download failed with the last one's error
+            let error = try #require(await failure(of: handle))
+            #expect(error.code == .httpStatus)
+            #expect(error.statusCode == 404)
+            #expect(error.message.contains("/files/missing"))
+            #expect(await dropped.value.map(\.0) == [f.server.url("/files/gone")])
+            #expect(f.listing().isEmpty)
+        }
+    }
+
+    @Test func aMirrorWithUserInfoOrAnotherSchemeIsRefused() async throws {
+        try await Fixture.with { f in
+            for mirror in ["ftp://127.0.0.1/f", "http://user:secret@127.0.0.1/f"] {
+                let request = DownloadRequest(
+                    urls: [f.server.url("/files/f"), URL(string: mirror)!], destination: .directory(f.directory))
+                let error = await #expect(throws: DownloadError.self) { _ = try await f.manager.download(request) }
+                #expect(error?.code == .invalidRequest)
+                #expect(error?.message.contains("secret") == false)
+            }
+        }
+    }
+
+    @Test func mirrorsAreKeptInTheJournal() async throws {
+        try await Fixture.with(journal: true) { f in
+            let bytes = f.serve("f", count: 10_000)
+            let mirror = f.server.url("/files/f?from=mirror")
+            let request = DownloadRequest(
+                urls: [f.server.url("/files/f"), mirror], destination: .directory(f.directory, name: "f"))
+            _ = try await f.manager.download(request).result
+            #expect(sha256(f.contents("f")) == sha256(bytes))
+            await f.manager.flushJournal()
+            let record = try #require(try f.journal!.record(request.id))
+            #expect(try record.request().mirrors == [mirror])
+            #expect(try record.request().urls == [f.server.url("/files/f"), mirror])
+        }
+    }
+}
