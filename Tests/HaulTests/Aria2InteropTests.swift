@@ -346,10 +346,21 @@ struct Aria2InteropTests {
                 #expect(stopped?["status"] as? String == "error", "\(address)")
                 #expect(stopped?["errorCode"] as? String == "3", "\(address)")
             }
+            // Two addresses of one file, the first missing: both complete it from the second
+            let mirrored = try await sameShape(
+                "aria2.addUri", #"["\#(f.server.url("/files/absent").absoluteString)","\#(f.server.url("/files/d.bin").absoluteString)"],{"out":"m.bin"}"#)
+            let mirroredGID = (aria2: Self.result(mirrored.aria2) as! String, haul: Self.result(mirrored.haul) as! String)
+            await notesA.wait(for: "aria2.onDownloadComplete", mirroredGID.aria2)
+            await notesH.wait(for: "aria2.onDownloadComplete", mirroredGID.haul)
+            let urisH = Self.result(try await Self.call(h, service.token, "aria2.getUris", #""\#(mirroredGID.haul)""#)) as? [[String: Any]]
+            #expect(urisH?.count == 2)
+            #expect(FileManager.default.contents(atPath: aria2Directory + "/m.bin")?.count == 100_000)
+            #expect(FileManager.default.contents(atPath: directory + "/m.bin")?.count == 100_000)
+
             // The same notifications for each download, in the same order; for those added
             // paused and removed while they waited, none. (The failed download's error
             // came after the removal, so a stray notification of it would be here by now.)
-            for pair in [gid, failedGID] + paused {
+            for pair in [gid, failedGID, mirroredGID] + paused {
                 let sequenceA = await notesA.methods(for: pair.aria2)
                 let sequenceH = await notesH.methods(for: pair.haul)
                 #expect(sequenceH == sequenceA)

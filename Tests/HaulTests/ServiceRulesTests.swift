@@ -262,11 +262,12 @@ struct ServiceRulesTests {
             DownloadInput(
                 url: "https://example.com/q?a=1&b=\"2\"", directory: "/tmp/dïr/with \\ and /", name: "line\nbreak\u{01}.bin",
                 priority: "high", checksum: "sha256=00ff", expectedSize: 1 << 40,
-                headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8),
+                headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8,
+                mirrors: ["https://mirror.example/q?a=1", "http://m2.example/\"x\""]),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
         // Every field is written: one added to DownloadInput must be added to the body too
-        #expect(Mirror(reflecting: inputs[1]).children.count == 9)
+        #expect(Mirror(reflecting: inputs[1]).children.count == 10)
         #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))
@@ -293,7 +294,25 @@ struct ServiceRulesTests {
         }
     }
 
+    @Test func urlsGiveADownloadItsMirrors() throws {
+        try Self.withRoots { _, _, batch in
+            // "urls" alone: the first names the download; with "url" too, "url" comes first
+            let inputs = try JSONDecoder().decode(
+                [DownloadInput].self,
+                from: Data(
+                    (#"[{"urls":["https://a.example/f","https://b.example/f"]},"#
+                        + #"{"url":"https://a.example/g","urls":["https://a.example/g","https://c.example/g"]}]"#).utf8))
+            let requests = try batch.requests(for: inputs)
+            #expect(requests.map(\.url.absoluteString) == ["https://a.example/f", "https://a.example/g"])
+            #expect(requests.map { $0.mirrors.map(\.absoluteString) } == [["https://b.example/f"], ["https://c.example/g"]])
+            // Neither is an error that names the field
+            #expect(throws: DecodingError.self) { try JSONDecoder().decode(DownloadInput.self, from: Data(#"{"name":"x"}"#.utf8)) }
+        }
+    }
+
     @Test(arguments: [
+        (DownloadInput(url: "http://example.com/a", mirrors: ["ftp://example.com/a"]), "downloads[1].urls[1]"),
+        (DownloadInput(url: "http://example.com/a", mirrors: ["http://u:p@example.com/a"]), "downloads[1].urls[1]"),
         (DownloadInput(url: "ftp://example.com/a"), "downloads[1].url"),
         (DownloadInput(url: "not a url"), "downloads[1].url"),
         (DownloadInput(url: "http://example.com/a", directory: "/etc"), "downloads[1].directory"),
