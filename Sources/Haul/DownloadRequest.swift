@@ -61,6 +61,9 @@ public struct DownloadRequest: Sendable {
     public var expectedSize: Int64?
     /// The digest the content must have, checked before the file is moved into place.
     public var checksum: Checksum?
+    /// The digests of the content's pieces (from a Metalink file): each piece is checked
+    /// as soon as it is complete, and a bad one is fetched again (see ``PieceChecksums``).
+    public var pieces: PieceChecksums?
     /// Extra request headers, sent with every attempt. Credential headers (see
     /// ``sensitiveHeaderNames``) go only to the origin of ``url``; the others follow
     /// redirects everywhere.

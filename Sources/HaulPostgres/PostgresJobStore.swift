@@ -391,7 +391,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 priority: request.priority.rawValue - DownloadPriority.normal.rawValue,
                 expectedSize: request.expectedSize, checksum: record.checksum,
                 headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond,
-                connections: request.connections, mirrors: request.mirrors)
+                connections: request.connections, mirrors: request.mirrors, pieces: request.pieces)
         } catch {
             throw DownloadError.queue("\(record.id): \(error.message)")
         }
@@ -511,6 +511,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         request.maxBytesPerSecond = decoded?.maxBytesPerSecond
         request.connections = decoded?.connections
         request.mirrors = (decoded?.mirrors ?? []).compactMap(URL.init(string:))
+        request.pieces = decoded?.pieces.flatMap(JobRecord.decode(pieces:))
         return try JobRecord.make(for: request)
     }
 

@@ -1,4 +1,5 @@
 public import Foundation
+public import Haul
 public import Logging
 import NIOCore
 package import PostgresNIO
@@ -223,6 +224,8 @@ public struct QueueRequest: Sendable, Hashable {
         var connections: Int?
         /// Other addresses of the same content.
         var mirrors: [String]?
+        /// The piece checksums, as the journal keeps them (`JobRecord.encode(pieces:)`).
+        var pieces: String?
     }
 
     /// What to download (`http` or `https`).
@@ -243,7 +246,8 @@ public struct QueueRequest: Sendable, Hashable {
     public init(
         url: URL, id: String? = nil, name: String? = nil, priority: Int = 0, expectedSize: Int64? = nil,
         checksum: String? = nil, headers: [(name: String, value: String)] = [], maxBytesPerSecond: Int? = nil,
-        connections: Int? = nil, mirrors: [URL] = [], maxAttempts: Int = PostgresQueue.defaultMaxAttempts
+        connections: Int? = nil, mirrors: [URL] = [], pieces: PieceChecksums? = nil,
+        maxAttempts: Int = PostgresQueue.defaultMaxAttempts
     ) throws(QueueError) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw QueueError("'\(url.absoluteString)' is not an http or https URL")
@@ -271,7 +275,8 @@ public struct QueueRequest: Sendable, Hashable {
         options = Options(
             expectedSize: expectedSize, checksum: checksum,
             headers: headers.isEmpty ? nil : headers.map { [$0.name, $0.value] }, maxBytesPerSecond: maxBytesPerSecond,
-            connections: connections, mirrors: mirrors.isEmpty ? nil : mirrors.map(\.absoluteString))
+            connections: connections, mirrors: mirrors.isEmpty ? nil : mirrors.map(\.absoluteString),
+            pieces: pieces.map(JobRecord.encode(pieces:)))
     }
 }
 

@@ -27,6 +27,7 @@ struct FaultKnobs: Sendable {
     var gate: String?
     var token: String?
     var expireAfter: Int?
+    var corruptAt: Int?
 
     init(query: [String: String]) throws {
         func count(_ name: String, minimum: Int = 0) throws -> Int? {
@@ -72,5 +73,6 @@ struct FaultKnobs: Sendable {
         self.gate = query["gate"]
         self.token = query["token"]
         self.expireAfter = try count("expire_after")
+        self.corruptAt = try count("corrupt_at")
     }
 }

@@ -188,7 +188,13 @@ extension ServerCore {
             headers.add(name: "content-length", value: String(max(0, length + knobs.lieLength)))
         }
 
-        let body = file.content.getSlice(at: file.content.readerIndex + range.lowerBound, length: length)
+        var body = file.content.getSlice(at: file.content.readerIndex + range.lowerBound, length: length)
+        if let corrupt = knobs.corruptAt, range.contains(corrupt), var copy = body {
+            // A mirror that lies about one byte: the same size and validators, one bit flipped.
+            let index = copy.readerIndex + corrupt - range.lowerBound
+            copy.setInteger(copy.getInteger(at: index, as: UInt8.self)! ^ 0x01, at: index)
+            body = copy
+        }
         var plan = ResponsePlan(status: status, headers: headers, body: body)
         plan.rate = knobs.rate
         if knobs.chunked {

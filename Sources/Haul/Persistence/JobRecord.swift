@@ -63,6 +63,9 @@ package struct JobRecord: Codable, Hashable, Sendable {
     /// The request's mirrors (``DownloadRequest/mirrors``), as a JSON array of URLs; `nil`
     /// without any.
     package var mirrors: String?
+    /// The request's piece checksums (``DownloadRequest/pieces``), as
+    /// `{"algorithm": …, "length": …, "hashes": […]}`; `nil` without any.
+    package var pieces: String?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -118,6 +121,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         maxBytesPerSecond = request.maxBytesPerSecond
         connections = request.connections
         mirrors = Self.encode(urls: request.mirrors)
+        pieces = request.pieces.map(Self.encode(pieces:))
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -159,6 +163,12 @@ package struct JobRecord: Codable, Hashable, Sendable {
         request.maxBytesPerSecond = maxBytesPerSecond
         request.connections = connections
         request.mirrors = mirrors.map(Self.decode(urls:)) ?? []
+        if let pieces {
+            guard let decoded = Self.decode(pieces: pieces) else {
+                throw .invalid("journal entry \(id) has unreadable piece checksums")
+            }
+            request.pieces = decoded
+        }
         return request
     }
 
@@ -181,6 +191,26 @@ package struct JobRecord: Codable, Hashable, Sendable {
         guard !urls.isEmpty else { return nil }
         let data = (try? JSONSerialization.data(withJSONObject: urls.map(\.absoluteString))) ?? Data("[]".utf8)
         return String(decoding: data, as: UTF8.self)
+    }
+
+    private struct StoredPieces: Codable {
+        var algorithm: String
+        var length: Int64
+        var hashes: [String]
+    }
+
+    /// `pieces` as JSON.
+    package static func encode(pieces: PieceChecksums) -> String {
+        let stored = StoredPieces(algorithm: pieces.algorithm.rawValue, length: pieces.length, hashes: pieces.hashes)
+        return (try? JSONEncoder().encode(stored)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// The piece checksums of ``encode(pieces:)``'s JSON; `nil` when unreadable.
+    package static func decode(pieces text: String) -> PieceChecksums? {
+        guard let stored = try? JSONDecoder().decode(StoredPieces.self, from: Data(text.utf8)),
+            let algorithm = Checksum.Algorithm(rawValue: stored.algorithm)
+        else { return nil }
+        return try? PieceChecksums(algorithm, length: stored.length, hashes: stored.hashes)
     }
 
     /// The URLs of a JSON array of strings; what is not a URL is left out.

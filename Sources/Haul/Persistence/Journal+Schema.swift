@@ -104,11 +104,13 @@ extension Journal {
                 table.add(column: "connections", .integer)
             }
         }
-        migrator.registerMigration("v9: mirrors") { db in
+        migrator.registerMigration("v9: sources and pieces") { db in
             // Other addresses of the same content (`DownloadRequest.mirrors`), as a JSON
-            // array of URLs, so that a resumed download has them too.
+            // array of URLs, and the digests of its pieces (`DownloadRequest.pieces`), so
+            // that a resumed download has them too.
             try db.alter(table: "job") { table in
                 table.add(column: "mirrors", .text)
+                table.add(column: "pieces", .text)
             }
         }
         return migrator

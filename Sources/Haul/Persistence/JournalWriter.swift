@@ -298,7 +298,7 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, force, force, force, force, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, force, force, force, force, me,
                 me,
             ])
         return db.changesCount > 0
@@ -308,8 +308,9 @@ final class JournalWriter: Sendable {
     static let upsertSQL = """
         INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
             priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
-            updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+            updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors,
+            pieces)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)
         ON CONFLICT(id) DO UPDATE SET
             bytesCommitted = CASE
                 WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -331,7 +332,8 @@ final class JournalWriter: Sendable {
             updatedAt = excluded.updatedAt, finishedAt = NULL, lastError = NULL, errorCode = NULL,
             command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
-            connections = excluded.connections, mirrors = excluded.mirrors
+            connections = excluded.connections, mirrors = excluded.mirrors,
+            pieces = excluded.pieces
         WHERE NOT \(Journal.heldElsewhereSQL)
         """
 

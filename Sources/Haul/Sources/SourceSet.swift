@@ -27,6 +27,9 @@ struct SourceSet: Sendable {
         var validator: Validator?
         /// Connections fetching from it now (segments).
         var active = 0
+        /// Pieces it served that did not match their digests: a source with one is
+        /// demoted (asked only when the others are at their cap), with two dropped.
+        var badPieces = 0
 
         var isLive: Bool { dropped == nil }
     }
@@ -121,9 +124,15 @@ struct SourceSet: Sendable {
     /// A connection needs a source: the live one with the fewest connections (the earlier
     /// on ties), each taking at most `maximumPerSource`; `nil` when every live source is
     /// at its cap.
-    mutating func assign(maximumPerSource: Int) -> Assignment? {
-        let candidates = sources.indices.filter { sources[$0].isLive && sources[$0].active < maximumPerSource }
-        guard let index = candidates.min(by: { sources[$0].active < sources[$1].active }) else { return nil }
+    mutating func assign(maximumPerSource: Int, excluding excluded: Int? = nil) -> Assignment? {
+        let candidates = sources.indices.filter {
+            sources[$0].isLive && sources[$0].active < maximumPerSource && $0 != excluded
+        }
+        guard
+            let index = candidates.min(by: {
+                (sources[$0].badPieces, sources[$0].active) < (sources[$1].badPieces, sources[$1].active)
+            })
+        else { return nil }
         sources[index].active += 1
         return Assignment(index: index, url: sources[index].url, validator: sources[index].validator)
     }
@@ -135,6 +144,27 @@ struct SourceSet: Sendable {
             return assignment.validator
         }
         return sources[assignment.index].validator ?? assignment.validator
+    }
+
+    /// Whether `assignment`'s source is still in use.
+    func isLive(_ assignment: Assignment) -> Bool {
+        sources.indices.contains(assignment.index) && sources[assignment.index].url == assignment.url
+            && sources[assignment.index].isLive
+    }
+
+    /// Source `index` wrote into a piece that did not match its digest: demoted, and
+    /// dropped at its second bad piece while another source is left.
+    mutating func servedBadPiece(_ index: Int) -> Failure {
+        guard sources.indices.contains(index), sources[index].isLive else { return .kept }
+        sources[index].badPieces += 1
+        guard sources[index].badPieces >= 2, live.count > 1 else { return .kept }
+        let error = DownloadError(
+            .checksumMismatch,
+            "\(sources[index].url.absoluteString): served \(sources[index].badPieces) pieces that did not match their digests",
+            url: sources[index].url)
+        sources[index].dropped = error
+        sources[index].active = 0
+        return .dropped(sources[index].url, reason: error, next: current)
     }
 
     /// A connection stopped using the source it was assigned.

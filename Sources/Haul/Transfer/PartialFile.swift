@@ -101,13 +101,14 @@ final class PartialFile: Sendable {
         if let failure { throw .fileSystem("write", path: path, errno: failure) }
     }
 
-    /// Feeds the first `length` bytes of the file to `digest`.
-    func digest(into digest: ContentDigest, length: Int64) throws(DownloadError) {
+    /// Feeds `length` bytes of the file from `start` (the first `length` by default) to `digest`.
+    func digest(into digest: ContentDigest, from start: Int64 = 0, length: Int64) throws(DownloadError) {
         guard let descriptor = openDescriptor else { return }
         let chunk = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        var offset: Int64 = 0
+        var offset: Int64 = start
+        let length = start + length
         while offset < length {
             let wanted = Int(min(Int64(chunk), length - offset))
             let result = pread(descriptor, buffer.baseAddress!, wanted, off_t(offset))

@@ -27,6 +27,9 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     var unsyncedRemaining: [[Int64]]?
     /// The machine boot during which ``unsyncedRemaining`` was saved.
     var bootID: String?
+    /// For a download with piece checksums, the pieces checked, as
+    /// ``PieceLedger/bitfield``; saved with ``remaining`` after an fsync.
+    var verifiedPieces: String?
 
     /// Whether the partial came from `requested`: the same URL, or, for signed URLs, the
     /// same object under another signature (the same scheme, host, port and path: a fresh

@@ -24,12 +24,12 @@ final class SegmentDelegate: ResponseReceiver {
     private let state: NIOLockedValueBox<State>
     private let writer: BatchWriter
 
-    /// - Parameter onWrite: Runs on the I/O pool after each write, with the byte count and
+    /// - Parameter onWrite: Runs on the I/O pool after each write, with the range written and
     ///   the time: the checkpointing hook.
     init(
         _ machine: TransferMachine.SegmentResponse, claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile,
         core: JobCore, threadPool: NIOThreadPool,
-        onWrite: @escaping @Sendable (Int, ContinuousClock.Instant) throws -> Void
+        onWrite: @escaping @Sendable (Range<Int64>, ContinuousClock.Instant) throws -> Void
     ) {
         self.claim = claim
         self.table = table
@@ -44,7 +44,7 @@ final class SegmentDelegate: ResponseReceiver {
             }
             table.wrote(claim.index, upTo: position)
             let now = ContinuousClock.now
-            try onWrite(batch.bytes, now)
+            try onWrite(batch.offset..<position, now)
             core.received(batch.bytes, at: now)
         }
     }

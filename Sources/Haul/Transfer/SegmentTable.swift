@@ -14,6 +14,9 @@ final class SegmentTable: Sendable {
         var written: Int64
         var end: Int64
         var claimed: Bool
+        /// Sources (indices in the download's ``SourceSet``) this segment is not to be
+        /// fetched from: those that served a piece of it that did not match.
+        var avoiding: Set<Int> = []
     }
 
     /// One connection's assignment.
@@ -56,22 +59,26 @@ final class SegmentTable: Sendable {
         return aligned > segment.next ? aligned : half
     }
 
-    /// Work for an idle connection: an unclaimed segment, else half of the largest claimed
-    /// one, else `nil` when nothing is left to take.
-    func claim() -> Claim? {
+    /// Work for an idle connection fetching from `source`: an unclaimed segment (not one
+    /// to avoid that source for), else half of the largest claimed one, else `nil` when
+    /// nothing is left to take.
+    func claim(for source: Int? = nil) -> Claim? {
         state.withLockedValue { segments in
-            if let index = segments.firstIndex(where: { !$0.claimed && $0.next < $0.end }) {
+            if let index = segments.firstIndex(where: {
+                !$0.claimed && $0.next < $0.end && !(source.map($0.avoiding.contains) ?? false)
+            }) {
                 segments[index].claimed = true
                 return Claim(index: index, start: segments[index].next, end: segments[index].end)
             }
             guard let (index, victim) = segments.enumerated()
-                .filter({ $0.1.claimed })
+                .filter({ $0.1.claimed && !(source.map($0.1.avoiding.contains) ?? false) })
                 .max(by: { ($0.1.end - $0.1.next) < ($1.1.end - $1.1.next) }),
                 victim.end - victim.next >= 2 * minimumSplit
             else { return nil }
             let middle = Self.middle(victim)
             segments[index].end = middle
-            segments.append(Segment(next: middle, written: middle, end: victim.end, claimed: true))
+            segments.append(
+                Segment(next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding))
             return Claim(index: segments.count - 1, start: middle, end: victim.end)
         }
     }
@@ -102,6 +109,23 @@ final class SegmentTable: Sendable {
             guard segment.claimed, segment.written < segment.end else { return nil }
             segments[index].next = segment.written
             return Claim(index: index, start: segment.written, end: segment.end)
+        }
+    }
+
+    /// `range` (written, but a piece of it did not match its digest) is to be fetched
+    /// again, not from `avoiding`.
+    func reopen(_ range: Range<Int64>, avoiding: Set<Int>) {
+        state.withLockedValue { segments in
+            segments.append(
+                Segment(next: range.lowerBound, written: range.lowerBound, end: range.upperBound, claimed: false,
+                    avoiding: avoiding))
+        }
+    }
+
+    /// Whether unclaimed work is left that `source` may not take.
+    func hasWork(avoiding source: Int) -> Bool {
+        state.withLockedValue { segments in
+            segments.contains { !$0.claimed && $0.next < $0.end && $0.avoiding.contains(source) }
         }
     }
 

@@ -20,6 +20,11 @@ import NIOPosix
 /// others without spending a retry. Work stealing moves the tail to whichever connection
 /// runs out of work first: the fastest source's.
 ///
+/// With piece checksums (``DownloadRequest/pieces``) each piece is checked on the I/O pool
+/// as soon as its last byte is written (``PieceLedger``); a bad piece is fetched again, not
+/// from the sources that wrote into it, and those are demoted (``SourceSet``). The pieces
+/// checked are saved in the sidecar with the missing ranges.
+///
 /// Progress survives interruption: at each checkpoint (and when the transfer stops for any
 /// reason) the partial file is fsynced and the ranges still missing are saved in its
 /// `.haul-meta` sidecar (and the completed byte count in the journal), so a later run
@@ -48,6 +53,8 @@ struct SegmentedTransfer: Sendable {
     let sources: NIOLockedValueBox<SourceSet>
     /// Connections one source may take.
     let perSource: Int
+    /// The pieces checked so far, for a download with piece checksums.
+    let ledger: NIOLockedValueBox<PieceLedger>?
     let configuration: DownloadManager.Configuration
     let core: JobCore
     let threadPool: NIOThreadPool
@@ -64,6 +71,9 @@ struct SegmentedTransfer: Sendable {
     /// The length of the sidecar's document as this transfer last saved it, which places
     /// the progress record; `nil` until it has saved one. Guarded by `checkpointLock`.
     private let documentLength = NIOLockedValueBox<Int?>(nil)
+    /// The pieces checked at the last fsync (see ``PieceLedger/bitfield``). Guarded by
+    /// `checkpointLock`.
+    private let syncedPieces: NIOLockedValueBox<String?>
     /// How often progress (not yet synced) is saved in the sidecar while batches are full;
     /// partial batches are saved each time.
     static let progressInterval: Duration = .milliseconds(100)
@@ -87,18 +97,36 @@ struct SegmentedTransfer: Sendable {
         self.policy = policy
         self.sources = sources
         self.perSource = max(1, min(connections, environment.configuration.maxConnectionsPerHost))
+        self.ledger = download.request.pieces.map { pieces in
+            let verified = segments.metadata.verifiedPieces.map {
+                PieceLedger.pieces(inBitfield: $0, count: pieces.hashes.count)
+            }
+            return NIOLockedValueBox(PieceLedger(pieces, total: segments.total, verified: verified ?? []))
+        }
         self.configuration = environment.configuration
         self.core = download.core
         self.threadPool = environment.threadPool
         self.checkpointer = download.checkpointer
         self.logger = environment.logger
         self.syncedRemaining = NIOLockedValueBox(segments.metadata.remaining)
+        self.syncedPieces = NIOLockedValueBox(segments.metadata.verifiedPieces)
     }
 
     /// How a worker, or one of its requests, ended.
     private typealias WorkerResult = TransferMachine.SegmentResponse.Ending
 
     func run() async throws(DownloadError) -> Outcome {
+        if let pieces = ledger?.withLockedValue({ $0.pieces }), !pieces.fits(total: table.total) {
+            throw DownloadError(
+                .sizeMismatch,
+                "\(url.absoluteString) is \(table.total) bytes, which \(pieces.hashes.count) pieces of \(pieces.length) bytes do not make")
+        }
+        // A resumed download's pieces written before it stopped are checked first.
+        if ledger != nil {
+            try await threadPool.perform { () throws(DownloadError) in
+                try checkPieces(ledger!.withLockedValue { $0.unchecked(missing: table.remaining()) })
+            }
+        }
         core.meter.reset(completed: table.completed, total: table.total)
         checkpointer?.describe(validator: validator, total: table.total)
         // The first segments are claimed here, not by the workers once they run, so the
@@ -149,6 +177,8 @@ struct SegmentedTransfer: Sendable {
         metadata.remaining = remaining
         metadata.unsyncedRemaining = remaining
         metadata.bootID = ProcessIdentity.bootID
+        metadata.verifiedPieces = ledger?.withLockedValue { $0.bitfield }
+        syncedPieces.withLockedValue { $0 = metadata.verifiedPieces }
         let length = try metadata.save(to: paths.metadata)
         documentLength.withLockedValue { $0 = length }
         syncedRemaining.withLockedValue { $0 = remaining }
@@ -172,6 +202,7 @@ struct SegmentedTransfer: Sendable {
         checkpointLock.lock()
         defer { checkpointLock.unlock() }
         var metadata = self.metadata
+        metadata.verifiedPieces = syncedPieces.withLockedValue { $0 }
         metadata.remaining = syncedRemaining.withLockedValue { $0 }
         metadata.unsyncedRemaining = table.remaining().map { [$0.0, $0.1] }
         metadata.bootID = ProcessIdentity.bootID
@@ -182,6 +213,47 @@ struct SegmentedTransfer: Sendable {
         }
         let length = try metadata.save(to: paths.metadata)
         documentLength.withLockedValue { $0 = length }
+    }
+
+    /// Checks `pieces` (handed out by the ledger: wholly in the file) against their
+    /// digests; a bad one is fetched again, not from the sources that wrote into it, and
+    /// those are demoted. Blocking: for the I/O pool.
+    private func checkPieces(_ pieces: [Int]) throws(DownloadError) {
+        guard let ledger, !pieces.isEmpty else { return }
+        let checksums = ledger.withLockedValue { $0.pieces }
+        for piece in pieces {
+            let range = checksums.range(of: piece, total: table.total)
+            let digest = ContentDigest(checksums.algorithm)
+            try file.digest(into: digest, from: range.lowerBound, length: Int64(range.count))
+            guard digest.hex() != checksums.hashes[piece] else {
+                ledger.withLockedValue { $0.passed(piece) }
+                continue
+            }
+            let (bad, writers, exhausted) = ledger.withLockedValue { $0.failed(piece) }
+            logger.debug(
+                "piece did not match", metadata: ["url": "\(url)", "piece": "\(piece)", "sources": "\(writers.sorted())"])
+            if exhausted {
+                throw DownloadError(
+                    .checksumMismatch,
+                    "\(url.absoluteString): piece \(piece) (bytes \(bad.lowerBound)-\(bad.upperBound - 1)) did not match its \(checksums.algorithm.rawValue) digest \(PieceLedger.maximumFailures) times, from every source tried")
+            }
+            for writer in writers {
+                if case .dropped(let dropped, let reason, _) = sources.withLockedValue({ $0.servedBadPiece(writer) }) {
+                    core.emit(.sourceDropped(dropped, reason: reason))
+                }
+            }
+            // Only the other sources may fetch it again, unless none is left.
+            table.reopen(bad, avoiding: avoidable(writers))
+        }
+    }
+
+    /// Of `writers`, those a bad piece can avoid: every one, unless no other live source
+    /// is left to fetch it from.
+    private func avoidable(_ writers: Set<Int>) -> Set<Int> {
+        sources.withLockedValue { set in
+            let others = set.sources.indices.filter { set.sources[$0].isLive && !writers.contains($0) }
+            return others.isEmpty ? [] : writers
+        }
     }
 
     /// What one attempt of a worker did.
@@ -213,7 +285,27 @@ struct SegmentedTransfer: Sendable {
                 }
             ) { () throws(DownloadError) -> Step in
                 while true {
-                    guard let claim = next ?? table.claim() else { return .noWork }
+                    if !sources.withLockedValue({ [source] in $0.isLive(source) }) {
+                        // Dropped meanwhile (it served bad pieces): go on from another.
+                        if let claim = next { table.release(claim.index) }
+                        next = nil
+                        guard let other = sources.withLockedValue({ $0.assign(maximumPerSource: perSource) }) else {
+                            return .noWork
+                        }
+                        sources.withLockedValue { [source] in $0.release(source) }
+                        source = other
+                    }
+                    guard let claim = next ?? table.claim(for: source.index) else {
+                        // What is left is to be fetched from another source (a bad piece).
+                        guard table.hasWork(avoiding: source.index),
+                            let other = sources.withLockedValue({ [source] in
+                                $0.assign(maximumPerSource: perSource, excluding: source.index)
+                            })
+                        else { return .noWork }
+                        sources.withLockedValue { [source] in $0.release(source) }
+                        source = other
+                        continue
+                    }
                     next = nil
                     if source.validator == nil {
                         source.validator = sources.withLockedValue { [source] in $0.validator(of: source) }
@@ -289,11 +381,20 @@ struct SegmentedTransfer: Sendable {
             return (.failed(DownloadError.invalid("\(url.absoluteString): \(error)")), nil)
         }
         let checkpointer = self.checkpointer
+        let sourceIndex = source.index
         let delegate = SegmentDelegate(
             TransferMachine.SegmentResponse(
                 url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
             claim: claim, table: table, file: file, core: core, threadPool: threadPool
-        ) { count, now in
+        ) { written, now in
+            if let ledger {
+                let ready = ledger.withLockedValue { ledger in
+                    ledger.wrote(written, by: sourceIndex)
+                    return ledger.ready(around: written, missing: table.remaining())
+                }
+                try checkPieces(ready)
+            }
+            let count = written.count
             if let checkpointer, checkpointer.wrote(count, at: now) {
                 try checkpoint()
             } else {

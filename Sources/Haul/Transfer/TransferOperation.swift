@@ -370,12 +370,16 @@ package struct TransferOperation: Sendable {
 
     /// What a machine for this download starts from.
     private func machineSettings(carrying digest: ContentDigest?, source: URLRefreshRule) -> TransferMachine.Settings {
-        TransferMachine.Settings(
+        var threshold = TransferMachine.segmentationThreshold(
+            connections: connections, configured: configuration.segmentationThreshold,
+            pacedRequestSize: core.pacedRequestSize)
+        // Piece checksums are checked as segments write them: a content with more than one
+        // piece is always fetched in segments, where the server allows ranges.
+        if let pieces = request.pieces { threshold = min(threshold ?? .max, pieces.length + 1) }
+        return TransferMachine.Settings(
             url: source.current, policy: policy, maxRedirects: configuration.maxRedirects,
             expectedSize: request.expectedSize, hashes: request.checksum != nil, carriedDigestBytes: digest?.byteCount,
-            segmentationThreshold: TransferMachine.segmentationThreshold(
-                connections: connections, configured: configuration.segmentationThreshold,
-                pacedRequestSize: core.pacedRequestSize),
+            segmentationThreshold: threshold,
             allowsBlindResume: configuration.allowsBlindResume, recordedURL: request.url,
             usesStoredLocation: source.usesStoredLocation)
     }
