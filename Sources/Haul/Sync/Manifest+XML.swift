@@ -47,8 +47,9 @@ extension Manifest {
         return manifest
     }
 
-    /// Names for the `XMLParser.ErrorCode` values a bad manifest most often produces.
-    private static let xmlErrorNames: [Int: String] = [
+    /// Names for the `XMLParser.ErrorCode` values a bad manifest most often produces (also
+    /// used by ``Metalink/parse(_:)``).
+    static let xmlErrorNames: [Int: String] = [
         4: "empty document", 5: "unexpected end of document", 9: "invalid character",
         23: "unclosed tag or extra content", 38: "attribute value without quotes",
         39: "attribute without value", 41: "duplicate attribute", 64: "bad XML declaration",
