@@ -18,7 +18,7 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         }
 
         /// Parses `sha-256`, `sha256`, `SHA-1`, `sha1` or `md5`.
-        init?(name: String) {
+        package init?(name: String) {
             switch name.lowercased().replacingOccurrences(of: "-", with: "").replacingOccurrences(of: "_", with: "") {
             case "sha256": self = .sha256
             case "sha1": self = .sha1

@@ -45,7 +45,7 @@ public struct PieceChecksums: Sendable, Hashable {
     }
 
     /// Whether the checksums fit a content of `total` bytes: one digest per piece.
-    func fits(total: Int64) -> Bool {
+    package func fits(total: Int64) -> Bool {
         Int64(hashes.count) == (total + length - 1) / length
     }
 }

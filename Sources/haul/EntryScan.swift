@@ -34,7 +34,10 @@ struct EntryScan {
 
     /// Reads `urls` and `input` (its first pass) by `rules`; throws the first problem as a
     /// `ValidationError`.
-    init(urls: [String], input: InputSource?, rules: Rules) throws {
+    /// `extra` are entries from Metalink files, read before the input file; `more` says
+    /// entries are still to come (a Metalink document to fetch), so that having none yet
+    /// is not an error.
+    init(urls: [String], extra: [InputEntry] = [], input: InputSource?, rules: Rules, more: Bool = false) throws {
         var conflict: String?
         var refusal: (any Error)?
         func note(_ entry: InputEntry) {
@@ -62,6 +65,7 @@ struct EntryScan {
         }
         do throws(InputError) {
             for text in urls { note(InputEntry(url: try InputFile.httpURL(text))) }
+            for entry in extra { note(entry) }
             if let input {
                 let reader = try input.firstPass()
                 while let entry = try reader.next() { note(entry) }
@@ -69,7 +73,7 @@ struct EntryScan {
         } catch {
             throw ValidationError(rules.queueing ? "\(error.description); nothing was queued" : error.description)
         }
-        guard count > 0 else {
+        guard count > 0 || more else {
             throw ValidationError(
                 "No URLs to \(rules.queueing ? "queue" : "download"): give at least one URL, or -i FILE.")
         }

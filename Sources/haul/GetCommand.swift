@@ -28,8 +28,25 @@ struct Get: AsyncParsableCommand {
             another process, 2 for invalid arguments, 130 after Ctrl-C (143 after SIGTERM).
             """)
 
-    @Argument(help: ArgumentHelp("The http or https URLs to download.", valueName: "url"))
+    @Argument(
+        help: ArgumentHelp(
+            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests.",
+            valueName: "url"))
     var urls: [String] = []
+
+    @Option(
+        name: .customLong("metalink"),
+        help: ArgumentHelp(
+            "A Metalink 4 document to fetch from a server, then download every file it names; repeatable.",
+            valueName: "url"))
+    var metalinkURLs: [String] = []
+
+    @Option(
+        name: .customLong("metalink-location"),
+        help: ArgumentHelp(
+            "Prefer a Metalink file's mirrors in this country (ISO 3166 code, such as de or us), then its priorities.",
+            valueName: "code"))
+    var metalinkLocation: String?
 
     @Option(
         name: [.customShort("i"), .customLong("input-file")],
@@ -97,7 +114,7 @@ struct Get: AsyncParsableCommand {
     @OptionGroup var queueOptions: QueueOptions
 
     /// The backend and the checked downloads, once `validate()` has run.
-    @Derived var plan: (backend: BackendChoice, batch: GetBatch)?
+    @Derived var plan: (backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], rules: EntryScan.Rules)?
 
     mutating func validate() throws {
         let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
@@ -119,21 +136,62 @@ struct Get: AsyncParsableCommand {
             }
         }
         let input = inputFile.map(InputSource.init)
+        let plainURLs = urls.filter { !MetalinkEntries.isMetalinkFile($0) }
+        var metalinkEntries: [InputEntry] = []
+        for path in urls where MetalinkEntries.isMetalinkFile(path) {
+            metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
+        }
+        let metalinkURLs = try self.metalinkURLs.map { text in
+            do throws(InputError) {
+                return try InputFile.httpURL(text)
+            } catch {
+                throw ValidationError("--metalink: \(error.description)")
+            }
+        }
+        let rules = EntryScan.Rules(output: output, checksum: checksum, mirrors: mirrors, queueing: backend.isQueue) {
+            entry in try backend.check(entry, headers: headers)
+        }
+        // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
-            urls: urls, input: input,
-            rules: .init(output: output, checksum: checksum, mirrors: mirrors, queueing: backend.isQueue) { entry in
-                try backend.check(entry, headers: headers)
-            })
+            urls: plainURLs, extra: metalinkEntries, input: input, rules: rules, more: !metalinkURLs.isEmpty)
         let batch = GetBatch(
-            urls: urls.compactMap { try? InputFile.httpURL($0) }, input: input, scan: scan, output: output,
-            checksum: checksum, mirrors: mirrors, directory: try outputDirectory(), headers: headers, secretHeaders: secretHeaders,
-            force: force, storesCredentials: storeCredentials, detach: detach, run: options.$settings)
-        plan = (backend, batch)
+            urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
+            output: output, checksum: checksum, mirrors: mirrors, directory: try outputDirectory(), headers: headers,
+            secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
+            run: options.$settings)
+        plan = (backend, batch, metalinkURLs, rules)
     }
 
     mutating func run() async throws {
-        let (backend, batch) = $plan
-        let code = try await backend.with { try await $0.get(batch) }
+        var (backend, batch, metalinkURLs, rules) = $plan
+        if !metalinkURLs.isEmpty {
+            // Fetched now, and checked as the others were before anything starts.
+            for url in metalinkURLs {
+                let data: Data
+                do {
+                    data = try await MetalinkEntries.fetch(url, configuration: batch.run.configuration)
+                } catch {
+                    Console.err("haul: --metalink \(url.absoluteString): \(error)\n")
+                    throw ExitCode.failure
+                }
+                do {
+                    batch.extra += try MetalinkEntries.entries(
+                        of: data, source: url.absoluteString, location: metalinkLocation)
+                } catch {
+                    Console.err("haul: \(error)\n")
+                    throw ExitCode.validationFailure
+                }
+            }
+            do {
+                batch.scan = try EntryScan(
+                    urls: batch.urls.map(\.absoluteString), extra: batch.extra, input: batch.input, rules: rules)
+            } catch {
+                Console.err("haul: \(error)\n")
+                throw ExitCode.validationFailure
+            }
+        }
+        let ready = batch
+        let code = try await backend.with { try await $0.get(ready) }
         if code != 0 { throw ExitCode(code) }
     }
 

@@ -19,6 +19,14 @@ struct InputEntry: Sendable {
     /// Other addresses of the same content (tab-separated on the URL's line, as aria2
     /// takes them, or `--mirror`).
     var mirrors: [URL] = []
+    /// The size the content must have (a Metalink file's).
+    var expectedSize: Int64?
+    /// The digests of its pieces (a Metalink file's).
+    var pieces: PieceChecksums?
+
+    /// Whether ``name`` is a path below the output directory (a Metalink file's name
+    /// with folders), not a plain file name.
+    var isPath: Bool { name?.contains("/") ?? false }
 
     /// The download's ID: the URL.
     var id: DownloadID { DownloadID(url.absoluteString) }
@@ -87,7 +95,7 @@ enum InputFile {
     /// entry's name, else the URL's last path component, made safe the way the library
     /// does it. Two entries with the same key would share a partial file.
     static func partialKey(for entry: InputEntry) -> String {
-        if let name = entry.name { return sanitize(name) ?? name }
+        if let name = entry.name { return entry.isPath ? name : sanitize(name) ?? name }
         let last = entry.url.lastPathComponent
         guard !last.isEmpty, last != "/" else { return "download" }
         return sanitize(last) ?? "download"

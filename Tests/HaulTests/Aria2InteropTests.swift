@@ -357,6 +357,23 @@ struct Aria2InteropTests {
             #expect(FileManager.default.contents(atPath: aria2Directory + "/m.bin")?.count == 100_000)
             #expect(FileManager.default.contents(atPath: directory + "/m.bin")?.count == 100_000)
 
+            // A Metalink document added to both: the file in its folder, verified
+            let document = Meta4.document([
+                .init(
+                    name: "ml/m.bin", bytes: FaultServer.randomBytes(count: 100_000, seed: 1),
+                    urls: [f.server.url("/files/d.bin?n=meta").absoluteString], pieceLength: 16_384)
+            ])
+            let addedMetalink = try await sameShape("aria2.addMetalink", #""\#(Data(document.utf8).base64EncodedString())""#)
+            let metalinkGIDs = (
+                aria2: try #require((Self.result(addedMetalink.aria2) as? [String])?.first),
+                haul: try #require((Self.result(addedMetalink.haul) as? [String])?.first)
+            )
+            await notesA.wait(for: "aria2.onDownloadComplete", metalinkGIDs.aria2)
+            await notesH.wait(for: "aria2.onDownloadComplete", metalinkGIDs.haul)
+            let served = sha256(FaultServer.randomBytes(count: 100_000, seed: 1))
+            #expect(sha256(FileManager.default.contents(atPath: aria2Directory + "/ml/m.bin")) == served)
+            #expect(sha256(FileManager.default.contents(atPath: directory + "/ml/m.bin")) == served)
+
             // The same notifications for each download, in the same order; for those added
             // paused and removed while they waited, none. (The failed download's error
             // came after the removal, so a stray notification of it would be here by now.)

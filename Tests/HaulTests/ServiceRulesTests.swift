@@ -263,11 +263,12 @@ struct ServiceRulesTests {
                 url: "https://example.com/q?a=1&b=\"2\"", directory: "/tmp/dïr/with \\ and /", name: "line\nbreak\u{01}.bin",
                 priority: "high", checksum: "sha256=00ff", expectedSize: 1 << 40,
                 headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8,
-                mirrors: ["https://mirror.example/q?a=1", "http://m2.example/\"x\""]),
+                mirrors: ["https://mirror.example/q?a=1", "http://m2.example/\"x\""],
+                pieces: .init(algorithm: "sha-1", length: 1 << 20, hashes: ["a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"])),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
         // Every field is written: one added to DownloadInput must be added to the body too
-        #expect(Mirror(reflecting: inputs[1]).children.count == 10)
+        #expect(Mirror(reflecting: inputs[1]).children.count == 11)
         #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))
@@ -311,6 +312,9 @@ struct ServiceRulesTests {
     }
 
     @Test(arguments: [
+        (DownloadInput(url: "http://example.com/a", pieces: .init(algorithm: "sha-512", length: 1, hashes: ["00"])), "downloads[1].pieces.algorithm"),
+        (DownloadInput(url: "http://example.com/a", pieces: .init(algorithm: "md5", length: 1, hashes: ["00"])), "downloads[1].pieces"),
+        (DownloadInput(url: "http://example.com/a", expectedSize: 3, pieces: .init(algorithm: "md5", length: 1, hashes: [String(repeating: "0", count: 32)])), "downloads[1].pieces"),
         (DownloadInput(url: "http://example.com/a", mirrors: ["ftp://example.com/a"]), "downloads[1].urls[1]"),
         (DownloadInput(url: "http://example.com/a", mirrors: ["http://u:p@example.com/a"]), "downloads[1].urls[1]"),
         (DownloadInput(url: "ftp://example.com/a"), "downloads[1].url"),

@@ -35,9 +35,11 @@ package struct Aria2Options: Sendable, Equatable {
     /// - `split`: how many connections a large download uses (as `haul get -x`; a
     ///   `max-connection-per-server` set lower clamps it): for one download when it is
     ///   added, or globally for downloads started from then on.
+    /// - `metalink-location`: for `aria2.addMetalink`, the country whose mirrors come
+    ///   first (then the document's priorities).
     package static let mapped: Set<String> = [
         "dir", "out", "header", "checksum", "max-download-limit", "max-overall-download-limit",
-        "max-concurrent-downloads", "max-connection-per-server", "pause", "split",
+        "max-concurrent-downloads", "max-connection-per-server", "pause", "split", "metalink-location",
     ]
 
     /// Every option name aria2 1.36 knows (`aria2c --help=#all`).

@@ -126,8 +126,9 @@ package actor Aria2RPC {
     private func run(_ method: String, _ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
         switch method {
         case "aria2.addUri": return try await addUri(p)
-        case "aria2.addTorrent", "aria2.addMetalink":
-            throw Aria2Error("Haul downloads over HTTP and HTTPS only: \(method) (BitTorrent, Metalink) is not supported")
+        case "aria2.addMetalink": return try await addMetalink(p)
+        case "aria2.addTorrent":
+            throw Aria2Error("Haul downloads over HTTP and HTTPS only: \(method) (BitTorrent) is not supported")
         case "aria2.getPeers": throw Aria2Error("Haul downloads over HTTP and HTTPS only: aria2.getPeers has no peers to list")
         case "aria2.remove", "aria2.forceRemove": return try await remove(p)
         case "aria2.pause", "aria2.forcePause": return try await pause(p)
@@ -237,6 +238,102 @@ package actor Aria2RPC {
         if !given.values.isEmpty { options[id] = given }
         if let position { _ = try await move(id, to: position, origin: .set) }
         return .string(gid.hex)
+    }
+
+    /// `aria2.addMetalink(metalink, options, position)`: every file of a Metalink 4
+    /// document (base64), with its mirrors, size, digest and piece digests; answers their
+    /// GIDs. A file's folders are made below `dir`, inside the download roots.
+    private func addMetalink(_ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
+        guard let first = p.first else { throw .missing(0) }
+        guard let text = first.stringValue, let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters)
+        else { throw .wrongType(0) }
+        let given = try Self.options(p, 1)
+        var position: Int?
+        if p.count > 2 {
+            guard let number = p[2].integerValue else { throw .wrongType(2) }
+            position = Int(number)
+        }
+        let metalink: Metalink
+        do throws(DownloadError) {
+            metalink = try Metalink.parse(data)
+        } catch {
+            throw Aria2Error(error.message)
+        }
+        var headers: [String: String] = [:]
+        if case .array(let lines)? = given.values["header"] {
+            for line in lines.compactMap(\.stringValue) {
+                if let header = Aria2Options.header(line) { headers[header.name] = header.value }
+            }
+        }
+        let limit = (given["max-download-limit"] ?? global["max-download-limit"]).flatMap(Int.init) ?? 0
+        var inputs: [DownloadInput] = []
+        var uris: [[String]] = []
+        for file in metalink.files {
+            let urls = file.preferredSources(location: given["metalink-location"]).map(\.url.absoluteString)
+            let (directory, name) = try folders(for: file.name, below: given["dir"])
+            let checksum = Checksum.Algorithm.allCases.lazy.compactMap { algorithm in
+                file.hashes.first { $0.algorithm == algorithm }
+            }.first
+            inputs.append(
+                DownloadInput(
+                    url: urls[0], directory: directory, name: name, checksum: checksum?.description,
+                    expectedSize: file.size, headers: headers.isEmpty ? nil : headers,
+                    maxBytesPerSecond: limit > 0 ? limit : nil, connections: given["split"].flatMap(Int.init),
+                    mirrors: urls.count > 1 ? Array(urls.dropFirst()) : nil,
+                    pieces: file.pieces.map {
+                        DownloadInput.Pieces(algorithm: $0.algorithm.rawValue, length: $0.length, hashes: $0.hashes)
+                    }))
+            uris.append(urls)
+        }
+        let requests: [DownloadRequest]
+        do {
+            requests = try core.batch.requests(for: inputs, field: "metalink")
+        } catch {
+            throw Aria2Error(error.message)
+        }
+        do {
+            try await core.add(requests, paused: given["pause"] == "true")
+        } catch let error as DownloadError {
+            throw Aria2Error(error.message)
+        } catch {
+            throw Aria2Error("cannot read the journal")
+        }
+        var gids: [JSONValue] = []
+        for (request, urls) in zip(requests, uris) {
+            let gid = index.insert(request.id)
+            mirrors[request.id] = urls
+            if !given.values.isEmpty { options[request.id] = given }
+            gids.append(.string(gid.hex))
+        }
+        if let position, let first = requests.first { _ = try await move(first.id, to: position, origin: .set) }
+        return .array(gids)
+    }
+
+    /// The directory (inside the roots) and file name for a Metalink file's `name`, which
+    /// may hold folders: they are made below `base` (the download's `dir`), one at a time,
+    /// never through a symbolic link, so nothing is made outside the roots.
+    private func folders(for name: String, below base: String?) throws(Aria2Error) -> (String?, String) {
+        var components = name.split(separator: "/").map(String.init)
+        let file = components.removeLast()
+        guard !components.isEmpty else { return (base, file) }
+        var path: String
+        do {
+            path = try core.batch.directory(base, field: "dir")
+        } catch {
+            throw Aria2Error(error.message)
+        }
+        for component in components {
+            path += "/" + component
+            var info = stat()
+            if lstat(path, &info) != 0 {
+                guard errno == ENOENT, mkdir(path, 0o755) == 0 || errno == EEXIST else {
+                    throw Aria2Error("cannot make the folder \(name): \(String(cString: strerror(errno)))")
+                }
+            } else if (info.st_mode & S_IFMT) != S_IFDIR {
+                throw Aria2Error("\(name): a folder on its way is not a folder (or is a symbolic link)")
+            }
+        }
+        return (path, file)
     }
 
     // MARK: - Stopping

@@ -117,6 +117,18 @@ package final class ServiceClient: Sendable {
                 raw(#","connections":"#)
                 json += String(connections).utf8
             }
+            if let pieces = input.pieces {
+                raw(#","pieces":{"algorithm":"#)
+                JSONText.appendQuoted(pieces.algorithm, to: &json)
+                raw(#","length":"#)
+                json += String(pieces.length).utf8
+                raw(#","hashes":["#)
+                for (offset, hash) in pieces.hashes.enumerated() {
+                    if offset > 0 { raw(",") }
+                    JSONText.appendQuoted(hash, to: &json)
+                }
+                raw("]}")
+            }
             raw("}")
         }
         raw("]}")

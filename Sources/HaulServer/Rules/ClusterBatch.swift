@@ -52,7 +52,8 @@ package enum ClusterBatch {
             return try QueueRequest(
                 url: fields.url, name: fields.name, priority: priority, expectedSize: input.expectedSize,
                 checksum: input.checksum, headers: fields.headers,
-                maxBytesPerSecond: input.maxBytesPerSecond, connections: input.connections, mirrors: fields.mirrors)
+                maxBytesPerSecond: input.maxBytesPerSecond, connections: input.connections, mirrors: fields.mirrors,
+                pieces: fields.pieces)
         } catch {
             // The checks above cover QueueRequest's own; this names the input if that changes.
             throw FieldError(field: field, message: error.message)

@@ -16,6 +16,26 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     package var url: String
     /// Other addresses of the same content (``DownloadRequest/mirrors``).
     package var mirrors: [String]?
+    /// The digests of the content's pieces (``DownloadRequest/pieces``).
+    package var pieces: Pieces?
+
+    /// Piece digests as a client gives them: `{"algorithm": "sha-256", "length": 262144,
+    /// "hashes": ["…", …]}`.
+    package struct Pieces: Sendable, Codable, Equatable {
+        package var algorithm: String
+        package var length: Int64
+        package var hashes: [String]
+
+        package init(algorithm: String, length: Int64, hashes: [String]) {
+            self.algorithm = algorithm
+            self.length = length
+            self.hashes = hashes
+        }
+
+        package init(_ pieces: PieceChecksums) {
+            self.init(algorithm: pieces.algorithm.rawValue, length: pieces.length, hashes: pieces.hashes)
+        }
+    }
     /// The directory to save into: absolute, or relative to the service's default
     /// directory. Must lie inside one of the download roots.
     package var directory: String?
@@ -37,9 +57,10 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
         expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil,
-        connections: Int? = nil, mirrors: [String]? = nil
+        connections: Int? = nil, mirrors: [String]? = nil, pieces: Pieces? = nil
     ) {
         self.mirrors = mirrors
+        self.pieces = pieces
         self.maxBytesPerSecond = maxBytesPerSecond
         self.connections = connections
         self.url = url
@@ -52,7 +73,8 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case url, urls, directory, name, priority, checksum, expectedSize, headers, maxBytesPerSecond, connections
+        case url, urls, directory, name, priority, checksum, expectedSize, headers, maxBytesPerSecond, connections,
+            pieces
     }
 
     package init(from decoder: any Decoder) throws {
@@ -77,6 +99,7 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         headers = try container.decodeIfPresent([String: String].self, forKey: .headers)
         maxBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maxBytesPerSecond)
         connections = try container.decodeIfPresent(Int.self, forKey: .connections)
+        pieces = try container.decodeIfPresent(Pieces.self, forKey: .pieces)
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -91,6 +114,7 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         try container.encodeIfPresent(headers, forKey: .headers)
         try container.encodeIfPresent(maxBytesPerSecond, forKey: .maxBytesPerSecond)
         try container.encodeIfPresent(connections, forKey: .connections)
+        try container.encodeIfPresent(pieces, forKey: .pieces)
     }
 }
 
@@ -169,6 +193,7 @@ package struct DownloadBatch: Sendable {
         request.maxBytesPerSecond = input.maxBytesPerSecond
         request.connections = input.connections
         request.mirrors = fields.mirrors
+        request.pieces = fields.pieces
         return request
     }
 
@@ -181,6 +206,7 @@ package struct DownloadBatch: Sendable {
         var checksum: Checksum?
         var headers: [(name: String, value: String)]
         var mirrors: [URL] = []
+        var pieces: PieceChecksums?
     }
 
     static func checkedFields(of input: DownloadInput, field: String) throws(FieldError) -> CheckedFields {
@@ -202,6 +228,21 @@ package struct DownloadBatch: Sendable {
                     message: "a mirror must not hold user info: credentials go only to the first URL's origin")
             }
             mirrors.append(mirror)
+        }
+        var pieces: PieceChecksums?
+        if let given = input.pieces {
+            guard let algorithm = Checksum.Algorithm(name: given.algorithm) else {
+                throw FieldError(field: "\(field).pieces.algorithm", message: "use sha-256, sha-1 or md5")
+            }
+            do throws(DownloadError) {
+                pieces = try PieceChecksums(algorithm, length: given.length, hashes: given.hashes)
+            } catch {
+                throw FieldError(field: "\(field).pieces", message: error.message)
+            }
+            if let size = input.expectedSize, !pieces!.fits(total: size) {
+                throw FieldError(
+                    field: "\(field).pieces", message: "\(given.hashes.count) pieces of \(given.length) bytes do not make \(size)")
+            }
         }
         if mirrors.count > 63 {
             throw FieldError(field: "\(field).urls", message: "at most 64 addresses per download")
@@ -251,7 +292,8 @@ package struct DownloadBatch: Sendable {
             headers.append((headerName, value))
         }
         return CheckedFields(
-            url: url, name: name, priority: priority, checksum: checksum, headers: headers, mirrors: mirrors)
+            url: url, name: name, priority: priority, checksum: checksum, headers: headers, mirrors: mirrors,
+            pieces: pieces)
     }
 
     /// The resolved directory for `given`, inside a root.

@@ -51,6 +51,8 @@ struct RunSettings {
 struct GetBatch {
     /// The URLs given as arguments, checked.
     var urls: [URL]
+    /// The entries of Metalink files (`FILE.meta4`, `--metalink URL`), after the URLs.
+    var extra: [InputEntry]
     /// The input file (`-i`), read again from its start by ``entries(_:)``.
     var input: InputSource?
     /// What the first pass learnt.
@@ -107,6 +109,9 @@ struct GetBatch {
     func entries(_ body: (InputEntry) async throws -> Bool) async throws {
         for url in urls {
             guard try await body(overridden(InputEntry(url: url))) else { return }
+        }
+        for entry in extra {
+            guard try await body(overridden(entry)) else { return }
         }
         guard let input else { return }
         let reader = try input.secondPass()

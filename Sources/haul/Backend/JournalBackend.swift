@@ -51,6 +51,15 @@ struct JournalBackend: CommandBackend {
         }
     }
 
+    /// Where `entry` goes in `directory`: its name, or its path (a Metalink file's name
+    /// with folders), whose folders are created here.
+    static func destination(of entry: InputEntry, in directory: URL) throws -> DownloadDestination {
+        guard entry.isPath, let name = entry.name else { return .directory(directory, name: entry.name) }
+        let file = directory.appendingPathComponent(name, isDirectory: false)
+        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+        return .file(file)
+    }
+
     /// The second pass: builds requests and queues them in batches. An entry whose file
     /// name another URL claimed first is reported as a duplicate instead.
     private static func feed(_ intake: Intake, _ batch: GetBatch, directory: URL) async {
@@ -60,9 +69,10 @@ struct JournalBackend: CommandBackend {
         do {
             try await batch.entries { entry in
                 var request = DownloadRequest(
-                    url: entry.url, destination: .directory(directory, name: entry.name), id: entry.id,
-                    checksum: entry.checksum, headers: batch.allHeaders)
+                    url: entry.url, destination: try Self.destination(of: entry, in: directory), id: entry.id,
+                    expectedSize: entry.expectedSize, checksum: entry.checksum, headers: batch.allHeaders)
                 request.mirrors = entry.mirrors
+                request.pieces = entry.pieces
                 request.forceDownload = batch.force
                 request.sensitiveHeaderNames = secretNames
                 request.storesCredentials = batch.storesCredentials

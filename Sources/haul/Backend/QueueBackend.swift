@@ -18,8 +18,8 @@ struct QueueBackend: CommandBackend {
     static func request(for entry: InputEntry, headers: [(name: String, value: String)]) throws -> QueueRequest {
         do {
             return try QueueRequest(
-                url: entry.url, name: entry.name, checksum: entry.checksum?.description, headers: headers,
-                mirrors: entry.mirrors)
+                url: entry.url, name: entry.name, expectedSize: entry.expectedSize, checksum: entry.checksum?.description,
+                headers: headers, mirrors: entry.mirrors, pieces: entry.pieces)
         } catch {
             throw ValidationError("\(error.message); nothing was queued")
         }

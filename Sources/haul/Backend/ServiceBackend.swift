@@ -35,12 +35,23 @@ struct ServiceBackend: CommandBackend {
         var inputs: [DownloadInput] = []
         do {
             try await batch.entries { entry in
+                // A Metalink file's name with folders: the folders are made here, beside the
+                // service, as the directory is.
+                var folder = directory
+                var name = entry.name
+                if entry.isPath, let path = entry.name {
+                    let file = directory.appendingPathComponent(path, isDirectory: false)
+                    folder = file.deletingLastPathComponent()
+                    name = file.lastPathComponent
+                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                }
                 inputs.append(
                     DownloadInput(
-                        url: entry.url.absoluteString, directory: directory.path, name: entry.name,
-                        checksum: entry.checksum?.description, headers: headers,
+                        url: entry.url.absoluteString, directory: folder.path, name: name,
+                        checksum: entry.checksum?.description, expectedSize: entry.expectedSize, headers: headers,
                         maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
-                        mirrors: entry.mirrors.isEmpty ? nil : entry.mirrors.map(\.absoluteString)))
+                        mirrors: entry.mirrors.isEmpty ? nil : entry.mirrors.map(\.absoluteString),
+                        pieces: entry.pieces.map(DownloadInput.Pieces.init)))
                 return true
             }
         } catch {
@@ -98,6 +109,7 @@ struct ServiceBackend: CommandBackend {
     static func estimatedSize(of input: DownloadInput) -> Int {
         let headers = input.headers?.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 } ?? 0
         return 128 + input.url.utf8.count + (input.mirrors?.reduce(0) { $0 + $1.utf8.count + 4 } ?? 0)
+            + (input.pieces?.hashes.reduce(64) { $0 + $1.utf8.count + 3 } ?? 0)
             + (input.directory?.utf8.count ?? 0) + (input.name?.utf8.count ?? 0)
             + (input.checksum?.utf8.count ?? 0) + headers
     }
