@@ -37,7 +37,7 @@ struct Get: AsyncParsableCommand {
     @Option(
         name: .customLong("metalink"),
         help: ArgumentHelp(
-            "A Metalink 4 document to fetch from a server, then download every file it names; repeatable.",
+            "A Metalink 4 document to fetch from a server, then download every file it names.",
             valueName: "url"))
     var metalinkURLs: [String] = []
 
@@ -73,7 +73,7 @@ struct Get: AsyncParsableCommand {
     @Option(
         name: .customLong("mirror"),
         help: ArgumentHelp(
-            "Another address of the same content; repeatable; only with a single URL. Segments are spread across the addresses that work, and one that fails or serves other content is dropped. (In an input file: the URLs on one line, separated by tabs.)",
+            "Another address of the same content; only with a single URL. Segments are spread across the addresses that work, and one that fails or serves other content is dropped. (In an input file: the URLs on one line, separated by tabs.)",
             valueName: "url"))
     var mirrors: [String] = []
 

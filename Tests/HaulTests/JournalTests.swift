@@ -303,10 +303,11 @@ struct JournalTests {
         let journal = try Journal(path: path)
         // Then it is upgraded, and its rows are intact
         let applied = try journal.writer.read { try Journal.migrator.appliedIdentifiers($0) }
-        #expect(applied.count == 8)
+        #expect(applied.count == 9)
         #expect(applied.contains("v5: credentials"))
         #expect(applied.contains("v6: completed files"))
         #expect(applied.contains("v7: speed limits"))
+        #expect(applied.contains("v9: sources and pieces"))
         #expect(applied.contains("v8: connections"))
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)

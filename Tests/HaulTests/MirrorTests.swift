@@ -160,4 +160,37 @@ struct MirrorTests {
             #expect(try record.request().urls == [f.server.url("/files/f"), mirror])
         }
     }
+
+    @Test func aResumedDownloadDoesNotAskAgainAMirrorItDropped() async throws {
+        try await Fixture.with({
+            $0.segmentedConnections = 2
+            $0.maxConnectionsPerHost = 8
+        }) { f in
+            // Given a large file with a mirror that answers 404
+            let size = 24 << 20
+            let bytes = f.serve("big", count: size)
+            let request = DownloadRequest(
+                urls: [f.server.url("/files/big?rate=\(4 << 20)"), f.server.url("/files/missing")],
+                destination: .directory(f.directory, name: "big"))
+            let handle = try await f.manager.download(request)
+            let events = handle.events
+            // When it is paused once the mirror was dropped and bytes came, then resumed
+            await firstEvent(events) { event -> Bool? in
+                if case .progress(let progress) = event, progress.completedBytes >= 2 << 20 { return true }
+                return nil
+            }
+            #expect(f.server.requests(path: "/files/missing").count == 1)
+            await handle.pause()
+            await firstEvent(events) { event -> Bool? in if case .paused = event { true } else { nil } }
+            let sidecar = try #require(PartialMetadata.load(from: f.file("big").path + ".haul-meta"))
+            #expect(sidecar.sources?.first { $0.url.hasSuffix("/files/missing") }?.droppedCode == "httpStatus")
+            await handle.resume()
+            _ = try await handle.result
+
+            // Then the mirror was not asked again
+            #expect(sha256(f.contents("big")) == sha256(bytes))
+            #expect(f.server.requests(path: "/files/missing").count == 1)
+        }
+    }
 }
+

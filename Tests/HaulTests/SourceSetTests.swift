@@ -131,4 +131,26 @@ struct SourceSetTests {
         // The first source's content is the partial file's: when it changes, everything restarts
         #expect(sources.disagreed(first, reason: "changed") == .kept)
     }
+
+    @Test func healthIsKeptAndRestoredButNeverDropsTheLastSource() {
+        var sources = SourceSet(urls: [a, b, c])
+        _ = sources.failed(Self.status(404), at: b)
+        _ = sources.servedBadPiece(2)
+        let health = try! #require(sources.health)
+        #expect(health.map(\.url) == [a, b, c].map(\.absoluteString))
+        #expect(health.map(\.droppedCode) == [nil, "httpStatus", nil])
+        #expect(health.map(\.badPieces) == [0, 0, 1])
+
+        var resumed = SourceSet(urls: [a, b, c])
+        resumed.restore(health)
+        #expect(resumed.live.map(\.url) == [a, c])
+        #expect(resumed.sources[2].badPieces == 1)
+        #expect(resumed.sources[1].dropped?.code == .httpStatus)
+
+        // A sidecar that dropped every source but one that is no longer there keeps one
+        var single = SourceSet(urls: [b])
+        single.restore(health)
+        #expect(single.live.map(\.url) == [b])
+        #expect(SourceSet(urls: [a]).health == nil)
+    }
 }

@@ -53,6 +53,39 @@ struct SourceSet: Sendable {
 
     private(set) var sources: [Source]
 
+    /// What is kept of a source beside the partial file.
+    struct Health: Codable, Hashable, Sendable {
+        var url: String
+        var badPieces: Int
+        /// Why it was dropped (``DownloadError/Code`` and message), if it was.
+        var droppedCode: String?
+        var droppedReason: String?
+    }
+
+    /// The sources' health, for the partial's sidecar; `nil` for a single source that
+    /// nothing is known against.
+    var health: [Health]? {
+        guard hasMirrors || sources.contains(where: { $0.dropped != nil || $0.badPieces > 0 }) else { return nil }
+        return sources.map {
+            Health(
+                url: $0.url.absoluteString, badPieces: $0.badPieces, droppedCode: $0.dropped?.code.description,
+                droppedReason: $0.dropped?.message)
+        }
+    }
+
+    /// Takes back what a sidecar kept of the sources (a resumed download): bad pieces, and
+    /// sources dropped, as long as one is left.
+    mutating func restore(_ health: [Health]) {
+        for entry in health {
+            guard let index = sources.firstIndex(where: { $0.url.absoluteString == entry.url }) else { continue }
+            sources[index].badPieces = entry.badPieces
+            if let reason = entry.droppedReason, sources[index].isLive, live.count > 1 {
+                sources[index].dropped = DownloadError(
+                    DownloadError.Code(named: entry.droppedCode) ?? .network, reason, url: sources[index].url)
+            }
+        }
+    }
+
     /// `urls` in order of preference (duplicates are kept once).
     init(urls: [URL]) {
         var seen = Set<String>()

@@ -30,6 +30,9 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// For a download with piece checksums, the pieces checked, as
     /// ``PieceLedger/bitfield``; saved with ``remaining`` after an fsync.
     var verifiedPieces: String?
+    /// For a download with mirrors, what was learned of its sources (see ``SourceSet``):
+    /// a resumed download does not ask again a source dropped before.
+    var sources: [SourceSet.Health]?
 
     /// Whether the partial came from `requested`: the same URL, or, for signed URLs, the
     /// same object under another signature (the same scheme, host, port and path: a fresh

@@ -178,6 +178,7 @@ struct SegmentedTransfer: Sendable {
         metadata.unsyncedRemaining = remaining
         metadata.bootID = ProcessIdentity.bootID
         metadata.verifiedPieces = ledger?.withLockedValue { $0.bitfield }
+        metadata.sources = sources.withLockedValue { $0.health }
         syncedPieces.withLockedValue { $0 = metadata.verifiedPieces }
         let length = try metadata.save(to: paths.metadata)
         documentLength.withLockedValue { $0 = length }
@@ -203,6 +204,7 @@ struct SegmentedTransfer: Sendable {
         defer { checkpointLock.unlock() }
         var metadata = self.metadata
         metadata.verifiedPieces = syncedPieces.withLockedValue { $0 }
+        metadata.sources = sources.withLockedValue { $0.health }
         metadata.remaining = syncedRemaining.withLockedValue { $0 }
         metadata.unsyncedRemaining = table.remaining().map { [$0.0, $0.1] }
         metadata.bootID = ProcessIdentity.bootID

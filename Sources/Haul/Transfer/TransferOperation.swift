@@ -321,6 +321,8 @@ package struct TransferOperation: Sendable {
                 PartialMetadata.load(from: paths.metadata).flatMap { $0.isFrom(requested) ? $0 : nil }
             }
             : nil
+        // A resumed download does not ask again the sources it dropped before.
+        if let health = stored?.sources { sources.withLockedValue { $0.restore(health) } }
         var machine = TransferMachine(
             settings: machineSettings(carrying: digest, source: source), destination: .file,
             partial: TransferMachine.Partial(
