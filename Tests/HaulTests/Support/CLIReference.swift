@@ -123,7 +123,10 @@ enum CLIReference {
         if let values = argument.allValues, !values.isEmpty {
             parts.append("One of " + values.map { "`\($0)`" }.joined(separator: ", ") + ".")
         }
-        if argument.isRepeating && argument.kind != "positional" { parts.append("Repeatable.") }
+        // (unless the help says so already)
+        if argument.isRepeating, argument.kind != "positional", !(argument.abstract ?? "").lowercased().contains("repeatable") {
+            parts.append("Repeatable.")
+        }
         if let value = argument.defaultValue, !value.isEmpty, argument.kind != "flag" {
             parts.append("Default: `\(value)`.")
         }
