@@ -152,6 +152,14 @@ public struct DownloadRequest: Sendable {
     /// Every address of the content: ``url``, then its ``mirrors``.
     public var urls: [URL] { [url] + mirrors }
 
+    /// Where ``url``'s content is fetched from now, when not from ``url`` itself: a fresh
+    /// signed URL it was refreshed to, or one given for it (`PATCH /downloads/{id}`).
+    /// ``url`` stays the download's identity (its ID, its partial file's source).
+    package var location: URL?
+
+    /// The addresses attempts go to: ``location`` (or ``url``), then the ``mirrors``.
+    var sourceURLs: [URL] { [location ?? url] + mirrors }
+
     /// Whether `name` is a credential header of this request.
     func isCredential(_ name: String) -> Bool {
         Self.isCredential(name, extra: Set(sensitiveHeaderNames.map { $0.lowercased() }))

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import Haul
 package import Logging
 import NIOConcurrencyHelpers
@@ -512,6 +512,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         request.connections = decoded?.connections
         request.mirrors = (decoded?.mirrors ?? []).compactMap(URL.init(string:))
         request.pieces = decoded?.pieces.flatMap(JobRecord.decode(pieces:))
+        request.location = decoded?.location.flatMap(URL.init(string:))
         return try JobRecord.make(for: request)
     }
 
@@ -745,6 +746,21 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// extends the lease, fenced like any write.
     package func recordAttempt(_ id: DownloadID, _ attempts: Int) {
         recordStarted(id)
+    }
+
+    /// Kept in the job's options, where its URL's other settings are; fenced like any write.
+    package func recordSources(_ id: DownloadID, location: URL?, mirrors: [URL]) {
+        let owner = self.owner
+        let key = id.rawValue
+        let location = location?.absoluteString
+        let mirrors = JobRecord.encode(urls: mirrors) ?? "[]"
+        fenced(id, forgetting: false, reportingLoss: true) { attempt in
+            """
+            UPDATE haul_jobs SET options = options || jsonb_build_object('location', \(location)::text, 'mirrors', \(mirrors)::jsonb),
+                updated_at = now()
+            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
+            """
+        }
     }
 
     package func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID) {

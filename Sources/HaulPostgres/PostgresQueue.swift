@@ -226,6 +226,8 @@ public struct QueueRequest: Sendable, Hashable {
         var mirrors: [String]?
         /// The piece checksums, as the journal keeps them (`JobRecord.encode(pieces:)`).
         var pieces: String?
+        /// Where the URL's content is fetched from now (a refreshed signed URL).
+        var location: String?
     }
 
     /// What to download (`http` or `https`).

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Where a download the manager holds in memory stands right now: fresher than its
 /// journal row, whose bytes are only those already made durable.
@@ -22,6 +22,11 @@ package enum ServiceAction: Sendable, Equatable {
     case priority(DownloadPriority)
     /// Set the download's own speed limit, in bytes per second (`nil`: none).
     case rateLimit(Int?)
+    /// Fetch the content from `first` in place of the URL from now on (a fresh signed URL,
+    /// say), with `mirrors` as its mirrors (`nil`: those it has). The download keeps its ID
+    /// and its partial file; a running one stops and goes on from the new addresses where
+    /// it stood (they must serve the same content: its validator is checked).
+    case sources(first: URL, mirrors: [URL]?)
 }
 
 /// What a long-running service (`haul serve`, in `HaulServer`) needs of the manager to
@@ -77,6 +82,7 @@ extension DownloadManager {
         var changed: [DownloadID] = []
         var elsewhere: [DownloadID] = []
         var stopping: [Task<Void, Never>] = []
+        var restarting: [Job] = []
         for id in ids {
             guard let job = jobs[id] else {
                 elsewhere.append(id)
@@ -108,9 +114,28 @@ extension DownloadManager {
                     rateLimiter.setLimit(rate ?? configuration.maxBytesPerSecondPerDownload, for: id)
                 }
                 changed.append(id)
+            case .sources(let first, let mirrors):
+                guard job.lifecycle.phase != .finished, job.following == nil else {
+                    elsewhere.append(id)
+                    continue
+                }
+                let location = first == job.request.url ? nil : first
+                job.request.location = location
+                job.core.location = location
+                if let mirrors { job.request.mirrors = mirrors }
+                store?.recordSources(id, location: location, mirrors: job.request.mirrors)
+                // A running transfer stops (its partial checkpointed) and starts again from
+                // the new addresses.
+                if job.isRunning, let task = job.task {
+                    stopping.append(task)
+                    stop(job, intent: .pause)
+                    restarting.append(job)
+                }
+                changed.append(id)
             }
         }
         for task in stopping { await task.value }
+        for job in restarting { resume(job) }
         return (changed, elsewhere)
     }
 

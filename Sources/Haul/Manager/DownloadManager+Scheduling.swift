@@ -86,6 +86,7 @@ extension DownloadManager {
     }
 
     func startTransfer(_ job: Job, connections: Int) {
+        if let moved = job.core.location { job.request.location = moved }
         job.generation += 1
         let generation = job.generation
         let checkpointer = store.flatMap { store in

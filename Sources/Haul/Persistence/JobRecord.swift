@@ -66,6 +66,8 @@ package struct JobRecord: Codable, Hashable, Sendable {
     /// The request's piece checksums (``DownloadRequest/pieces``), as
     /// `{"algorithm": …, "length": …, "hashes": […]}`; `nil` without any.
     package var pieces: String?
+    /// Where the content is fetched from now, when not from ``url`` (``DownloadRequest/location``).
+    package var location: String?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -122,6 +124,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         connections = request.connections
         mirrors = Self.encode(urls: request.mirrors)
         pieces = request.pieces.map(Self.encode(pieces:))
+        location = request.location?.absoluteString
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -163,6 +166,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         request.maxBytesPerSecond = maxBytesPerSecond
         request.connections = connections
         request.mirrors = mirrors.map(Self.decode(urls:)) ?? []
+        request.location = location.flatMap(URL.init(string:))
         if let pieces {
             guard let decoded = Self.decode(pieces: pieces) else {
                 throw .invalid("journal entry \(id) has unreadable piece checksums")

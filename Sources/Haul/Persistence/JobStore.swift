@@ -1,3 +1,4 @@
+package import Foundation
 /// Where a ``DownloadManager`` keeps its jobs durably, and through which the processes
 /// sharing those jobs coordinate: the seam between scheduling and storage.
 ///
@@ -105,6 +106,9 @@ package protocol JobStore: AnyObject, Sendable {
         _ id: DownloadID, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
     /// Job `id` has made `attempts` retries.
     func recordAttempt(_ id: DownloadID, _ attempts: Int)
+    /// Job `id`'s content is fetched from `location` now (`nil`: from its URL), with
+    /// `mirrors`: a refreshed signed URL, or addresses a person changed.
+    func recordSources(_ id: DownloadID, location: URL?, mirrors: [URL])
     /// Clears `command` once it has been acted on; a newer command left meanwhile stays.
     func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID)
     /// Gives up every unfinished job this owner holds; running ones become paused (the

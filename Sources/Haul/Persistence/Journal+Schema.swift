@@ -106,11 +106,13 @@ extension Journal {
         }
         migrator.registerMigration("v9: sources and pieces") { db in
             // Other addresses of the same content (`DownloadRequest.mirrors`), as a JSON
-            // array of URLs, and the digests of its pieces (`DownloadRequest.pieces`), so
+            // array of URLs, the digests of its pieces (`DownloadRequest.pieces`), and the
+            // address the URL's content is fetched from now (a refreshed signed URL), so
             // that a resumed download has them too.
             try db.alter(table: "job") { table in
                 table.add(column: "mirrors", .text)
                 table.add(column: "pieces", .text)
+                table.add(column: "location", .text)
             }
         }
         return migrator

@@ -152,6 +152,11 @@ final class JournalStore: JobStore {
         writer.submit(.clearCommand(id: id.rawValue, command: command.rawValue))
     }
 
+    func recordSources(_ id: DownloadID, location: URL?, mirrors: [URL]) {
+        writer.submit(
+            .sources(id: id.rawValue, location: location?.absoluteString, mirrors: JobRecord.encode(urls: mirrors)))
+    }
+
     func release() {
         guard let owner = journal.owners.token else { return }
         writer.submit(.release(owner: owner))

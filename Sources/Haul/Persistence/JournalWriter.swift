@@ -20,6 +20,8 @@ final class JournalWriter: Sendable {
         /// `bytes` are on stable storage.
         case checkpoint(id: String, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
         case attempt(id: String, Int)
+        /// The content's addresses changed: where it is fetched from now, and its mirrors.
+        case sources(id: String, location: String?, mirrors: String?)
         /// Clears `command` once it has been acted on; a newer command left meanwhile stays.
         case clearCommand(id: String, command: String)
         /// Gives up ownership of every unfinished job this process owns.
@@ -29,7 +31,7 @@ final class JournalWriter: Sendable {
         var jobID: String? {
             switch self {
             case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _),
-                .checkpoint(let id, _, _, _, _, _), .attempt(let id, _):
+                .checkpoint(let id, _, _, _, _, _), .attempt(let id, _), .sources(let id, _, _):
                 id
             case .claim, .clearCommand, .release: nil
             }
@@ -219,6 +221,9 @@ final class JournalWriter: Sendable {
         case .attempt(let id, let attempts):
             try db.cachedStatement(sql: "UPDATE job SET attempts = ?, updatedAt = ? WHERE id = ? AND owner = ?")
                 .execute(arguments: [attempts, now, id, me])
+        case .sources(let id, let location, let mirrors):
+            try db.cachedStatement(sql: "UPDATE job SET location = ?, mirrors = ?, updatedAt = ? WHERE id = ? AND owner = ?")
+                .execute(arguments: [location, mirrors, now, id, me])
         case .clearCommand(let id, let command):
             try db.cachedStatement(sql: "UPDATE job SET command = NULL WHERE id = ? AND command = ?")
                 .execute(arguments: [id, command])
@@ -298,7 +303,7 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, force, force, force, force, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, force, force, force, force, me,
                 me,
             ])
         return db.changesCount > 0
@@ -309,8 +314,8 @@ final class JournalWriter: Sendable {
         INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
             priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
             updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors,
-            pieces)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)
+            pieces, location)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(id) DO UPDATE SET
             bytesCommitted = CASE
                 WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -333,7 +338,7 @@ final class JournalWriter: Sendable {
             command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
             connections = excluded.connections, mirrors = excluded.mirrors,
-            pieces = excluded.pieces
+            pieces = excluded.pieces, location = excluded.location
         WHERE NOT \(Journal.heldElsewhereSQL)
         """
 

@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -10,6 +11,14 @@ final class JobCore: Sendable {
     let meter = ProgressMeter()
     /// Connections the running transfer uses (a segmented one sets it; 0 means one).
     private let connectionCount = NIOLockedValueBox(0)
+    private let movedTo = NIOLockedValueBox<URL?>(nil)
+
+    /// Where the download's URL was refreshed to while it ran (see
+    /// ``DownloadRequest/location``): the manager's next transfer of it starts there.
+    var location: URL? {
+        get { movedTo.withLockedValue { $0 } }
+        set { movedTo.withLockedValue { $0 = newValue } }
+    }
     private let managerEvents: EventBroadcaster<DownloadManager.Event>
     /// The manager's event loops, which time the trailing progress events.
     private let eventLoopGroup: any EventLoopGroup

@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 
 /// Decides when a partial file is fsynced, and records in the journal how many of its
@@ -30,6 +31,11 @@ final class Checkpointer: Sendable {
         self.store = store
         self.meter = meter
         state = NIOLockedValueBox(State(lastSync: .now))
+    }
+
+    /// The content is fetched from `location` now (a refreshed signed URL), with `mirrors`.
+    func relocated(to location: URL, mirrors: [URL]) {
+        store.recordSources(id, location: location, mirrors: mirrors)
     }
 
     /// Records what the current response says about the content.

@@ -87,9 +87,12 @@ struct SegmentedTransfer: Sendable {
         self.clients = environment.clients
         self.url = segments.url
         self.validator = segments.validator
+        // Mirrors differ in speed: the slowest one's tail is split finer, so that the others
+        // take all but a little of it.
         self.table = SegmentTable(
             total: segments.total, remaining: segments.remaining, connections: connections,
-            minimumSplit: TransferOperation.minimumSplit)
+            minimumSplit: sources.withLockedValue { $0.live.count > 1 }
+                ? TransferOperation.minimumSplitAcrossSources : TransferOperation.minimumSplit)
         self.file = file
         self.paths = paths
         self.metadata = segments.metadata

@@ -98,9 +98,21 @@ package struct TransferOperation: Sendable {
         var journaled = download.journaled
         // Checked once: a file changed since its completion is downloaded again.
         let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
-        var source = URLRefreshRule(url: request.url, canRefresh: configuration.refreshURL != nil)
+        // Where the URL's content is fetched from: the URL, or where it was refreshed to.
+        var primary = request.location ?? request.url
+        var source = URLRefreshRule(url: primary, canRefresh: configuration.refreshURL != nil)
         // The request's URL and its mirrors, shared with the segments of this run.
-        let sources = NIOLockedValueBox(SourceSet(urls: request.urls))
+        let sources = NIOLockedValueBox(SourceSet(urls: request.sourceURLs))
+        /// A fresh URL replaces `expired`; one that replaces the URL is remembered, in the
+        /// journal too, so that a resumed download starts from it.
+        func refreshed(_ expired: URL, to fresh: URL) {
+            sources.withLockedValue { $0.replace(expired, with: fresh) }
+            source.refreshed(to: fresh)
+            guard expired == primary else { return }
+            primary = fresh
+            core.location = fresh
+            checkpointer?.relocated(to: fresh, mirrors: request.mirrors)
+        }
         var refreshes = 0
         var outcome: AttemptOutcome<(DownloadResult, CompletedFile?)>
         while true {
@@ -108,8 +120,7 @@ package struct TransferOperation: Sendable {
                 refreshes += 1
                 switch await refresh(expired, number: refreshes, because: nil) {
                 case .success(let fresh):
-                    sources.withLockedValue { $0.replace(source.current, with: fresh) }
-                    source.refreshed(to: fresh)
+                    refreshed(source.current, to: fresh)
                 case .failure(let error): return Task.isCancelled ? .interrupted : .failed(error)
                 }
             }
@@ -157,8 +168,7 @@ package struct TransferOperation: Sendable {
                 refreshes += 1
                 switch await refresh(expired, number: refreshes, because: error) {
                 case .success(let fresh):
-                    sources.withLockedValue { $0.replace(source.current, with: fresh) }
-                    source.refreshed(to: fresh)
+                    refreshed(source.current, to: fresh)
                     continue
                 case .failure(let failure):
                     if Task.isCancelled { return .interrupted }
@@ -366,6 +376,9 @@ package struct TransferOperation: Sendable {
 
     /// Segments smaller than this are never split further.
     static let minimumSplit: Int64 = 1 << 20
+    /// The same across several sources (mirrors), whose speeds differ: a slow mirror's
+    /// tail is at most twice this.
+    static let minimumSplitAcrossSources: Int64 = 128 << 10
 
     /// Connections a large download may use: what the scheduler granted it.
     private var connections: Int { max(1, download.connections) }

@@ -11,7 +11,8 @@ import NIOPosix
 /// - `GET /downloads?state=queued,running&q=TEXT&sort=created&order=asc&offset=0&limit=100`:
 ///   `{"total": N, "offset": O, "downloads": [DownloadView…]}`, one page read from the
 ///   journal with LIMIT and OFFSET.
-/// - `GET /downloads/{id}`, `PATCH /downloads/{id}` (`priority`, `state`: `paused` or
+/// - `GET /downloads/{id}`, `PATCH /downloads/{id}` (`url` or `urls`: new addresses of
+///   the same content, the download resuming from them; `priority`, `state`: `paused` or
 ///   `queued`), `POST /downloads/{id}/retry`, `DELETE /downloads/{id}?files=keep|delete`.
 /// - `POST /downloads/bulk`: `{"action": "pause|resume|retry|cancel|remove", "ids": […]}` or
 ///   `"states": […]` instead of IDs, `"files"` for `remove`; `{"affected": N}`.
@@ -114,6 +115,21 @@ package struct DownloadsAPI: Sendable {
         var state: String?
         /// The download's own speed limit in bytes per second; 0 for none.
         var maxBytesPerSecond: Int?
+        /// A new address of the same content, in place of the URL (a fresh signed URL).
+        var url: String?
+        /// The content's addresses: the first in place of the URL, the others its mirrors.
+        var urls: [String]?
+    }
+
+    /// An address a client gave: `http` or `https`, with a host and no user info.
+    static func address(_ text: String, field: String) throws -> URL {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host, !host.isEmpty
+        else { throw APIError.invalid(field, "'\(text)' is not an http or https URL") }
+        guard url.user == nil, url.password == nil else {
+            throw APIError.invalid(field, "an address must not hold user info: give credentials in headers")
+        }
+        return url
     }
 
     func change(_ request: Request, context: some RequestContext) async throws -> Response {
@@ -134,11 +150,30 @@ package struct DownloadsAPI: Sendable {
             default: throw APIError.invalid("state", "'\(state)' is not paused or queued")
             }
         }
+        var sources: ServiceAction?
+        if let urls = body.urls {
+            guard body.url == nil else { throw APIError.invalid("urls", "give url or urls, not both") }
+            guard !urls.isEmpty, urls.count <= 64 else { throw APIError.invalid("urls", "give 1 to 64 addresses") }
+            let addresses = try urls.enumerated().map { try Self.address($1, field: "urls[\($0)]") }
+            sources = .sources(first: addresses[0], mirrors: Array(addresses.dropFirst()))
+        } else if let url = body.url {
+            sources = .sources(first: try Self.address(url, field: "url"), mirrors: nil)
+        }
         if let rate = body.maxBytesPerSecond, !(0...SettingsAPI.maximumRate).contains(rate) {
             throw APIError.invalid(
                 "maxBytesPerSecond", "must be a number of bytes per second in 0...\(SettingsAPI.maximumRate) (0: no limit)")
         }
         _ = try await view(id)
+        if let sources {
+            let changed = try await Self.mapped { () async throws(DownloadError) in
+                try await manager.apply(sources, to: [id])
+            }
+            guard !changed.isEmpty else {
+                throw APIError(
+                    .conflict, code: "finished",
+                    message: "\(id.rawValue) has completed or is run by another process: its addresses cannot change")
+            }
+        }
         if let rate = body.maxBytesPerSecond {
             let changed = try await Self.mapped { () async throws(DownloadError) in
                 try await manager.apply(.rateLimit(rate == 0 ? nil : rate), to: [id])

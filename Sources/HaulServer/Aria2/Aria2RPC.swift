@@ -145,6 +145,7 @@ package actor Aria2RPC {
         case "aria2.getUris":
             let (id, view) = try await download(p, 0)
             return Aria2Fields.uris(view, uris: uris(id, view))
+        case "aria2.changeUri": return try await changeUri(p)
         case "aria2.getFiles":
             let (id, view) = try await download(p, 0)
             return Aria2Fields.files(view, uris: uris(id, view))
@@ -334,6 +335,50 @@ package actor Aria2RPC {
             }
         }
         return (path, file)
+    }
+
+    /// `aria2.changeUri(gid, fileIndex, delUris, addUris[, position])`: removes `delUris`
+    /// from the download's URIs (each once), then inserts `addUris` at `position` (at the
+    /// end without one); answers `[deleted, added]`. The first URI is where the content is
+    /// fetched from, the others its mirrors: a running download goes on from them where it
+    /// stood (a fresh signed URL in place of an expired one, say).
+    private func changeUri(_ p: [JSONValue]) async throws(Aria2Error) -> JSONValue {
+        let (id, view) = try await download(p, 0)
+        guard p.count > 3 else { throw .missing(p.count) }
+        guard p[1].integerValue == 1 else { throw Aria2Error("fileIndex must be 1: a Haul download has one file") }
+        guard case .array(let removing) = p[2], removing.allSatisfy({ $0.stringValue != nil }) else { throw .wrongType(2) }
+        guard case .array(let adding) = p[3], adding.allSatisfy({ $0.stringValue != nil }) else { throw .wrongType(3) }
+        var position: Int?
+        if p.count > 4 {
+            guard let number = p[4].integerValue, number >= 0 else { throw .wrongType(4) }
+            position = Int(number)
+        }
+        var list = uris(id, view)
+        var deleted = 0
+        for uri in removing.compactMap(\.stringValue) {
+            if let index = list.firstIndex(of: uri) {
+                list.remove(at: index)
+                deleted += 1
+            }
+        }
+        var added: [String] = []
+        for uri in adding.compactMap(\.stringValue) {
+            guard let url = URL(string: uri), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                url.host != nil, url.user == nil, url.password == nil
+            else { throw Aria2Error("'\(uri)' is not an http or https URI (without user info)") }
+            added.append(uri)
+        }
+        list.insert(contentsOf: added, at: min(position ?? list.count, list.count))
+        guard let first = list.first.flatMap(URL.init(string:)) else {
+            throw Aria2Error("GID#\(Aria2GID(id).hex) would have no URI left")
+        }
+        guard deleted > 0 || !added.isEmpty else { return [.number(0), .number(0)] }
+        let rest = list.dropFirst().compactMap(URL.init(string:))
+        guard !(try await apply(.sources(first: first, mirrors: rest), to: [id])).isEmpty else {
+            throw Aria2Error("GID#\(Aria2GID(id).hex) has ended: its URIs cannot change")
+        }
+        mirrors[id] = list
+        return [.number(deleted), .number(added.count)]
     }
 
     // MARK: - Stopping

@@ -40,6 +40,7 @@ extension DownloadManager {
                 return try journal.requeue(pending, from: [.paused, .failed, .cancelled], session: me, retrying: true)
             case .priority(let priority): return try journal.setPriority(priority, of: pending, me: me)
             case .rateLimit(let rate): return try journal.setRateLimit(rate, of: pending, me: me)
+            case .sources(let first, let mirrors): return try journal.setSources(first, mirrors: mirrors, of: pending, me: me)
             case .cancel:
                 var cancelled: [DownloadID] = []
                 for id in pending {

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import GRDB
 package import Haul
 
@@ -197,6 +197,28 @@ extension Journal {
                     WHERE id = ? AND state IN ('queued', 'running', 'paused', 'waiting') AND NOT \(Self.heldElsewhereSQL)
                     """,
                 arguments: [bytesPerSecond, Date(), id.rawValue, me, me])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Sets the addresses of the unfinished or failed downloads among `ids` that no live
+    /// process holds: `first` in place of the URL (its `location`), and `mirrors` unless
+    /// `nil` (see ``ServiceAction/sources(first:mirrors:)``).
+    package func setSources(_ first: URL, mirrors: [URL]?, of ids: [DownloadID], me: Int64) throws(DownloadError)
+        -> [DownloadID]
+    {
+        let encoded = mirrors.flatMap { JobRecord.encode(urls: $0) }
+        return try update(ids, refreshingOwners: true) { db, id in
+            try db.execute(
+                sql: """
+                    UPDATE job SET location = CASE WHEN url = ? THEN NULL ELSE ? END,
+                        mirrors = CASE WHEN ? THEN ? ELSE mirrors END, updatedAt = ?
+                    WHERE id = ? AND state IN ('queued', 'running', 'paused', 'waiting', 'failed', 'cancelled')
+                        AND NOT \(Self.heldElsewhereSQL)
+                    """,
+                arguments: [
+                    first.absoluteString, first.absoluteString, mirrors != nil, encoded, Date(), id.rawValue, me, me,
+                ])
             return db.changesCount > 0
         }
     }

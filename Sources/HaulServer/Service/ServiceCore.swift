@@ -169,7 +169,7 @@ extension ServiceAction {
         case .pause: .paused
         case .resume, .retry: .queued
         case .cancel: .cancelled
-        case .priority, .rateLimit: nil
+        case .priority, .rateLimit, .sources: nil
         }
     }
 }
