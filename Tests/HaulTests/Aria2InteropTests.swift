@@ -309,6 +309,21 @@ struct Aria2InteropTests {
                 .map { $0["gid"] as? String }
             #expect(orderH == [paused[1].haul, paused[0].haul])
 
+            // changeUri on a waiting download: a second URI added, the first removed
+            let other = f.server.url("/files/d.bin?gate=never&n=other").absoluteString
+            for (address, token, gid) in [(a, secret, paused[1].aria2), (h, service.token, paused[1].haul)] {
+                let raw = try await Self.call(address, token, "aria2.changeUri", #""\#(gid)",1,[],["\#(other)"]"#)
+                let changed = Self.result(raw)
+                #expect((changed as? [Int]) == [0, 1], "\(address) \(raw)")
+                let uris = Self.result(try await Self.call(address, token, "aria2.getUris", #""\#(gid)""#)) as? [[String: Any]]
+                #expect(uris?.count == 2, "\(address)")
+                let first = try #require(uris?.first?["uri"] as? String)
+                let removed = Self.result(try await Self.call(address, token, "aria2.changeUri", #""\#(gid)",1,["\#(first)"],[]"#))
+                #expect((removed as? [Int]) == [1, 0], "\(address)")
+                let left = Self.result(try await Self.call(address, token, "aria2.getUris", #""\#(gid)""#)) as? [[String: Any]]
+                #expect(left?.compactMap { $0["uri"] as? String } == [other], "\(address)")
+            }
+
             // pause and unpause of the active one answer its GID in both
             let pausedA = try await Self.call(a, secret, "aria2.pause", #""\#(gid.aria2)""#)
             let pausedH = try await Self.call(h, service.token, "aria2.pause", #""\#(gid.haul)""#)

@@ -145,4 +145,20 @@ struct ExpiringURLTests {
             #expect(f.contents("f.haul-partial")?.count == 300_000)
         }
     }
+
+    @Test func theFreshURLIsKeptInTheJournalForTheNextRun() async throws {
+        let refresher = Refresher()
+        try await Fixture.with(journal: true, { $0.refreshURL = { expired, _ in refresher.refresh(expired) } }) { f in
+            f.serve("f", count: 500_000)
+            let request = f.request("/files/f?token=a&expire_after=100000", to: "f")
+            _ = try await f.manager.download(request).result
+            await f.manager.flushJournal()
+            // The URL stays the download's identity; where it is fetched from now is kept
+            let record = try #require(try f.journal!.record(request.id))
+            #expect(record.url == request.url.absoluteString)
+            #expect(record.location == f.server.url("/files/f?token=b").absoluteString)
+            #expect(try record.request().location == f.server.url("/files/f?token=b"))
+        }
+    }
 }
+

@@ -16,7 +16,7 @@ package actor Aria2RPC {
     package static let methods = [
         "aria2.addUri", "aria2.addTorrent", "aria2.getPeers", "aria2.addMetalink", "aria2.remove", "aria2.pause",
         "aria2.forcePause", "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpause", "aria2.unpauseAll",
-        "aria2.forceRemove", "aria2.changePosition", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles",
+        "aria2.forceRemove", "aria2.changePosition", "aria2.changeUri", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles",
         "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption",
         "aria2.changeOption", "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.purgeDownloadResult",
         "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo", "aria2.shutdown",
@@ -372,13 +372,13 @@ package actor Aria2RPC {
         guard let first = list.first.flatMap(URL.init(string:)) else {
             throw Aria2Error("GID#\(Aria2GID(id).hex) would have no URI left")
         }
-        guard deleted > 0 || !added.isEmpty else { return [.number(0), .number(0)] }
+        guard deleted > 0 || !added.isEmpty else { return [.int(0), .int(0)] }
         let rest = list.dropFirst().compactMap(URL.init(string:))
         guard !(try await apply(.sources(first: first, mirrors: rest), to: [id])).isEmpty else {
             throw Aria2Error("GID#\(Aria2GID(id).hex) has ended: its URIs cannot change")
         }
         mirrors[id] = list
-        return [.number(deleted), .number(added.count)]
+        return [.int(Int64(deleted)), .int(Int64(added.count))]
     }
 
     // MARK: - Stopping
