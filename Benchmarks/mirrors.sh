@@ -55,6 +55,7 @@ cleanup() {
     if [[ ${KEEP_WORK:-0} == 1 ]]; then printf 'kept %s\n' "$WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+chmod 755 "$WORK"  # (mktemp makes it 0700: nginx's workers must reach the files)
 mkdir -p "$WORK/www" "$WORK/nginx/tmp" "$WORK/nginx/logs" "$WORK/out"
 head -c "$SIZE_BYTES" /dev/urandom >"$WORK/www/f.bin"
 

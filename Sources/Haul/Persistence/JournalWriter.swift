@@ -44,6 +44,8 @@ final class JournalWriter: Sendable {
         var applied = 0
         var waiters: [(ticket: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var closed = false
+        /// The worker while it lets a burst gather: a flush wakes it at once.
+        var gathering: CheckedContinuation<Void, Never>?
     }
 
     /// How long the worker lets operations gather before it writes them, unless a flush
@@ -73,7 +75,7 @@ final class JournalWriter: Sendable {
                     state.waiters.isEmpty && state.pending.count < Self.batchTarget
                         && !state.pending.contains { if case .claim = $0 { true } else { false } }
                 }) {
-                    try? await Task.sleep(for: Self.gatherDelay)
+                    await Self.gather(state)
                 }
                 let batch = state.withLockedValue { state -> [Operation] in
                     defer { state.pending = [] }
@@ -125,6 +127,26 @@ final class JournalWriter: Sendable {
         wakeups.finish()
     }
 
+    /// Waits ``gatherDelay``, or less if a flush comes meanwhile (someone waits for what
+    /// is pending: a command ending, a list, a shutdown).
+    private static func gather(_ state: NIOLockedValueBox<State>) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waited = state.withLockedValue { state -> Bool in
+                guard state.waiters.isEmpty else { return false }
+                state.gathering = continuation
+                return true
+            }
+            guard waited else { return continuation.resume() }
+            Task {
+                try? await Task.sleep(for: gatherDelay)
+                state.withLockedValue { state in
+                    defer { state.gathering = nil }
+                    return state.gathering
+                }?.resume()
+            }
+        }
+    }
+
     /// Queues `operation`; returns at once.
     func submit(_ operation: Operation) {
         state.withLockedValue { state in
@@ -137,12 +159,15 @@ final class JournalWriter: Sendable {
     /// Waits until every operation submitted before this call is written.
     func flush() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLockedValue { state -> Bool in
-                if state.applied >= state.submitted { return true }
+            let (done, gathering) = state.withLockedValue { state -> (Bool, CheckedContinuation<Void, Never>?) in
+                if state.applied >= state.submitted { return (true, nil) }
                 state.waiters.append((state.submitted, continuation))
-                return false
+                defer { state.gathering = nil }
+                return (false, state.gathering)
             }
             if done { continuation.resume() }
+            // The worker writes what is pending now rather than after its pause.
+            gathering?.resume()
         }
     }
 

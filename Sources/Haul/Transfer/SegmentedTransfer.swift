@@ -14,8 +14,8 @@ import NIOPosix
 /// request asks for a small part of its segment (``RateSchedule/pacedRequestSize(forLimit:)``),
 /// so that the socket is read in small, even steps rather than in reads of 256 KiB.
 ///
-/// With mirrors (``DownloadRequest/mirrors``) the connections are spread across the
-/// sources still in use, each source taking at most the per-host cap; a source that fails
+/// With mirrors (``DownloadRequest/mirrors``) the connections are spread evenly across the
+/// sources still in use; a source that fails
 /// or answers with other content is dropped (``SourceSet``) and its connections move to the
 /// others without spending a retry. Work stealing moves the tail to whichever connection
 /// runs out of work first: the fastest source's.
@@ -51,7 +51,8 @@ struct SegmentedTransfer: Sendable {
     let policy: RedirectPolicy
     /// Where the bytes may come from, shared with the rest of the download's run.
     let sources: NIOLockedValueBox<SourceSet>
-    /// Connections one source may take.
+    /// Connections one source may take: all of them (connections are spread evenly, the
+    /// fewest first, so each source takes its share while the others work).
     let perSource: Int
     /// The pieces checked so far, for a download with piece checksums.
     let ledger: NIOLockedValueBox<PieceLedger>?
@@ -99,7 +100,9 @@ struct SegmentedTransfer: Sendable {
         self.connections = connections
         self.policy = policy
         self.sources = sources
-        self.perSource = max(1, min(connections, environment.configuration.maxConnectionsPerHost))
+        // The scheduler granted the connections (within the request's host's cap, when one
+        // was set): spread evenly, no source takes more than its share unless others fail.
+        self.perSource = max(1, connections)
         self.ledger = download.request.pieces.map { pieces in
             let verified = segments.metadata.verifiedPieces.map {
                 PieceLedger.pieces(inBitfield: $0, count: pieces.hashes.count)
