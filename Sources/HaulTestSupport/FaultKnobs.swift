@@ -27,7 +27,7 @@ struct FaultKnobs: Sendable {
     var gate: String?
     var token: String?
     var expireAfter: Int?
-    var corruptAt: Int?
+    var corruptAt: [Int] = []
 
     init(query: [String: String]) throws {
         func count(_ name: String, minimum: Int = 0) throws -> Int? {
@@ -73,6 +73,12 @@ struct FaultKnobs: Sendable {
         self.gate = query["gate"]
         self.token = query["token"]
         self.expireAfter = try count("expire_after")
-        self.corruptAt = try count("corrupt_at")
+        if let raw = query["corrupt_at"] {
+            let offsets = raw.split(separator: ",").map { Int($0) }
+            guard !offsets.isEmpty, offsets.allSatisfy({ ($0 ?? -1) >= 0 }) else {
+                throw InvalidParameter(name: "corrupt_at", value: raw)
+            }
+            self.corruptAt = offsets.compactMap { $0 }
+        }
     }
 }

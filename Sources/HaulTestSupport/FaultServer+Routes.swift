@@ -189,8 +189,9 @@ extension ServerCore {
         }
 
         var body = file.content.getSlice(at: file.content.readerIndex + range.lowerBound, length: length)
-        if let corrupt = knobs.corruptAt, range.contains(corrupt), var copy = body {
-            // A mirror that lies about one byte: the same size and validators, one bit flipped.
+        for corrupt in knobs.corruptAt where range.contains(corrupt) {
+            // A mirror that lies about a byte: the same size and validators, one bit flipped.
+            guard var copy = body else { break }
             let index = copy.readerIndex + corrupt - range.lowerBound
             copy.setInteger(copy.getInteger(at: index, as: UInt8.self)! ^ 0x01, at: index)
             body = copy

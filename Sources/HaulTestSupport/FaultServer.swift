@@ -80,9 +80,9 @@ import NIOPosix
 /// - `token=T&expire_after=N` (files): T expires when this GET is answered; the head and N body
 ///   bytes are sent, then the connection is closed (FIN, so all N arrive). A signed URL that
 ///   expires in the middle of its download.
-/// - `corrupt_at=N` (files): the byte at offset N of the file is sent with its lowest bit
-///   flipped, in every response whose range holds it (same size, same validators): a mirror
-///   that corrupts one byte.
+/// - `corrupt_at=N` (files; or `N,M,…`): the byte at offset N of the file is sent with its
+///   lowest bit flipped, in every response whose range holds it (same size, same
+///   validators): a mirror that corrupts a byte.
 /// - `/sign/NAME` (route): `302` to `/files/NAME?token=tK` with a fresh token each time (`t1`,
 ///   `t2`, …); `expire_after=N` is passed on with the first token only. A signing endpoint,
 ///   such as a release page that redirects to a presigned object URL.

@@ -82,11 +82,11 @@ struct PieceLedger: Sendable {
     /// Piece `piece` did not match: returns its range, to fetch again, the sources that
     /// wrote into it, and whether it has failed ``maximumFailures`` times (the download
     /// fails then).
-    mutating func failed(_ piece: Int) -> (range: Range<Int64>, writers: Set<Int>, exhausted: Bool) {
+    mutating func failed(_ piece: Int) -> (range: Range<Int64>, writers: Set<Int>, failures: Int, exhausted: Bool) {
         checking.remove(piece)
         failures[piece, default: 0] += 1
         return (
-            pieces.range(of: piece, total: total), writers.removeValue(forKey: piece) ?? [],
+            pieces.range(of: piece, total: total), writers.removeValue(forKey: piece) ?? [], failures[piece]!,
             failures[piece]! >= Self.maximumFailures
         )
     }

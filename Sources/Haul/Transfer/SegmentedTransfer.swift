@@ -237,7 +237,7 @@ struct SegmentedTransfer: Sendable {
                 ledger.withLockedValue { $0.passed(piece) }
                 continue
             }
-            let (bad, writers, exhausted) = ledger.withLockedValue { $0.failed(piece) }
+            let (bad, writers, failures, exhausted) = ledger.withLockedValue { $0.failed(piece) }
             logger.debug(
                 "piece did not match", metadata: ["url": "\(url)", "piece": "\(piece)", "sources": "\(writers.sorted())"])
             if exhausted {
@@ -251,7 +251,18 @@ struct SegmentedTransfer: Sendable {
                 }
             }
             // Only the other sources may fetch it again, unless none is left.
-            table.reopen(bad, avoiding: avoidable(writers))
+            let avoiding = avoidable(writers)
+            table.reopen(bad, avoiding: avoiding)
+            let from = sources.withLockedValue { set in
+                writers.sorted().compactMap { set.sources.indices.contains($0) ? set.sources[$0].url.absoluteString : nil }
+            }
+            core.emit(
+                .retrying(
+                    attempt: failures,
+                    reason: DownloadError(
+                        .checksumMismatch,
+                        "\(url.absoluteString): piece \(piece) (bytes \(bad.lowerBound)-\(bad.upperBound - 1)) from \(from.joined(separator: ", ")) did not match its \(checksums.algorithm.rawValue) digest: fetching it again\(avoiding.isEmpty ? "" : " from another source")"),
+                    delay: .zero))
         }
     }
 
