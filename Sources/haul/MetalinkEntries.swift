@@ -25,9 +25,7 @@ enum MetalinkEntries {
             let urls = file.preferredSources(location: location).map(\.url)
             var entry = InputEntry(url: urls[0], name: file.name)
             entry.mirrors = Array(urls.dropFirst())
-            entry.checksum = Checksum.Algorithm.allCases.lazy.compactMap { algorithm in
-                file.hashes.first { $0.algorithm == algorithm }
-            }.first
+            entry.checksum = file.strongestHash
             entry.expectedSize = file.size
             if let pieces = file.pieces {
                 do throws(DownloadError) {

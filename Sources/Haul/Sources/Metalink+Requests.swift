@@ -24,12 +24,9 @@ extension DownloadRequest {
         let metalink = try Metalink.parse(data)
         return try metalink.files.map { file throws(DownloadError) in
             let urls = file.preferredSources(location: location).map(\.url)
-            let strongest = Checksum.Algorithm.allCases.lazy.compactMap { algorithm in
-                file.hashes.first { $0.algorithm == algorithm }
-            }.first
             var request = DownloadRequest(
                 urls: urls, destination: .file(directory.appendingPathComponent(file.name, isDirectory: false)),
-                expectedSize: file.size, checksum: strongest)
+                expectedSize: file.size, checksum: file.strongestHash)
             if let pieces = file.pieces {
                 request.pieces = try PieceChecksums(pieces.algorithm, length: pieces.length, hashes: pieces.hashes)
             }

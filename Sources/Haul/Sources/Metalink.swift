@@ -88,6 +88,12 @@ package struct Metalink: Sendable, Equatable {
             guard let location = location?.lowercased(), !location.isEmpty else { return urls }
             return urls.filter { $0.location == location } + urls.filter { $0.location != location }
         }
+
+        /// The whole-file digest to check: the strongest the document gives (SHA-256, then
+        /// SHA-1, then MD5).
+        package var strongestHash: Checksum? {
+            Checksum.Algorithm.allCases.lazy.compactMap { algorithm in hashes.first { $0.algorithm == algorithm } }.first
+        }
     }
 
     /// A file's piece digests: `<pieces length="N" type="sha-256"><hash>…</hash>…</pieces>`.

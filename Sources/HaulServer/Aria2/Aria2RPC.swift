@@ -272,9 +272,7 @@ package actor Aria2RPC {
         for file in metalink.files {
             let urls = file.preferredSources(location: given["metalink-location"]).map(\.url.absoluteString)
             let (directory, name) = try folders(for: file.name, below: given["dir"])
-            let checksum = Checksum.Algorithm.allCases.lazy.compactMap { algorithm in
-                file.hashes.first { $0.algorithm == algorithm }
-            }.first
+            let checksum = file.strongestHash
             inputs.append(
                 DownloadInput(
                     url: urls[0], directory: directory, name: name, checksum: checksum?.description,
