@@ -3,6 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#if defined(__APPLE__)
+#include <TargetConditionals.h>
+#endif
+#if !defined(__APPLE__) || TARGET_OS_OSX
+#include <spawn.h>
+#define CHAUL_CAN_SPAWN 1
+#endif
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -79,5 +87,51 @@ int chaul_keep_freed_memory(long bytes, long mmap_threshold) {
     (void)mmap_threshold;
     (void)bytes;
     return 0;
+#endif
+}
+
+int chaul_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[],
+                int input, int output, int error, const char *directory) {
+#if defined(CHAUL_CAN_SPAWN)
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    const int sources[3] = {input, output, error};
+    const int flags[3] = {O_RDONLY, O_WRONLY, O_WRONLY};
+    for (int target = 0; target < 3 && result == 0; target++) {
+        if (sources[target] < 0) {
+            result = posix_spawn_file_actions_addopen(&actions, target, "/dev/null", flags[target], 0);
+        } else {
+            // (dup2 onto itself clears close-on-exec, as POSIX 2024 and glibc 2.29 say.)
+            result = posix_spawn_file_actions_adddup2(&actions, sources[target], target);
+        }
+    }
+    short spawnFlags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+#if defined(__linux__)
+    if (result == 0) result = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#elif defined(__APPLE__)
+    spawnFlags |= POSIX_SPAWN_CLOEXEC_DEFAULT;
+#endif
+    if (result == 0 && directory != NULL) result = posix_spawn_file_actions_addchdir_np(&actions, directory);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
+    if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &all);
+    if (result == 0) result = posix_spawnattr_setflags(&attributes, spawnFlags);
+    if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
+#else
+    (void)pid; (void)path; (void)argv; (void)envp;
+    (void)input; (void)output; (void)error; (void)directory;
+    return ENOSYS;
 #endif
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Haul
 
@@ -45,45 +44,43 @@ struct RefreshCommand: Sendable {
 
     /// Runs the program for `expired` and returns the URL it printed.
     ///
-    /// The wait happens on a thread of its own, never on the Swift concurrency pool or an
-    /// event loop: a refresh is rare, and a program may take seconds.
+    /// Its output is read and its end awaited on threads of their own, never on the Swift
+    /// concurrency pool or an event loop: a refresh is rare, and a program may take seconds.
     func refresh(_ expired: URL, id: DownloadID) async throws -> URL {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = [expired.absoluteString]
         var environment = ProcessInfo.processInfo.environment
         environment["HAUL_ID"] = id.rawValue
-        process.environment = environment
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
         let name = URL(fileURLWithPath: program).lastPathComponent
-        let limit = timeLimit
-        let (status, printed, timedOut): (Int32, Data, Bool) = try await withCheckedThrowingContinuation { continuation in
+        let child: ChildProcess
+        let output: Int32
+        do {
+            let pipe = try ChildProcess.pipe()
+            output = pipe.read
+            defer { close(pipe.write) }
             do {
-                try process.run()
+                child = try ChildProcess(
+                    executable: program, arguments: [expired.absoluteString], environment: environment,
+                    standardOutput: .descriptor(pipe.write), standardError: .inherit)
             } catch {
-                continuation.resume(throwing: Failure(description: "the refresh command \(name) could not start: \(error)"))
-                return
+                close(pipe.read)
+                throw error
             }
-            let pid = process.processIdentifier
-            let stopped = ManagedFlag()
-            let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
-                if stopped.set() { kill(pid, SIGKILL) }
-            }
-            Thread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                let timedOut = !stopped.set()
-                continuation.resume(returning: (process.terminationStatus, data, timedOut))
-            }.start()
+        } catch {
+            throw Failure(description: "the refresh command \(name) could not start: \(error)")
         }
-        if timedOut {
+        let limit = timeLimit
+        let stopped = ManagedFlag()
+        let timer = Task {
+            try await Task.sleep(for: limit)
+            if stopped.set() { child.signal(SIGKILL) }
+        }
+        let printed = await Self.readToEnd(output)
+        let termination = await child.wait()
+        timer.cancel()
+        if !stopped.set() {
             throw Failure(description: "the refresh command \(name) gave no URL within \(limit) and was stopped")
         }
-        guard status == 0 else {
-            throw Failure(description: "the refresh command \(name) exited with status \(status)")
+        guard termination.succeeded else {
+            throw Failure(description: "the refresh command \(name) \(termination)")
         }
         let line = String(decoding: printed, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
             .first.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) } ?? ""
@@ -91,6 +88,25 @@ struct RefreshCommand: Sendable {
             throw Failure(description: "the refresh command \(name) printed no URL on its first line")
         }
         return url
+    }
+
+    /// Reads `descriptor` to its end (keeping the first 64 KiB) on a thread of its own, and
+    /// closes it.
+    private static func readToEnd(_ descriptor: Int32) async -> [UInt8] {
+        await withCheckedContinuation { continuation in
+            Thread {
+                var kept: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 1 << 14)
+                while true {
+                    let count = read(descriptor, &buffer, buffer.count)
+                    if count < 0, errno == EINTR { continue }
+                    guard count > 0 else { break }
+                    if kept.count < 1 << 16 { kept += buffer[..<count] }
+                }
+                close(descriptor)
+                continuation.resume(returning: kept)
+            }.start()
+        }
     }
 }
 

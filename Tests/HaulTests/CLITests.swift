@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 import HaulTestSupport
 import Testing
 
@@ -520,13 +521,12 @@ enum Haul {
 
 /// A running `haul` process whose output lines can be awaited.
 final class HaulProcess: @unchecked Sendable {
-    private let process = Process()
+    private let process: ChildProcess
     // Kept alive (their read ends open) until ``wait()`` has read them to the end.
     private let stdout = ExecClosedPipe()
     private let stderr = ExecClosedPipe()
     private let output: OutputCollector
     private let errors = OutputCollector(signal: nil)
-    private let exit: AsyncStream<Int32>
     private let stdoutDone: AsyncStream<Void>
     private let stderrDone: AsyncStream<Void>
 
@@ -535,37 +535,25 @@ final class HaulProcess: @unchecked Sendable {
         _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
         signal: (@Sendable (String) -> Int32?)? = nil, executable: URL = Haul.executable
     ) throws {
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = environment ?? Haul.environment
-        process.standardOutput = stdout.fileHandleForWriting
-        process.standardError = stderr.fileHandleForWriting
         let stdin = input.map { _ in ExecClosedPipe() }
-        process.standardInput = stdin?.fileHandleForReading ?? FileHandle.nullDevice
+        process = try ChildProcess(
+            executable: executable.path, arguments: arguments, environment: environment ?? Haul.environment,
+            standardInput: stdin.map { .descriptor($0.fileHandleForReading.fileDescriptor) } ?? .null,
+            standardOutput: .descriptor(stdout.fileHandleForWriting.fileDescriptor),
+            standardError: .descriptor(stderr.fileHandleForWriting.fileDescriptor))
         output = OutputCollector(signal: signal)
-        let (exit, exited) = AsyncStream.makeStream(of: Int32.self)
-        self.exit = exit
         let process = self.process
         let output = self.output
         let errors = self.errors
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        try process.run()
         // The child has its ends now; with the parent's closed, its output ends when it does.
         try? stdout.fileHandleForWriting.close()
         try? stderr.fileHandleForWriting.close()
         try? stdin?.fileHandleForReading.close()
-        // The exit is also heard by a thread of its own, without reaping the child
-        // (WNOWAIT; Foundation still does), the first of the two giving the status: CI once
-        // saw runs of openssl whose exit was never reported.
-        Self.watchExit(of: process.processIdentifier, into: exited)
         // Blocking reads on threads of their own rather than `readabilityHandler`: on Linux
         // a dispatch read source can outlive its descriptor and crash libdispatch's event
         // loop when the number is reused.
         stdoutDone = Self.pump(stdout.fileHandleForReading.fileDescriptor, end: output.end) { data in
-            if let signal = output.append(data) { kill(process.processIdentifier, signal) }
+            if let signal = output.append(data) { process.signal(signal) }
         }
         stderrDone = Self.pump(stderr.fileHandleForReading.fileDescriptor, end: errors.end) { data in
             _ = errors.append(data)
@@ -576,26 +564,6 @@ final class HaulProcess: @unchecked Sendable {
                 try? writer.close()
             }
         }
-    }
-
-    /// Waits on a thread of its own for process `pid` to exit, leaving it unreaped, and
-    /// yields its exit status, or the signal that ended it (as Foundation's
-    /// `terminationStatus` does).
-    private static func watchExit(of pid: Int32, into exited: AsyncStream<Int32>.Continuation) {
-        Thread {
-            var info = siginfo_t()
-            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == -1 {
-                // ECHILD: Foundation reaped it first, and its handler gives the status.
-                guard errno == EINTR else { return }
-            }
-            #if os(Linux)
-                let status = info._sifields._sigchld.si_status
-            #else
-                let status = info.si_status
-            #endif
-            exited.yield(status)
-            exited.finish()
-        }.start()
     }
 
     /// Reads `descriptor` to its end on a thread of its own, then calls `end`; the stream
@@ -620,13 +588,13 @@ final class HaulProcess: @unchecked Sendable {
     }
 
     /// The process's ID.
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Whether the process has not ended yet.
-    var isRunning: Bool { process.isRunning }
+    var isRunning: Bool { !process.hasExited }
 
     /// Sends `signal` to the process.
-    func send(_ signal: Int32) { kill(process.processIdentifier, signal) }
+    func send(_ signal: Int32) { process.signal(signal) }
 
     /// The first stdout line that `matches`, waiting for it; `nil` if the process ends first.
     func line(where matches: @escaping @Sendable (String) -> Bool) async -> String? {
@@ -643,8 +611,7 @@ final class HaulProcess: @unchecked Sendable {
 
     /// Waits for the process to end; returns its status and everything it printed.
     func wait() async -> Haul.Run {
-        var status: Int32 = -1
-        for await code in exit { status = code }
+        let status = await process.wait().code
         for await _ in stdoutDone {}
         for await _ in stderrDone {}
         return Haul.Run(status: status, stdout: output.text, stderr: errors.text)

@@ -104,20 +104,16 @@ struct OwnershipTests {
             let bytes = f.serve("zombie", count: 200_000)
             let url = f.server.url("/files/zombie?gate=g").absoluteString
             // Given a haul whose parent (tail, after sh execs it) never reaps its children
-            let parent = Process()
-            let output = Pipe()
-            parent.executableURL = URL(fileURLWithPath: "/bin/sh")
-            parent.arguments = [
-                "-c", "\"$0\" \"$@\" & echo $!; exec tail -f /dev/null", Haul.executable.path, "get", url, "-d",
-                f.directory.path, "--quiet", "--journal", journal,
-            ]
-            parent.standardOutput = output
-            let (exited, exit) = AsyncStream.makeStream(of: Void.self)
-            parent.terminationHandler = { _ in exit.finish() }
-            try parent.run()
-            defer {
-                kill(parent.processIdentifier, SIGKILL)
-            }
+            let output = ExecClosedPipe()
+            let parent = try ChildProcess(
+                executable: "/bin/sh",
+                arguments: [
+                    "-c", "\"$0\" \"$@\" & echo $!; exec tail -f /dev/null", Haul.executable.path, "get", url, "-d",
+                    f.directory.path, "--quiet", "--journal", journal,
+                ],
+                environment: Haul.environment, standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor))
+            try output.fileHandleForWriting.close()
+            defer { parent.signal(SIGKILL) }
             await f.server.waitForGateWaiters("g", count: 1)
             // (The shell printed the PID before the download could reach the server.)
             let text = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
@@ -134,8 +130,8 @@ struct OwnershipTests {
             // (and the first one was indeed a zombie all along)
             let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
             #expect(stat.contains(") Z "), "expected a zombie: \(stat)")
-            kill(parent.processIdentifier, SIGKILL)
-            for await _ in exited {}
+            parent.signal(SIGKILL)
+            _ = await parent.wait()
         }
     }
 
@@ -168,13 +164,9 @@ struct OwnershipTests {
     /// Two PID namespaces sharing one journal: the haul inside is PID 1 there; outside, PID
     /// 1 is init. The lock says who is alive, in both directions.
     @Test func anotherPIDNamespaceSharesTheJournal() async throws {
-        let probe = Process()
-        probe.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        probe.arguments = ["--pid", "--fork", "--kill-child", "true"]
-        probe.standardError = FileHandle.nullDevice
-        let runs = (try? probe.run()) != nil
-        if runs { probe.waitUntilExit() }
-        guard runs, probe.terminationStatus == 0 else {
+        let probe = try? ChildProcess(executable: "/usr/bin/unshare", arguments: ["--pid", "--fork", "--kill-child", "true"])
+        let runs = await probe?.wait().succeeded ?? false
+        guard runs else {
             print("skipped anotherPIDNamespaceSharesTheJournal: unshare --pid cannot run here (needs root or user namespaces)")
             return
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 import HaulTestSupport
 import Testing
 
@@ -15,14 +16,8 @@ struct RefreshCommandCLITests {
         let source = directory.appendingPathComponent(name + ".txt").path
         let path = directory.appendingPathComponent(name).path
         try Data(("#!/bin/sh\n" + body + "\n").utf8).write(to: URL(fileURLWithPath: source))
-        let install = Process()
-        install.executableURL = URL(fileURLWithPath: "/usr/bin/install")
-        install.arguments = ["-m", "755", source, path]
-        let (ended, end) = AsyncStream.makeStream(of: Int32.self)
-        install.terminationHandler = { end.yield($0.terminationStatus); end.finish() }
-        try install.run()
-        var status: Int32 = -1
-        for await code in ended { status = code }
+        let install = try ChildProcess(executable: "/usr/bin/install", arguments: ["-m", "755", source, path])
+        let status = await install.wait().code
         guard status == 0 else { throw CocoaError(.fileWriteNoPermission) }
         return path
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 import HaulTestSupport
 import Testing
 
@@ -176,25 +177,20 @@ struct ServiceProcessTests {
             // The first response stalls halfway: the bar moves, then waits for the pause.
             let url = f.server.url("/files/browser.bin?stall_after=1500000&stall_times=1").absoluteString
 
-            let python = Process()
-            python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            python.arguments = [
-                script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
-                "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
-            ] + cluster + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? [])
             var environment = ProcessInfo.processInfo.environment
             environment["HAUL_TOKEN"] = token  // the token travels in the environment, never in argv
-            python.environment = environment
             let output = ExecClosedPipe()
-            python.standardOutput = output.fileHandleForWriting
-            python.standardError = output.fileHandleForWriting
-            let (ended, end) = AsyncStream.makeStream(of: Int32.self)
-            python.terminationHandler = { end.yield($0.terminationStatus); end.finish() }
-            try python.run()
+            let python = try ChildProcess(
+                executable: "/usr/bin/python3",
+                arguments: [
+                    script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
+                    "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
+                ] + cluster + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? []),
+                environment: environment, standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor),
+                standardError: .descriptor(output.fileHandleForWriting.fileDescriptor))
             try? output.fileHandleForWriting.close()
             let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            var status: Int32 = -1
-            for await code in ended { status = code }
+            let status = await python.wait().code
             #expect(await service.stop() == 0)
             if status == 77 {
                 print("skipped: \(text.split(separator: "\n").first { $0.hasPrefix("SKIP") } ?? "the browser cannot run here")")

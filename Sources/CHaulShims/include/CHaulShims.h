@@ -26,4 +26,14 @@ int chaul_sync_filesystem(int fd);
 /// heap (M_MMAP_THRESHOLD). Returns 1 on success, 0 where unsupported.
 int chaul_keep_freed_memory(long bytes, long mmap_threshold);
 
+/// Starts `path` with `argv` and `envp` (both NULL-terminated) through posix_spawn, giving
+/// the child `input`, `output` and `error` as its descriptors 0, 1 and 2 (a negative one
+/// means /dev/null), every other descriptor closed, no signal blocked or ignored, and, when
+/// `directory` is not NULL, that working directory. Unlike Foundation's `Process` on
+/// Linux, it does not read /proc/self/fd to find descriptors to close (swift-corelibs-
+/// foundation#5472: an over-read there crashes the parent now and then).
+/// Returns 0 with `*pid` set, or an errno value (ENOSYS where processes cannot be spawned).
+int chaul_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[],
+                int input, int output, int error, const char *directory);
+
 #endif

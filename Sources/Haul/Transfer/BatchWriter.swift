@@ -5,10 +5,14 @@ import NIOPosix
 /// Gathers the body parts of one response into batches of about 1 MiB and hands each batch
 /// to the I/O pool in one hop, instead of one hop per part.
 ///
-/// A part that does not fill a batch is accepted at once. When a batch is full it is queued
-/// behind the one being written, and the event loop is told to wait for that one: at most
-/// two batches are outstanding, so memory stays bounded and the socket is read while the
-/// disk is written. A batch whose first part has waited ``maximumDelay`` goes out too,
+/// A part that does not fill a batch is accepted at once. A batch that goes out is queued
+/// behind the ones being written. The event loop is told to wait (for the batch before it)
+/// only when more than ``batchSize`` bytes would then be queued: memory stays bounded, the
+/// socket is read while the disk is written, and a response smaller than that is never held
+/// back, however slow the disk. That matters when a connection ends early: AsyncHTTPClient
+/// drops the parts it holds back for a delegate once the connection closes, so every byte
+/// read before the end is written, and the retry asks for no byte twice.
+/// A batch whose first part has waited ``maximumDelay`` goes out too,
 /// whether or not more parts arrive: a timer on the response's event loop sends it, so the
 /// bytes of a response that stalls reach the file, the progress meter and the checkpoints
 /// at once rather than at the idle timeout, and a killed process loses little. ``flush(on:)``
@@ -49,6 +53,8 @@ final class BatchWriter: Sendable {
         /// When the pending batch's first part arrived.
         var pendingSince = NIODeadline.distantPast
         var inFlight: EventLoopFuture<Void>?
+        /// Bytes queued for the I/O pool and not yet written.
+        var queuedBytes = 0
         /// The timer for a pending batch, if one is scheduled (at most one).
         var timer: Scheduled<Void>?
         /// Set by ``flush(on:)``: no timer is scheduled after it.
@@ -57,18 +63,25 @@ final class BatchWriter: Sendable {
 
     private let threadPool: NIOThreadPool
     private let write: @Sendable (Batch) throws -> Void
+    private let now: @Sendable () -> NIODeadline
     private let state = NIOLockedValueBox(State())
 
-    /// - Parameter write: Writes a batch; runs on the I/O pool, one batch at a time, in order.
-    init(threadPool: NIOThreadPool, write: @escaping @Sendable (Batch) throws -> Void) {
+    /// - Parameters:
+    ///   - now: The clock that dates parts (tests hand in their own).
+    ///   - write: Writes a batch; runs on the I/O pool, one batch at a time, in order.
+    init(
+        threadPool: NIOThreadPool, now: @escaping @Sendable () -> NIODeadline = { .now() },
+        write: @escaping @Sendable (Batch) throws -> Void
+    ) {
         self.threadPool = threadPool
+        self.now = now
         self.write = write
     }
 
     /// Adds `part`, which must follow the previous part, to be written at `offset`.
     /// Returns the future the event loop should wait on before delivering the next part.
     func add(_ part: ByteBuffer, at offset: Int64, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
-        let now = NIODeadline.now()
+        let now = self.now()
         return state.withLockedValue { state in
             if var pending = state.pending, pending.offset + Int64(pending.bytes) == offset {
                 state.pending = nil  // (so the append below does not copy the array)
@@ -113,7 +126,7 @@ final class BatchWriter: Sendable {
         state.withLockedValue { state in
             state.timer = nil
             guard state.pending != nil else { return }
-            if NIODeadline.now() - state.pendingSince >= Self.maximumDelay {
+            if self.now() - state.pendingSince >= Self.maximumDelay {
                 // Nobody waits on the previous batch here; a failure still reaches the
                 // delegate through the next batch or the flush, which wait on this one.
                 _ = submitPending(&state, on: eventLoop)
@@ -123,16 +136,21 @@ final class BatchWriter: Sendable {
         }
     }
 
-    /// Queues the pending batch behind the batch being written; returns the latter.
-    /// Called with the lock held.
+    /// Queues the pending batch behind the batches being written. Returns what the event loop
+    /// should wait on: the batch before it when more than ``batchSize`` bytes are now queued,
+    /// else nothing. Called with the lock held.
     private func submitPending(_ state: inout State, on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
         guard let batch = state.pending else { return state.inFlight ?? eventLoop.makeSucceededVoidFuture() }
         state.pending = nil
-        let (write, threadPool) = (self.write, self.threadPool)
+        state.queuedBytes += batch.bytes
+        let (write, threadPool, box) = (self.write, self.threadPool, self.state)
         let previous = state.inFlight ?? eventLoop.makeSucceededVoidFuture()
         state.inFlight = previous.flatMap {
-            threadPool.runIfActive(eventLoop: eventLoop) { try write(batch) }
+            threadPool.runIfActive(eventLoop: eventLoop) {
+                defer { box.withLockedValue { $0.queuedBytes -= batch.bytes } }
+                try write(batch)
+            }
         }
-        return previous
+        return state.queuedBytes > Self.batchSize ? previous : eventLoop.makeSucceededVoidFuture()
     }
 }

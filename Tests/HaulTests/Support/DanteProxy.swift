@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -50,14 +51,12 @@ final class DanteProxy: Sendable {
 
     let port: Int
     let directory: URL
-    private let process: Process
-    private let exit: ExitSignal
+    private let process: ChildProcess
 
-    private init(port: Int, directory: URL, process: Process, exit: ExitSignal) {
+    private init(port: Int, directory: URL, process: ChildProcess) {
         self.port = port
         self.directory = directory
         self.process = process
-        self.exit = exit
     }
 
     /// `socks5h://127.0.0.1:PORT`, or with the given scheme.
@@ -153,28 +152,19 @@ final class DanteProxy: Sendable {
             """
         let configurationPath = directory.appendingPathComponent("danted.conf")
         try configuration.write(to: configurationPath, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
-            "-f", configurationPath.path, "-p", directory.appendingPathComponent("danted.pid").path, "-N", "1",
-        ]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = ExitSignal()
-        process.terminationHandler = { _ in exit.markExited() }
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(executable: executable, arguments: ["-f", configurationPath.path, "-p", directory.appendingPathComponent("danted.pid").path, "-N", "1"])
         } catch {
-            throw Failure.failedToStart("cannot run \(executable): \(error)")
+            throw Failure.failedToStart("\(error)")
         }
-        let proxy = DanteProxy(port: port, directory: directory, process: process, exit: exit)
+        let proxy = DanteProxy(port: port, directory: directory, process: process)
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
-            if exit.hasExited {
+            if let termination = process.termination {
                 let text = proxy.log()
                 if text.contains("Address already in use") { return nil }
-                throw Failure.failedToStart("it exited with status \(process.terminationStatus): \(text)")
+                throw Failure.failedToStart("it \(termination): \(text)")
             }
             if NginxServer.canConnect(port: port) { return proxy }
             if ContinuousClock.now > deadline {
@@ -188,8 +178,8 @@ final class DanteProxy: Sendable {
     /// Stops danted (its mother process and, with it, its children), waits for it to exit
     /// and removes its directory.
     func stop() async {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        await exit.wait()
+        process.signal(SIGKILL)
+        _ = await process.wait()
         // The children notice their mother is gone and exit; none holds the directory.
         try? FileManager.default.removeItem(at: directory)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -118,20 +119,18 @@ final class NginxServer: Sendable {
     let root: URL
     /// Whether it serves `https`.
     let isTLS: Bool
-    private let process: Process
-    private let exit: ExitSignal
+    private let process: ChildProcess
     private let accessLogPath: String
     private let errorLogPath: String
 
     private init(
-        port: Int, directory: URL, process: Process, exit: ExitSignal, isTLS: Bool
+        port: Int, directory: URL, process: ChildProcess, isTLS: Bool
     ) {
         self.port = port
         self.isTLS = isTLS
         self.directory = directory
         self.root = directory.appendingPathComponent("root")
         self.process = process
-        self.exit = exit
         self.accessLogPath = directory.appendingPathComponent("logs/access.log").path
         self.errorLogPath = directory.appendingPathComponent("logs/error.log").path
     }
@@ -178,15 +177,12 @@ final class NginxServer: Sendable {
     /// Stops nginx (SIGTERM, then SIGKILL if it lingers for 5 seconds), waits for it to
     /// exit and removes its directory.
     func stop() async {
-        let pid = process.processIdentifier
-        if process.isRunning {
-            kill(pid, SIGTERM)
-            let exit = self.exit
-            DispatchQueue.global().asyncAfter(deadline: .now() + 5) {
-                if !exit.hasExited { kill(pid, SIGKILL) }
-            }
+        let process = self.process
+        if !process.hasExited {
+            process.signal(SIGTERM)
+            DispatchQueue.global().asyncAfter(deadline: .now() + 5) { process.signal(SIGKILL) }
         }
-        await exit.wait()
+        _ = await process.wait()
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -206,35 +202,29 @@ final class NginxServer: Sendable {
         else { throw Failure.failedToStart("cannot create \(stderrPath)") }
         defer { try? stderr.close() }
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = [
-            "-p", directory.path + "/", "-c", configuration.path, "-e", directory.path + "/logs/error.log",
-        ]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = stderr
-        process.standardError = stderr
-        let exit = ExitSignal()
-        process.terminationHandler = { _ in exit.markExited() }
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(
+                executable: executable,
+                arguments: ["-p", directory.path + "/", "-c", configuration.path, "-e", directory.path + "/logs/error.log"],
+                standardOutput: .descriptor(stderr.fileDescriptor), standardError: .descriptor(stderr.fileDescriptor))
         } catch {
-            throw Failure.failedToStart("cannot run \(executable): \(error)")
+            throw Failure.failedToStart("\(error)")
         }
-        let server = NginxServer(port: port, directory: directory, process: process, exit: exit, isTLS: tls != nil)
+        let server = NginxServer(port: port, directory: directory, process: process, isTLS: tls != nil)
 
         // Ready once nginx wrote its pid file (after binding) and accepts a connection.
         let pidFile = directory.appendingPathComponent("nginx.pid").path
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
-            if exit.hasExited {
+            if let termination = process.termination {
                 let log = server.errorLog()
                 if log.contains("Address already in use") { return nil }
-                throw Failure.failedToStart("it exited with status \(process.terminationStatus): \(log)")
+                throw Failure.failedToStart("it \(termination): \(log)")
             }
             let pid = (try? String(contentsOfFile: pidFile, encoding: .utf8))
                 .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            if pid == process.processIdentifier, canConnect(port: port) { return server }
+            if pid == process.pid, canConnect(port: port) { return server }
             if ContinuousClock.now > deadline {
                 await server.stop()
                 throw Failure.failedToStart("not listening on port \(port) after 10 s: \(server.errorLog())")
@@ -256,9 +246,8 @@ final class NginxServer: Sendable {
         } else {
             listen = "listen 127.0.0.1:\(port);"
         }
-        // A master process, not `master_process off`: the test process starts nginx with most
-        // signals blocked, and only the master (in sigsuspend) and its workers unblock them,
-        // so only then does SIGTERM stop it. Workers run as the current user.
+        // A master process and one worker, as nginx is run in production. Workers run as the
+        // current user.
         return """
         daemon off;
         master_process on;
@@ -415,33 +404,5 @@ final class NginxServer: Sendable {
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return address
-    }
-}
-
-/// Whether a process has exited, and a way to wait for it.
-final class ExitSignal: @unchecked Sendable {
-    private let lock = NSLock()
-    private var exited = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    var hasExited: Bool { lock.withLock { exited } }
-
-    func markExited() {
-        let waiting = lock.withLock {
-            exited = true
-            defer { waiters = [] }
-            return waiters
-        }
-        for waiter in waiting { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let done = lock.withLock {
-                if !exited { waiters.append(continuation) }
-                return exited
-            }
-            if done { continuation.resume() }
-        }
     }
 }

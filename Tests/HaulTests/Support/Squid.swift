@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -64,14 +65,12 @@ final class Squid: Sendable {
 
     let port: Int
     let directory: URL
-    private let process: Process
-    private let exit: ExitSignal
+    private let process: ChildProcess
 
-    private init(port: Int, directory: URL, process: Process, exit: ExitSignal) {
+    private init(port: Int, directory: URL, process: ChildProcess) {
         self.port = port
         self.directory = directory
         self.process = process
-        self.exit = exit
     }
 
     /// `http://127.0.0.1:PORT`, with `user:password@` when given.
@@ -210,26 +209,19 @@ final class Squid: Sendable {
             """
         let configurationPath = directory.appendingPathComponent("squid.conf")
         try configuration.write(to: configurationPath, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-N", "-f", configurationPath.path]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = ExitSignal()
-        process.terminationHandler = { _ in exit.markExited() }
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(executable: executable, arguments: ["-N", "-f", configurationPath.path])
         } catch {
-            throw Failure.failedToStart("cannot run \(executable): \(error)")
+            throw Failure.failedToStart("\(error)")
         }
-        let squid = Squid(port: port, directory: directory, process: process, exit: exit)
+        let squid = Squid(port: port, directory: directory, process: process)
         let deadline = ContinuousClock.now + .seconds(20)
         while true {
-            if exit.hasExited {
+            if let termination = process.termination {
                 let text = squid.log()
                 if text.contains("Address already in use") { return nil }
-                throw Failure.failedToStart("it exited with status \(process.terminationStatus): \(text)")
+                throw Failure.failedToStart("it \(termination): \(text)")
             }
             if NginxServer.canConnect(port: port) { return squid }
             if ContinuousClock.now > deadline {
@@ -245,28 +237,23 @@ final class Squid: Sendable {
     /// thread of the concurrency pool, and two of them held at once stall every test).
     private static func md5Crypt(_ password: String) async throws -> String {
         guard let openssl = TestCertificates.openssl else { throw Failure.failedToStart("openssl is missing") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: openssl)
-        process.arguments = ["passwd", "-1", password]
-        let output = Pipe()
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let exit = ExitSignal()
-        process.terminationHandler = { _ in exit.markExited() }
-        try process.run()
-        await exit.wait()
+        let output = ExecClosedPipe()
+        let process = try ChildProcess(
+            executable: openssl, arguments: ["passwd", "-1", password],
+            standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor))
+        try output.fileHandleForWriting.close()
+        let termination = await process.wait()
         // The child has exited and its end of the pipe is closed: this read cannot wait.
         let hash = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else { throw Failure.failedToStart("openssl passwd failed") }
+        guard termination.succeeded else { throw Failure.failedToStart("openssl passwd failed") }
         return hash.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Stops squid, waits for it to exit and removes its directory (its helpers exit when
     /// their input closes).
     func stop() async {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        await exit.wait()
+        process.signal(SIGKILL)
+        _ = await process.wait()
         try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 #if canImport(Glibc)
     import Glibc
@@ -42,14 +43,12 @@ final class TinyProxy: Sendable {
 
     let port: Int
     let directory: URL
-    private let process: Process
-    private let exit: ExitSignal
+    private let process: ChildProcess
 
-    private init(port: Int, directory: URL, process: Process, exit: ExitSignal) {
+    private init(port: Int, directory: URL, process: ChildProcess) {
         self.port = port
         self.directory = directory
         self.process = process
-        self.exit = exit
     }
 
     /// `http://127.0.0.1:PORT`, with `user:password@` when given.
@@ -128,26 +127,19 @@ final class TinyProxy: Sendable {
             """
         let configurationPath = directory.appendingPathComponent("tinyproxy.conf")
         try configuration.write(to: configurationPath, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-d", "-c", configurationPath.path]
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        let exit = ExitSignal()
-        process.terminationHandler = { _ in exit.markExited() }
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(executable: executable, arguments: ["-d", "-c", configurationPath.path])
         } catch {
-            throw Failure.failedToStart("cannot run \(executable): \(error)")
+            throw Failure.failedToStart("\(error)")
         }
-        let proxy = TinyProxy(port: port, directory: directory, process: process, exit: exit)
+        let proxy = TinyProxy(port: port, directory: directory, process: process)
         let deadline = ContinuousClock.now + .seconds(10)
         while true {
-            if exit.hasExited {
+            if let termination = process.termination {
                 let text = proxy.log()
                 if text.contains("Address already in use") || text.contains("Could not create listening") { return nil }
-                throw Failure.failedToStart("it exited with status \(process.terminationStatus): \(text)")
+                throw Failure.failedToStart("it \(termination): \(text)")
             }
             if proxy.log().contains("Accepting connections"), NginxServer.canConnect(port: port) { return proxy }
             if ContinuousClock.now > deadline {
@@ -160,11 +152,10 @@ final class TinyProxy: Sendable {
 
     /// Stops tinyproxy, waits for it to exit and removes its directory.
     ///
-    /// SIGKILL: the test process starts it with most signals blocked, which tinyproxy does
-    /// not unblock, so SIGTERM would not stop it; and it has nothing to save.
+    /// SIGKILL: it has nothing to save.
     func stop() async {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        await exit.wait()
+        process.signal(SIGKILL)
+        _ = await process.wait()
         try? FileManager.default.removeItem(at: directory)
     }
 }
