@@ -5,6 +5,7 @@ import Haul
 /// `haul pause`: pauses downloads, keeping their partial files.
 struct Pause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pause",
         abstract: "Pause downloads, keeping their partial files.",
         discussion: """
             A download that a running haul is working on is paused by that process within \
@@ -40,6 +41,7 @@ struct Pause: AsyncParsableCommand {
 /// `haul cancel`: cancels downloads and deletes their partial files.
 struct Cancel: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Cancel downloads and delete their partial files.",
         discussion: """
             A download that a running haul is working on is cancelled by that process \
@@ -75,6 +77,7 @@ struct Cancel: AsyncParsableCommand {
 /// `haul retry`: queues failed (or cancelled, or paused) downloads again.
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "retry",
         abstract: "Queue failed, cancelled or paused downloads again.",
         discussion: """
             Retried downloads continue from their partial files, if any, when 'haul resume' \
@@ -110,6 +113,7 @@ struct Retry: AsyncParsableCommand {
 /// `haul clean`: forgets finished downloads and deletes orphaned partial files.
 struct Clean: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "clean",
         abstract: "Remove finished downloads from the journal and delete orphaned partial files.",
         discussion: """
             Deletes the journal's completed, failed and cancelled jobs, and every \

@@ -5,6 +5,7 @@ import Haul
 /// `haul get`: downloads URLs into a directory, resuming partial downloads.
 struct Get: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "get",
         abstract: "Download URLs into a directory.",
         discussion: """
             Every download is recorded in the journal (--journal). Partial downloads are kept \

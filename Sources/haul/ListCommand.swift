@@ -31,6 +31,7 @@ import Haul
 ///     finishedAt   string   ISO 8601 UTC with milliseconds, or null
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "Show the downloads in the journal.",
         discussion: """
             By default shows unfinished (queued, running, paused, waiting) and failed \

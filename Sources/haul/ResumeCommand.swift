@@ -4,6 +4,7 @@ import Haul
 /// `haul resume`: continues every unfinished download in the journal.
 struct Resume: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "resume",
         abstract: "Continue the journal's unfinished downloads.",
         discussion: """
             Takes over every queued, paused or waiting download in the journal that no \

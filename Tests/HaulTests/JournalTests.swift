@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import GRDB
 import Haul
 import HaulTestSupport
@@ -279,6 +280,36 @@ struct JournalTests {
         }
         // b never completes here, and a starts again after its completion: both kept.
         #expect(kept == ["started b", "completed a", "started a"])
+    }
+
+    /// When the journal writer waits for more operations before a write. A wakeup whose
+    /// operation already went out with an earlier batch (a flush took it) finds nothing
+    /// pending: it must not wait, or `close()` waits for the whole pause (20 ms at the end of
+    /// every `haul` command).
+    @Test func theWriterPausesOnlyWithSomethingToGatherAndNobodyWaiting() throws {
+        let attempt = JournalWriter.Operation.attempt(id: "a", 1)
+        let claim = JournalWriter.Operation.claim(
+            try RedirectPolicyTests.record(for: RedirectPolicyTests.request()), owner: 1, force: false,
+            reply: { _ in })
+        #expect(JournalWriter.pauses(pending: [], flushing: false) == false)
+        #expect(JournalWriter.pauses(pending: [attempt], flushing: false) == true)
+        #expect(JournalWriter.pauses(pending: [attempt], flushing: true) == false)
+        #expect(JournalWriter.pauses(pending: [attempt, claim], flushing: false) == false)
+        let full = Array(repeating: attempt, count: JournalWriter.batchTarget)
+        #expect(JournalWriter.pauses(pending: full, flushing: false) == false)
+    }
+
+    /// With an hour's pause, closing after a flush still returns (within the time limit).
+    @Test(.timeLimit(.minutes(1)))
+    func closingAfterAFlushDoesNotWaitForAPause() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-w-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let journal = try Journal(path: path)
+        let writer = JournalWriter(journal: journal, logger: Logger(label: "test"), gatherDelay: .seconds(3600))
+        writer.submit(.attempt(id: "a", 1))
+        writer.submit(.attempt(id: "a", 2))
+        await writer.flush()
+        await writer.close()
     }
 
     @Test func firstSchemaVersionOpensAndUpgrades() throws {

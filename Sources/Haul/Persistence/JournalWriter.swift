@@ -49,8 +49,8 @@ final class JournalWriter: Sendable {
     }
 
     /// How long the worker lets operations gather before it writes them, unless a flush
-    /// is waiting or a full batch is already there.
-    static let gatherDelay: Duration = .milliseconds(20)
+    /// is waiting or a full batch is already there (20 ms unless a test says otherwise).
+    let gatherDelay: Duration
     /// A batch big enough to write at once.
     static let batchTarget = 256
 
@@ -60,8 +60,12 @@ final class JournalWriter: Sendable {
     private let worker: Task<Void, Never>
 
     /// `refused` hears of the jobs whose fenced writes matched no row this owner holds.
-    init(journal: Journal, logger: Logger, refused: @escaping @Sendable ([DownloadID]) -> Void = { _ in }) {
+    init(
+        journal: Journal, logger: Logger, gatherDelay: Duration = .milliseconds(20),
+        refused: @escaping @Sendable ([DownloadID]) -> Void = { _ in }
+    ) {
         self.journal = journal
+        self.gatherDelay = gatherDelay
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         wakeups = continuation
         let state = self.state
@@ -70,12 +74,11 @@ final class JournalWriter: Sendable {
                 // Let a burst gather into one transaction: thousands of small downloads
                 // each submit a few operations, and a transaction per wakeup costs a WAL
                 // write, locks and thread hand-offs each time. Nobody waits on a flush
-                // during the pause (a flush skips it).
-                if state.withLockedValue({ state in
-                    state.waiters.isEmpty && state.pending.count < Self.batchTarget
-                        && !state.pending.contains { if case .claim = $0 { true } else { false } }
-                }) {
-                    await Self.gather(state)
+                // during the pause (a flush skips it). A wakeup that finds nothing pending
+                // (its operation went out with an earlier batch) does not pause: at the end
+                // of a command it would hold `close()` for the whole delay.
+                if state.withLockedValue({ Self.pauses(pending: $0.pending, flushing: !$0.waiters.isEmpty) }) {
+                    await Self.gather(state, for: gatherDelay)
                 }
                 let batch = state.withLockedValue { state -> [Operation] in
                     defer { state.pending = [] }
@@ -127,9 +130,17 @@ final class JournalWriter: Sendable {
         wakeups.finish()
     }
 
+    /// Whether a wakeup that finds `pending` waits for more before writing: not when nothing
+    /// is pending, a flush waits, a full batch is there or a claim (whose caller waits for
+    /// its reply) is among them.
+    static func pauses(pending: [Operation], flushing: Bool) -> Bool {
+        !pending.isEmpty && !flushing && pending.count < batchTarget
+            && !pending.contains { if case .claim = $0 { true } else { false } }
+    }
+
     /// Waits ``gatherDelay``, or less if a flush comes meanwhile (someone waits for what
     /// is pending: a command ending, a list, a shutdown).
-    private static func gather(_ state: NIOLockedValueBox<State>) async {
+    private static func gather(_ state: NIOLockedValueBox<State>, for gatherDelay: Duration) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let waited = state.withLockedValue { state -> Bool in
                 guard state.waiters.isEmpty else { return false }
