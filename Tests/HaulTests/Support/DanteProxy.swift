@@ -21,7 +21,7 @@ import Haul
 /// ``isAvailable`` is false.
 final class DanteProxy: Sendable {
     /// One SOCKS request as Dante logged it.
-    struct Request: Equatable, CustomStringConvertible {
+    struct Request: Hashable, CustomStringConvertible {
         /// The SOCKS address type: 1 IPv4, 3 a host name, 4 IPv6.
         var addressType: Int
         /// The address as Dante prints it: `localhost.8080`, `127.0.0.1.8080`.
