@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HAUL_BENCHMARKS=1
-swift build -c release --product haul-sync-benchmark --scratch-path .build-bench
+swift build -c release --static-swift-stdlib --product haul-sync-benchmark --scratch-path .build-bench
 .build-bench/release/haul-sync-benchmark "${1:-100000}"
