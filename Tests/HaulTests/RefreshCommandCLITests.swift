@@ -48,7 +48,7 @@ struct RefreshCommandCLITests {
             #expect(asked == ["1", expired, expired])
             let requests = f.server.requests(path: "/files/f")
             #expect(requests.last?.query["token"] == "b")
-            #expect(requests.last?.header("Range") == "bytes=300000-")
+            #expect((0...300_000).contains(try #require(rangeStart(requests.last))))
         }
     }
 

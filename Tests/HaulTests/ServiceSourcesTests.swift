@@ -46,7 +46,8 @@ struct ServiceSourcesTests {
             #expect(done["state"] as? String == "completed")
             #expect(sha256(f.contents("f")) == sha256(bytes))
             let asked = f.server.requests(path: "/files/f").filter { $0.query["token"] == "b" }
-            #expect(asked.map { $0.header("Range") } == ["bytes=300000-"])
+            #expect(asked.count == 1)
+            #expect((0...300_000).contains(try #require(rangeStart(asked.first))))
             // And the journal keeps where it is fetched from now
             #expect(try f.journal!.record(DownloadID(id))?.location == fresh.absoluteString)
         }

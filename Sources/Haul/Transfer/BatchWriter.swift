@@ -67,15 +67,19 @@ final class BatchWriter: Sendable {
     private let state = NIOLockedValueBox(State())
 
     /// - Parameters:
+    ///   - after: What the first batch waits for (the file's preparation), if anything: its
+    ///     failure fails every batch.
     ///   - now: The clock that dates parts (tests hand in their own).
     ///   - write: Writes a batch; runs on the I/O pool, one batch at a time, in order.
     init(
-        threadPool: NIOThreadPool, now: @escaping @Sendable () -> NIODeadline = { .now() },
+        threadPool: NIOThreadPool, after: EventLoopFuture<Void>? = nil,
+        now: @escaping @Sendable () -> NIODeadline = { .now() },
         write: @escaping @Sendable (Batch) throws -> Void
     ) {
         self.threadPool = threadPool
         self.now = now
         self.write = write
+        if let after { state.withLockedValue { $0.inFlight = after } }
     }
 
     /// Adds `part`, which must follow the previous part, to be written at `offset`.

@@ -90,9 +90,9 @@ final class TransferDelegate: ResponseReceiver {
 
     /// The writer for a file body: each batch is written, hashed, checkpointed and counted
     /// on the I/O pool.
-    private func makeWriter(file: PartialFile, digest: ContentDigest?) -> BatchWriter {
+    private func makeWriter(file: PartialFile, digest: ContentDigest?, after: EventLoopFuture<Void>?) -> BatchWriter {
         let (core, checkpointer) = (context.core, context.checkpointer)
-        return BatchWriter(threadPool: context.threadPool) { batch in
+        return BatchWriter(threadPool: context.threadPool, after: after) { batch in
             var position = batch.offset
             for part in batch.parts {
                 try file.write(part, at: position)
@@ -136,32 +136,39 @@ final class TransferDelegate: ResponseReceiver {
             }
         context.core.meter.reset(completed: take.offset, total: take.total)
         context.checkpointer?.describe(validator: take.checkpointValidator, total: take.total)
+        // The file is prepared on the I/O pool while the body comes: its first batch waits for
+        // the preparation, not the response. (Were the response held back instead, every
+        // part AsyncHTTPClient read meanwhile would be lost if the connection then ended.)
+        var preparation: EventLoopFuture<Void>?
+        if case .file(let file, let paths) = sink {
+            switch take.preparation {
+            case .none:
+                break
+            case .reserve(let total):
+                preparation = context.threadPool.runIfActive(eventLoop: task.eventLoop) {
+                    try file.reserve(upTo: total)
+                }
+            case .startOver(let metadata, let total):
+                let checkpointer = context.checkpointer
+                preparation = context.threadPool.runIfActive(eventLoop: task.eventLoop) {
+                    try file.truncate(to: 0)
+                    try metadata.save(to: paths.metadata)
+                    checkpointer?.synced(upTo: 0)
+                    if let total { try file.reserve(upTo: total) }
+                }
+            }
+        }
+        let prepared = preparation.map { recordingFailure(of: $0) }
         var writer: BatchWriter?
-        if case .file(let file, _) = sink, !take.inMemory { writer = makeWriter(file: file, digest: digest) }
+        if case .file(let file, _) = sink, !take.inMemory {
+            writer = makeWriter(file: file, digest: digest, after: prepared)
+        }
         state.withLockedValue { state in
             state.digest = digest
             state.writer = writer
             state.eventLoop = task.eventLoop
         }
-        guard case .file(let file, let paths) = sink else { return task.eventLoop.makeSucceededVoidFuture() }
-        switch take.preparation {
-        case .none:
-            return task.eventLoop.makeSucceededVoidFuture()
-        case .reserve(let total):
-            let future = context.threadPool.runIfActive(eventLoop: task.eventLoop) {
-                try file.reserve(upTo: total)
-            }
-            return recordingFailure(of: future)
-        case .startOver(let metadata, let total):
-            let checkpointer = context.checkpointer
-            let future = context.threadPool.runIfActive(eventLoop: task.eventLoop) {
-                try file.truncate(to: 0)
-                try metadata.save(to: paths.metadata)
-                checkpointer?.synced(upTo: 0)
-                if let total { try file.reserve(upTo: total) }
-            }
-            return recordingFailure(of: future)
-        }
+        return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
