@@ -18,18 +18,14 @@ struct ValidatedRequest: Sendable {
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` saying what is wrong.
     init(_ request: DownloadRequest, checkedDirectories: Set<String> = []) throws(DownloadError) {
-        guard let scheme = request.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = request.url.host, !host.isEmpty
-        else {
+        guard request.url.isWebAddress, let host = request.url.host, let scheme = request.url.scheme?.lowercased() else {
             throw .invalid("'\(request.url.absoluteString)' is not an http or https URL")
         }
         for mirror in request.mirrors {
-            guard let scheme = mirror.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                let host = mirror.host, !host.isEmpty
-            else {
+            guard mirror.isWebAddress else {
                 throw .invalid("mirror '\(mirror.removingUserInfo.absoluteString)' is not an http or https URL")
             }
-            guard mirror.user == nil, mirror.password == nil else {
+            guard mirror.isMirrorAddress else {
                 throw .invalid(
                     "mirror '\(mirror.removingUserInfo.absoluteString)' has user info: credentials go only to the first URL's origin, in a header"
                 )

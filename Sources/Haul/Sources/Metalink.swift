@@ -150,31 +150,8 @@ package struct Metalink: Sendable, Equatable {
     ///   that does not match the size, a priority outside 1…999999, or a file with no `http`
     ///   or `https` URL.
     package static func parse(_ data: Data) throws(DownloadError) -> Metalink {
-        // No DTDs: no entity expansion and no external entities to fetch.
-        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
-            throw invalid("XML document type declarations are not allowed")
-        }
-        // Through a stream, as Manifest.parseXML does: libxml2 refuses a whole document of
-        // more than 10 MB given at once.
-        let parser = XMLParser(stream: InputStream(data: data))
-        parser.shouldProcessNamespaces = true
-        parser.shouldResolveExternalEntities = false
         let reader = MetalinkXMLReader()
-        parser.delegate = reader
-        let succeeded = parser.parse()
-        if let failure = reader.failure { throw failure }
-        // FoundationXML on Linux can return true yet report an error (content after the root).
-        guard succeeded, parser.parserError == nil else {
-            let code = (parser.parserError as? NSError)?.code ?? -1
-            let reason =
-                Manifest.xmlErrorNames[code].map { "\($0) (XMLParser error \(code))" } ?? "XMLParser error \(code)"
-            throw invalid("malformed XML at line \(parser.lineNumber): \(reason)")
-        }
-        guard reader.sawRoot else { throw invalid("no <metalink> element") }
-        // FoundationXML on Linux reports success for a document cut off inside the root.
-        guard reader.rootClosed else {
-            throw invalid("malformed XML at line \(parser.lineNumber): the document ends before </metalink>")
-        }
+        try SafeXML.parse(data, with: reader, namespaces: true, root: "metalink", invalid: invalid)
         guard !reader.files.isEmpty else { throw invalid("the document lists no <file>") }
         return Metalink(files: reader.files)
     }
@@ -229,7 +206,7 @@ package struct Metalink: Sendable, Equatable {
 
 /// The `XMLParser` delegate behind ``Metalink/parse(_:)``: walks the elements it knows in
 /// the Metalink 4 namespace, skips everything else, and stops at the first error.
-private final class MetalinkXMLReader: NSObject, XMLParserDelegate {
+private final class MetalinkXMLReader: NSObject, SafeXMLReader {
     /// An open element, and what its end means.
     private enum Element {
         case root

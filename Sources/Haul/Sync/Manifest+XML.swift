@@ -12,49 +12,17 @@ extension Manifest {
     /// </manifest>
     /// ```
     static func parseXML(_ data: Data) throws(DownloadError) -> Manifest {
-        // No DTDs: no entity expansion and no external entities to fetch.
-        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
-            throw DownloadError(.invalidManifest, "invalid manifest: XML document type declarations are not allowed")
-        }
-        // Through a stream, which XMLParser feeds to libxml2 in pieces: given the whole
-        // document at once, libxml2 stops at 10 MB ("huge input lookup", error 1), and a
-        // manifest of 100,000 files is about 20 MB.
-        let parser = XMLParser(stream: InputStream(data: data))
-        parser.shouldProcessNamespaces = false
-        parser.shouldResolveExternalEntities = false
         let reader = ManifestXMLReader()
-        parser.delegate = reader
-        let succeeded = parser.parse()
-        if let failure = reader.failure { throw failure }
-        // FoundationXML on Linux can return true yet report an error (content after the root).
-        guard succeeded, parser.parserError == nil else {
-            let code = (parser.parserError as? NSError)?.code ?? -1
-            let reason = Self.xmlErrorNames[code].map { "\($0) (XMLParser error \(code))" } ?? "XMLParser error \(code)"
-            throw DownloadError(
-                .invalidManifest, "invalid manifest: malformed XML at line \(parser.lineNumber): \(reason)")
+        try SafeXML.parse(data, with: reader, namespaces: false, root: "manifest") { reason in
+            DownloadError(.invalidManifest, "invalid manifest: \(reason)")
         }
         guard let version = reader.version else {
             throw DownloadError(.invalidManifest, "invalid manifest: no <manifest> element")
-        }
-        // FoundationXML on Linux reports success for a document cut off inside the root.
-        guard reader.rootClosed else {
-            throw DownloadError(
-                .invalidManifest,
-                "invalid manifest: malformed XML at line \(parser.lineNumber): the document ends before </manifest>")
         }
         let manifest = Manifest(version: version, files: reader.files)
         try manifest.validate(lines: reader.lines)
         return manifest
     }
-
-    /// Names for the `XMLParser.ErrorCode` values a bad manifest most often produces (also
-    /// used by ``Metalink/parse(_:)``).
-    static let xmlErrorNames: [Int: String] = [
-        4: "empty document", 5: "unexpected end of document", 9: "invalid character",
-        23: "unclosed tag or extra content", 38: "attribute value without quotes",
-        39: "attribute without value", 41: "duplicate attribute", 64: "bad XML declaration",
-        73: "unclosed start tag", 76: "mismatched end tag", 77: "unclosed tag",
-    ]
 
     /// The XML form: a declaration, `<manifest version="…">` and one `<file …/>` per line.
     func xmlData() -> Data {
@@ -97,8 +65,9 @@ extension Manifest {
 
 /// The `XMLParser` delegate behind ``Manifest/parseXML(_:)``: collects the entries and the
 /// line of each, and stops at the first error.
-private final class ManifestXMLReader: NSObject, XMLParserDelegate {
+private final class ManifestXMLReader: NSObject, SafeXMLReader {
     var version: String?
+    var sawRoot: Bool { version != nil }
     var files: [Manifest.Entry] = []
     var lines: [Int] = []
     var failure: DownloadError?

@@ -69,9 +69,7 @@ public struct Syncer: Sendable {
         options: SyncOptions = SyncOptions(),
         events: @escaping @Sendable (SyncEvent) -> Void = { _ in }
     ) async throws(DownloadError) -> SyncSummary {
-        guard let scheme = manifestURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            manifestURL.host?.isEmpty == false
-        else {
+        guard manifestURL.isWebAddress else {
             throw .invalid("the manifest URL '\(manifestURL.removingUserInfo.absoluteString)' is not an http or https URL")
         }
         guard directory.isFileURL else { throw .invalid("\(directory) is not a directory path") }

@@ -69,7 +69,7 @@ struct RedirectFollower: Sendable {
     mutating func follow(status: Int, location: String?) throws(DownloadError) -> Hop {
         // User info in a Location is dropped: credentials come only from the request.
         guard let location, let next = URL(string: location, relativeTo: url)?.absoluteURL.removingUserInfo,
-            let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https"
+            next.isWebAddress
         else {
             throw unusable(status: status, location: location)
         }

@@ -102,15 +102,3 @@ struct RedirectPolicy: Sendable {
         return headers(for: next)
     }
 }
-
-extension URL {
-    /// The URL without `user:password@`; `self` when it has none.
-    var removingUserInfo: URL {
-        guard user != nil || password != nil,
-            var components = URLComponents(url: self, resolvingAgainstBaseURL: true)
-        else { return self }
-        components.user = nil
-        components.password = nil
-        return components.url ?? self
-    }
-}

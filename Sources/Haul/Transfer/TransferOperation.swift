@@ -222,7 +222,7 @@ package struct TransferOperation: Sendable {
                     "\(expired.absoluteString): the URL has expired (\(reason)), and asking for a fresh one failed: \(error)",
                     statusCode: cause?.statusCode, url: expired))
         }
-        guard let scheme = fresh.scheme?.lowercased(), scheme == "http" || scheme == "https", fresh.host != nil else {
+        guard fresh.isWebAddress else {
             return .failure(
                 DownloadError(
                     .urlExpired,

@@ -361,9 +361,7 @@ package actor Aria2RPC {
         }
         var added: [String] = []
         for uri in adding.compactMap(\.stringValue) {
-            guard let url = URL(string: uri), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                url.host != nil, url.user == nil, url.password == nil
-            else { throw Aria2Error("'\(uri)' is not an http or https URI (without user info)") }
+            guard let url = URL(string: uri), url.isMirrorAddress else { throw Aria2Error("'\(uri)' is not an http or https URI (without user info)") }
             added.append(uri)
         }
         list.insert(contentsOf: added, at: min(position ?? list.count, list.count))

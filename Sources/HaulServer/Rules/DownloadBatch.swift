@@ -210,19 +210,15 @@ package struct DownloadBatch: Sendable {
     }
 
     static func checkedFields(of input: DownloadInput, field: String) throws(FieldError) -> CheckedFields {
-        guard let url = URL(string: input.url), let scheme = url.scheme?.lowercased(),
-            scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
-        else {
+        guard let url = URL(string: input.url), url.isWebAddress else {
             throw FieldError(field: "\(field).url", message: "'\(input.url)' is not an http or https URL")
         }
         var mirrors: [URL] = []
         for (index, text) in (input.mirrors ?? []).enumerated() {
-            guard let mirror = URL(string: text), let scheme = mirror.scheme?.lowercased(),
-                scheme == "http" || scheme == "https", let host = mirror.host, !host.isEmpty
-            else {
+            guard let mirror = URL(string: text), mirror.isWebAddress else {
                 throw FieldError(field: "\(field).urls[\(index + 1)]", message: "'\(text)' is not an http or https URL")
             }
-            guard mirror.user == nil, mirror.password == nil else {
+            guard mirror.isMirrorAddress else {
                 throw FieldError(
                     field: "\(field).urls[\(index + 1)]",
                     message: "a mirror must not hold user info: credentials go only to the first URL's origin")
