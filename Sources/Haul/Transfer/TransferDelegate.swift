@@ -10,9 +10,10 @@ import NIOPosix
 /// the bodies of errors and redirects, stops the request when told.
 ///
 /// The machine travels with the request: handed in at creation, handed back by
-/// ``drained()``. File writes run on the I/O thread pool; the future handed back to
-/// AsyncHTTPClient completes when the write is done, which is the back-pressure that keeps
-/// memory flat.
+/// ``drained()``. The file is prepared and written on the I/O thread pool, through a
+/// ``BatchWriter``: the future handed back to AsyncHTTPClient waits for the disk only once
+/// more than a batch is queued, which is the back-pressure that keeps memory flat without
+/// leaving parts in the client's buffer, where a connection that ends would lose them.
 final class TransferDelegate: ResponseReceiver {
 
     /// Where body bytes go.
