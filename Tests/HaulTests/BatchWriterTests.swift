@@ -28,17 +28,26 @@ struct BatchWriterTests {
         return done.withLockedValue { $0 }
     }
 
+    /// Adds `count` contiguous parts of `size` bytes on `eventLoop`, each after the batch
+    /// delay has passed on `clock`; returns, for each, whether the event loop could read on
+    /// at once (the future `add` returned had completed).
+    private static func addLateParts(
+        _ count: Int, of size: Int, to writer: BatchWriter, clock: Clock, on eventLoop: any EventLoop
+    ) async throws -> [Bool] {
+        try await eventLoop.submit {
+            (0..<count).map { index -> Bool in
+                clock.advance(BatchWriter.maximumDelay + .milliseconds(1))
+                let part = ByteBuffer(repeating: 1, count: size)
+                return isDone(writer.add(part, at: Int64(index * size), on: eventLoop))
+            }
+        }.get()
+    }
+
     @Test func lessThanABatchQueuedNeverWaitsForAStuckDisk() async throws {
         try await Self.withStuckDisk { writer, clock, eventLoop in
             // Given late parts of 30,000 bytes: every second one finds the batch it joins
             // overdue and sends it out (five batches of 60,000 bytes)
-            let answers = try await eventLoop.submit {
-                (0..<10).map { index -> Bool in
-                    clock.advance(BatchWriter.maximumDelay + .milliseconds(1))
-                    let part = ByteBuffer(repeating: 1, count: 30_000)
-                    return Self.isDone(writer.add(part, at: Int64(index * 30_000), on: eventLoop))
-                }
-            }.get()
+            let answers = try await Self.addLateParts(10, of: 30_000, to: writer, clock: clock, on: eventLoop)
 
             // Then none of them held the event loop back, though nothing has been written
             #expect(answers == Array(repeating: true, count: 10))
@@ -48,13 +57,7 @@ struct BatchWriterTests {
     @Test func moreThanABatchQueuedHoldsTheEventLoopBack() async throws {
         try await Self.withStuckDisk { writer, clock, eventLoop in
             // Given late parts of 300,000 bytes each
-            let answers = try await eventLoop.submit {
-                (0..<5).map { index -> Bool in
-                    clock.advance(BatchWriter.maximumDelay + .milliseconds(1))
-                    let part = ByteBuffer(repeating: 1, count: 300_000)
-                    return Self.isDone(writer.add(part, at: Int64(index * 300_000), on: eventLoop))
-                }
-            }.get()
+            let answers = try await Self.addLateParts(5, of: 300_000, to: writer, clock: clock, on: eventLoop)
 
             // Then the event loop goes on reading while no more than 1 MiB waits for the
             // disk: the fourth part sends out a second batch of 600,000 bytes, and it is
