@@ -2,8 +2,8 @@ import Testing
 
 @testable import Haul
 
-/// The progress meter's rules on their own: the first chunk reports at once, later ones at
-/// most every ``ProgressMeter/eventInterval``, and bytes that came too soon are reported by
+/// The progress meter's rules on their own: the first chunk reports at once (unless it
+/// completes the content), later ones at most every ``ProgressMeter/eventInterval``, and bytes that came too soon are reported by
 /// a trailing event rather than left out until more bytes come.
 @Suite("Progress meter")
 struct ProgressMeterTests {
@@ -33,6 +33,27 @@ struct ProgressMeterTests {
             return
         }
         #expect(progress.completedBytes == 36)
+    }
+
+    /// A first chunk reports at once unless it completes the content: then the download's
+    /// end, which follows, reports it (a small file gets one progress event, not two that
+    /// say the same).
+    @Test(arguments: [
+        (total: Int64?.some(100), first: 10, reports: true),
+        (total: Int64?.some(100), first: 100, reports: false),
+        (total: Int64?.none, first: 100, reports: true),
+        (total: Int64?.some(0), first: 0, reports: false),
+    ])
+    func aFirstChunkThatCompletesTheContentWaitsForTheEnd(total: Int64?, first: Int, reports: Bool) {
+        let meter = ProgressMeter()
+        meter.reset(completed: 0, total: total)
+        let report = meter.add(first, at: .now)
+        if reports {
+            #expect(report == .now(DownloadProgress(completedBytes: Int64(first), totalBytes: total, bytesPerSecond: 0)))
+        } else {
+            #expect(report == ProgressMeter.Report.none)
+            #expect(meter.snapshot().completedBytes == Int64(first))
+        }
     }
 
     @Test func anEndedDownloadGetsNoTrailingEvent() {

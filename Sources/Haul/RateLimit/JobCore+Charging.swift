@@ -11,7 +11,8 @@ extension JobCore {
     func charge(
         _ head: HTTPResponseHead, for task: any ResponseTask, after handled: EventLoopFuture<Void>
     ) -> EventLoopFuture<Void> {
-        guard let limited = throttle(Self.encodedSize(of: head), on: task.eventLoop) else { return handled }
+        guard isThrottled, let limited = throttle(Self.encodedSize(of: head), on: task.eventLoop)
+        else { return handled }
         return handled.and(limited).map { _ in }
     }
 

@@ -99,6 +99,12 @@ final class RateLimiter: Sendable {
         wake()
     }
 
+    /// Whether any limit is set: when none is, ``admit(_:download:host:on:)`` lets
+    /// everything go, and a caller need not measure what it would ask for.
+    var isLimited: Bool {
+        state.withLockedValue { $0.isLimited }
+    }
+
     /// The lowest limit that applies to a download from `host`, if any.
     func effectiveLimit(of download: DownloadID, host: String) -> Int? {
         state.withLockedValue { $0.schedule.effectiveLimit(of: download, host: host) }
@@ -147,8 +153,9 @@ final class RateLimiter: Sendable {
 
     private func refreshLimited() {
         state.withLockedValue { state in
-            let schedule = state.schedule
-            state.isLimited = schedule.overall != nil || schedule.perHostRate != nil || schedule.hasDownloadLimits
+            // Read in place: a copy of the schedule retains every table in it.
+            state.isLimited =
+                state.schedule.overall != nil || state.schedule.perHostRate != nil || state.schedule.hasDownloadLimits
         }
     }
 

@@ -44,6 +44,12 @@ final class JobCore: Sendable {
         rateLimiter?.admit(bytes, download: id, host: host, on: loop)
     }
 
+    /// Whether any speed limit is set, so that what the download reads must be counted
+    /// against it.
+    var isThrottled: Bool {
+        rateLimiter?.isLimited ?? false
+    }
+
     /// How many bytes each request should ask for, so that a download limited to a low
     /// rate reads its socket in small, even steps; `nil` when it need not (no limit, or a
     /// high one).

@@ -31,8 +31,8 @@ final class ProgressMeter: Sendable {
         var sampleBytes: Int64 = 0
         var sampleStart: ContinuousClock.Instant
         var lastByte: ContinuousClock.Instant
-        /// Whether this attempt has reported progress yet; the first chunk always does,
-        /// so a display shows movement at once.
+        /// Whether this attempt has reported progress yet; the first chunk does, so a
+        /// display shows movement at once, unless it completes the content.
         var reported = false
         /// Whether a trailing event has been asked for and not yet flushed.
         var trailing = false
@@ -76,6 +76,9 @@ final class ProgressMeter: Sendable {
             state.lastByte = now
             guard state.reported else {
                 state.reported = true
+                // A body whole in its first chunk (a small file) is reported by the
+                // download's end, which follows at once: an event now would say the same.
+                if let total = state.total, state.completed >= total { return .none }
                 return .now(
                     DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate))
             }

@@ -3,7 +3,10 @@ import Foundation
 /// Where a file download keeps its partial content and resume metadata, and where it
 /// ends up. The partial lives next to the destination, so the final rename never
 /// crosses file systems.
-struct PartialPaths: Hashable, Sendable {
+///
+/// Immutable, and a class so that the job, its transfer and their closures share one
+/// copy: a struct of five strings and a URL costs six retains each time it is copied.
+final class PartialPaths: Hashable, Sendable {
     /// The directory the file lands in.
     let directory: URL
     /// Its path, computed once (`URL.path` decodes the URL each time).
@@ -70,6 +73,17 @@ struct PartialPaths: Hashable, Sendable {
             ?? FileNaming.urlName(finalURL).flatMap(FileNaming.sanitize)
             ?? FileNaming.fallbackName
         return URL(fileURLWithPath: Self.join(directoryPath, name), isDirectory: false)
+    }
+
+    static func == (left: PartialPaths, right: PartialPaths) -> Bool {
+        left === right
+            || (left.partial == right.partial && left.metadata == right.metadata && left.fixedName == right.fixedName
+                && left.directoryPath == right.directoryPath && left.directory == right.directory)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(partial)
+        hasher.combine(fixedName)
     }
 
     /// `directory/name`: what `appendingPathComponent(name).path` gives for a name without

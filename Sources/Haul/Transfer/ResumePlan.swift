@@ -95,7 +95,8 @@ struct ResumePlan: Hashable, Sendable {
             let total = contentRange.total ?? (range.upperBound + 1 == knownTotal ? knownTotal : nil)
             return .write(offset: offset, truncate: false, total: total)
         case 200...299:
-            let length = header("Content-Length").flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+            // Most servers send the digits alone: parsed as they are before anything is trimmed.
+            let length = header("Content-Length").flatMap { Int64($0) ?? Int64($0.trimmingCharacters(in: .whitespaces)) }
             return .write(offset: 0, truncate: true, total: status == 204 ? 0 : length)
         case 416:
             if offset > 0 {

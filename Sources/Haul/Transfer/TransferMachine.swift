@@ -234,7 +234,15 @@ struct TransferMachine: Sendable {
     /// The largest discarded body read before the connection is dropped instead.
     static let maxDiscardedBody: Int64 = 64 << 10
 
-    let settings: Settings
+    /// What the attempt starts from. Kept in a box that every copy of the machine shares (it
+    /// travels into the delegate and back): one retain per copy, not one per field.
+    var settings: Settings { box.settings }
+    private let box: SettingsBox
+
+    private final class SettingsBox: Sendable {
+        let settings: Settings
+        init(_ settings: Settings) { self.settings = settings }
+    }
     private(set) var state: State = .idle
     private(set) var plan: ResumePlan
     private var redirects: RedirectFollower
@@ -254,7 +262,7 @@ struct TransferMachine: Sendable {
     private var contentDisposition: String?
 
     init(settings: Settings, destination: Destination, partial: Partial? = nil) {
-        self.settings = settings
+        self.box = SettingsBox(settings)
         self.destination = destination
         self.redirects = RedirectFollower(
             url: settings.url, policy: settings.policy, maxRedirects: settings.maxRedirects, subject: .download)

@@ -20,7 +20,10 @@ enum TransferOutcome: Sendable {
 /// Runs one download to its end: attempts, redirects, resume, retries, verification and
 /// the final atomic rename. One Swift task per download, no thread: the bytes are
 /// handled by ``TransferDelegate`` on the event loop and the I/O pool.
-package struct TransferOperation: Sendable {
+///
+/// A class, not a struct: its closures (retries, I/O-pool work) capture it, and a
+/// reference is one retain where a copy of the download and its environment is dozens.
+package final class TransferOperation: Sendable {
     /// The download to transfer, and what this run of it starts from.
     package struct Download: Sendable {
         let request: DownloadRequest
@@ -467,6 +470,7 @@ package struct TransferOperation: Sendable {
             if !wholeInMemory { try file.truncate(to: size) }
             try file.sync()
         }
+        let directorySync = self.directorySync
         let commit: @Sendable () throws(DownloadError) -> (size: Int64, modified: Int64)? = {
             () throws(DownloadError) in
             // Only worth a stat when there is a validator to revalidate with; the rename
