@@ -3,8 +3,11 @@
 // else: no journal, no fsync, no events, no retries. What Haul spends beyond this on the
 // same list is Haul's own per-file work.
 //
-//     HAUL_BENCHMARKS=1 swift build -c release --product haul-client-baseline
+//     HAUL_BENCHMARKS=1 swift build -c release --static-swift-stdlib --product haul-client-baseline
 //     .build/release/haul-client-baseline LIST OUTDIR [PARALLEL]
+//
+// (Built as `scripts/install.sh` builds Haul, with the standard library linked in: a
+// dynamic build of Haul takes 57-60 ms to start and finish one small file, a static one 40.)
 //
 // READ_TIMEOUT=SECONDS gives the client a read timeout, as Haul's idle timeout does.
 //
@@ -23,7 +26,7 @@
 // - `memory`: bodies are only collected, never written: the client's own cost.
 // - `delegate`: AsyncHTTPClient's own `FileDownloadDelegate` (several pool hops per file).
 //
-// `Benchmarks/compare.sh` runs it as the `ahc-memory` and `ahc-1hop` rows of workload 3
+// `Benchmarks/compare.sh` runs it as the `ahc-memory`, `ahc-1hop` and `ahc-journal` rows of workload 3
 // when AHC_BIN=path/to/haul-client-baseline is set; CA_FILE=PEM trusts that authority for
 // https URLs. Exits 1 on any failure or non-200 status.
 
