@@ -3,8 +3,9 @@ import Testing
 @testable import Haul
 
 /// The progress meter's rules on their own: the first chunk reports at once (unless it
-/// completes the content), later ones at most every ``ProgressMeter/eventInterval``, and bytes that came too soon are reported by
-/// a trailing event rather than left out until more bytes come.
+/// completes the content), later ones at most every ``ProgressMeter/eventInterval``, and
+/// bytes that came too soon are reported by a trailing event rather than left out until
+/// more bytes come.
 @Suite("Progress meter")
 struct ProgressMeterTests {
     @Test func bytesThatComeTooSoonGetOneTrailingEvent() throws {
