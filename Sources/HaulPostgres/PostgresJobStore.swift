@@ -147,7 +147,8 @@ package final class PostgresJobStore: JobStore, Sendable {
                 let lost = try await answering(within: deadline) { try await self.renewLeases() }
                 guardian.renewed(sentAt: sent)
                 for id in lost {
-                    logger.warning("lost the lease of \(id) (another worker took the job over): stopping it")
+                    logger.warning(
+                        "lost the lease of \(id) (another worker took the job over): stopping it", metadata: ["id": "\(id)"])
                 }
                 onLost(lost)
             } catch {
@@ -216,7 +217,8 @@ package final class PostgresJobStore: JobStore, Sendable {
                     logger.debug("write refused: the lease is gone", metadata: ["id": "\(key)"])
                     if !forgetting, reportingLoss {
                         logger.warning(
-                            "lost the lease of \(key) (another worker took the job over): its write was refused; stopping it")
+                            "lost the lease of \(key) (another worker took the job over): its write was refused; stopping it",
+                            metadata: ["id": "\(key)"])
                         forget(key, held)
                         onLost([id])
                     }
@@ -808,7 +810,8 @@ package final class PostgresJobStore: JobStore, Sendable {
         let key = id.rawValue
         guard let held = lease(of: id) else {
             logger.warning(
-                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is")
+                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is",
+                metadata: ["id": "\(key)"])
             throw DownloadError.lostLease(id)
         }
         let matched: Bool
@@ -842,7 +845,8 @@ package final class PostgresJobStore: JobStore, Sendable {
         guard matched else {
             onRoom()
             logger.warning(
-                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is")
+                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is",
+                metadata: ["id": "\(key)"])
             throw DownloadError.lostLease(id)
         }
     }

@@ -61,6 +61,12 @@ public final class QueueWorker: Service, Sendable {
     let threadPool: NIOThreadPool?
     /// The manager of the run under way, for tests.
     private let current = NIOLockedValueBox<DownloadManager?>(nil)
+    private let broadcaster = EventBroadcaster<DownloadManager.Event>()
+
+    /// The events of every download the worker runs, without their progress: a fresh
+    /// stream on each access, finished when ``run(started:)`` returns. For a log of the
+    /// downloads' ends, or something to do after each.
+    public var downloadEvents: AsyncStream<DownloadManager.Event> { broadcaster.makeStream() }
 
     /// Returns once the manager of the run under way has nothing queued or running.
     func waitUntilIdle() async {
@@ -92,6 +98,7 @@ public final class QueueWorker: Service, Sendable {
     /// ID once it is registered and listens for notifications. The queue's connection pool
     /// must be running.
     public func run(started: @escaping @Sendable (Int64) -> Void) async throws {
+        defer { broadcaster.finish() }
         try await queue.migrate()
         let owner = try await register()
         let store = PostgresJobStore(queue: queue, owner: owner, settings: settings, logger: logger)
@@ -109,10 +116,14 @@ public final class QueueWorker: Service, Sendable {
             configuration: configuration, journal: nil, store: store, connectivityMonitor: nil,
             eventLoopGroup: eventLoopGroup, threadPool: threadPool, logger: logger)
         current.withLockedValue { $0 = manager }
+        let events = manager.events(includingProgress: false)
+        let broadcaster = self.broadcaster
+        let forwarding = Task { for await event in events { broadcaster.yield(event) } }
         // Starts the manager listening to the store's signals.
         await manager.wake()
         await cancelWhenGracefulShutdown { await store.coordinate(started: { started(owner) }) }
         await manager.shutdown()
+        await forwarding.value
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue
         let logger = self.logger

@@ -159,6 +159,10 @@ package enum HaulService {
             configuration: configuration, journal: journal, eventLoopGroup: options.eventLoopGroup,
             threadPool: options.threadPool)
         let core = ServiceCore(manager: manager, journal: journal, batch: batch, queue: queue)
+        // Every download's end in the log, until the manager shuts down.
+        let downloadEvents = manager.events(includingProgress: false)
+        let downloadLog = Task { await DownloadLog.record(downloadEvents, to: logger) }
+        defer { downloadLog.cancel() }
         await core.hub.start()
         await core.cluster?.monitor.start()
         do {
@@ -201,6 +205,7 @@ package enum HaulService {
                 services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         running.withLockedValue { $0 = group }
         try await group.run()
+        await downloadLog.value
         try? FileManager.default.removeItem(atPath: files.addressPath)
     }
 }

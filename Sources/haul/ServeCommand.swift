@@ -81,6 +81,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
+    @OptionGroup(title: "Log options") var log: LogOptions
+
     /// The service's options, once `validate()` has checked them.
     @Derived var options: HaulService.Options?
 
@@ -131,7 +133,8 @@ struct Serve: AsyncParsableCommand {
         try? FileManager.default.createDirectory(atPath: options.directory, withIntermediateDirectories: true)
         let queueNote = options.queue.map { "; the shared queue at \($0)" } ?? ""
         do {
-            try await HaulService.run(options) { address, tokenNote in
+            try await HaulService.run(options, logger: log.logger(label: "haul.serve", name: "haul serve")) {
+                address, tokenNote in
                 Console.out("haul serve: listening on http://\(address) (\(tokenNote)\(queueNote))\n")
             }
         } catch let error as HaulService.StartError {

@@ -40,6 +40,8 @@ struct Worker: AsyncParsableCommand {
 
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
+    @OptionGroup(title: "Log options") var log: LogOptions
+
     /// The queue and the worker's settings, once `validate()` has checked them.
     @Derived var plan: (backend: QueueBackend, settings: QueueWorker.Settings)?
 
@@ -61,6 +63,6 @@ struct Worker: AsyncParsableCommand {
         let (backend, settings) = $plan
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
         Console.err("haul worker: jobs of \(backend.address) into \(settings.directory.path)\n")
-        try await backend.work(settings)
+        try await backend.work(settings, logger: log.logger(label: "haul.worker", name: "haul worker"))
     }
 }

@@ -94,6 +94,49 @@ struct ServiceProcessTests {
         }
     }
 
+    /// `--log-format json`: every line on stderr is one JSON object with a time, a level, a
+    /// label and a message; each download's end is there with its ID; no credential is.
+    @Test func jsonLogsHoldEveryDownloadsEndAndNoCredential() async throws {
+        try await CLIFixture.with { f, journal in
+            let directory = f.directory.path
+            let bytes = f.serve("c", count: 20_000)
+            let service = try await Service.start(
+                journal: journal, directory: directory, arguments: ["--log-format", "json", "--log-level", "info"])
+            let (password, signature) = ("pw-\(UUID().uuidString)", "sig\(UUID().uuidString.prefix(8))")
+            var secret = URLComponents(url: f.server.url("/files/c"), resolvingAgainstBaseURL: false)!
+            secret.user = "alice"
+            secret.password = password
+            secret.queryItems = [URLQueryItem(name: "X-Amz-Signature", value: signature)]
+            let get = try await Haul.run(["get", "--journal", journal, "-d", directory, secret.url!.absoluteString])
+            #expect(get.status == 0, "\(get.stderr)")
+            #expect(sha256(f.contents("c")) == sha256(bytes))
+            let missing = f.server.url("/files/nothing?token=\(signature)").absoluteString
+            #expect(try await Haul.run(["get", "--journal", journal, "-d", directory, missing]).status == 1)
+            service.process.send(SIGTERM)
+            let run = await service.process.wait()
+            #expect(run.status == 0)
+            let lines = run.stderr.split(separator: "\n")
+            var objects: [[String: Any]] = []
+            for line in lines {
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object != nil, "not a JSON object: \(line)")
+                guard let object else { continue }
+                for field in ["time", "level", "label", "message"] {
+                    #expect(object[field] is String, "no \(field) in \(line)")
+                }
+                objects.append(object)
+            }
+            let completed = objects.first { $0["message"] as? String == "download completed" }
+            #expect((completed?["id"] as? String)?.contains("/files/c") == true, "\(run.stderr)")
+            #expect(completed?["level"] as? String == "info")
+            let failed = objects.first { $0["message"] as? String == "download failed" }
+            #expect((failed?["id"] as? String)?.contains("/files/nothing") == true, "\(run.stderr)")
+            #expect(failed?["level"] as? String == "notice")
+            #expect(!run.stderr.contains(password))
+            #expect(!run.stderr.contains(signature))
+        }
+    }
+
     @Test func killDashNineLosesNothingAndTheNextStartFinishesEveryDownload() async throws {
         try await CLIFixture.with { f, journal in
             let directory = f.directory.path

@@ -7,12 +7,12 @@ import NIOConcurrencyHelpers
 /// events that describe the current state, and a new stream receives them first, then
 /// every later event: both happen under the lock, so nothing is lost or repeated in
 /// between. After a terminal event, new streams receive that event and finish at once.
-final class EventBroadcaster<Element: Sendable>: Sendable {
+package final class EventBroadcaster<Element: Sendable>: Sendable {
     /// Updates the remembered events with a new one.
-    typealias Remember = @Sendable (_ remembered: inout [Element], _ event: Element) -> Void
+    package typealias Remember = @Sendable (_ remembered: inout [Element], _ event: Element) -> Void
 
     /// Decides which elements a stream receives; terminal elements always go through.
-    typealias Filter = @Sendable (Element) -> Bool
+    package typealias Filter = @Sendable (Element) -> Bool
 
     private struct Subscriber {
         var continuation: AsyncStream<Element>.Continuation?
@@ -47,13 +47,13 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     private let remember: Remember?
 
     /// Creates a broadcaster; with `remember`, new streams start with the events it keeps.
-    init(remembering remember: Remember? = nil) {
+    package init(remembering remember: Remember? = nil) {
         self.remember = remember
     }
 
     /// A new stream that receives the remembered events, then every event yielded from
     /// now on; with `filter`, only those it accepts (and the terminal event).
-    func makeStream(filter: Filter? = nil) -> AsyncStream<Element> {
+    package func makeStream(filter: Filter? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .unbounded)
         if let id = subscribe(Subscriber(continuation: continuation, filter: filter)) {
             continuation.onTermination = { [weak self] _ in self?.forget(id) }
@@ -97,7 +97,7 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     ///
     /// Yields happen under the lock so that events from different threads keep one
     /// order; `finish()` happens outside it, because it runs `onTermination`.
-    func yield(_ element: Element, terminal: Bool = false) {
+    package func yield(_ element: Element, terminal: Bool = false) {
         let finishing = state.withLockedValue { state -> [Subscriber] in
             guard !state.finished else { return [] }
             guard terminal else {
@@ -116,7 +116,7 @@ final class EventBroadcaster<Element: Sendable>: Sendable {
     }
 
     /// Finishes every stream without a terminal element.
-    func finish() {
+    package func finish() {
         let subscribers = state.withLockedValue { state in
             state.finished = true
             state.remembered = []

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Haul
 import HaulPostgres
+import HaulServer
 import Logging
 import ServiceLifecycle
 
@@ -35,13 +36,15 @@ struct QueueBackend: CommandBackend {
     }
 
     /// `haul worker`: runs the queue's jobs with `settings` until SIGTERM or SIGINT, in a
-    /// service group that turns either signal into a graceful shutdown.
-    func work(_ settings: QueueWorker.Settings) async throws {
+    /// service group that turns either signal into a graceful shutdown; `logger` hears the
+    /// worker's leases and errors and every download's end.
+    func work(_ settings: QueueWorker.Settings, logger: Logger) async throws {
         let queue = PostgresQueue(address: address)
         let worker = QueueWorker(
             queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
-            threadPool: ProcessResources.threadPool,
-            logger: Logger(label: "haul.worker", factory: { _ in WorkerLogHandler() }))
+            threadPool: ProcessResources.threadPool, logger: logger)
+        let downloadLog = Task { await DownloadLog.record(worker.downloadEvents, to: logger) }
+        defer { downloadLog.cancel() }
         try await queue.withRunning {
             let group = ServiceGroup(
                 configuration: .init(
@@ -111,24 +114,5 @@ private struct AnnouncedWorker: Service {
 
     func run() async throws {
         try await worker.run(started: { id in Console.err("haul worker: worker \(id) is listening for jobs\n") })
-    }
-}
-
-/// What a worker logs at notice level and above (a lease lost, a write refused, the
-/// database unreachable), one line each on stderr: `haul worker: MESSAGE`. The queue's
-/// address in messages is its description, which never holds the password.
-struct WorkerLogHandler: LogHandler {
-    var logLevel: Logger.Level = .notice
-    var metadata: Logger.Metadata = [:]
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-        let details = merged.isEmpty ? "" : " (" + merged.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
-        Console.err("haul worker: \(event.message)\(details)\n")
     }
 }
