@@ -25,6 +25,9 @@ package enum HaulService {
         package var port = 6800
         package var journalPath: String
         package var slots = 10
+        /// Programs run after each download ends (`--on-complete`, `--on-error`): set by
+        /// whoever starts the service, never through its API.
+        package var hooks = CompletionHooks()
         /// The per-host cap; `nil` for the default (6), which does not cap a download's
         /// connections (see ``connections``).
         package var perHost: Int?
@@ -163,6 +166,13 @@ package enum HaulService {
         let downloadEvents = manager.events(includingProgress: false)
         let downloadLog = Task { await DownloadLog.record(downloadEvents, to: logger) }
         defer { downloadLog.cancel() }
+        let hooks = options.hooks
+        let hookEvents = hooks.isEmpty ? nil : manager.events(includingProgress: false)
+        let hookRuns = Task {
+            guard let hookEvents else { return }
+            await hooks.run(hookEvents, logger: logger)
+        }
+        defer { hookRuns.cancel() }
         await core.hub.start()
         await core.cluster?.monitor.start()
         do {
@@ -206,6 +216,7 @@ package enum HaulService {
         running.withLockedValue { $0 = group }
         try await group.run()
         await downloadLog.value
+        await hookRuns.value
         try? FileManager.default.removeItem(atPath: files.addressPath)
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import Haul
+import HaulServer
+import Logging
 
 /// One run of `haul get` or `haul resume`: feeds a journaled manager, shows its events,
 /// waits until nothing is left to do or for SIGINT/SIGTERM, and works out the exit code.
@@ -16,6 +18,8 @@ struct DownloadSession: Sendable {
     let mode: ProgressRenderer.Mode
     /// What to say when the feed queues nothing at all, such as "nothing to resume".
     var nothingToDo = "nothing to download"
+    /// Programs run after each download ends; the run waits for them before it returns.
+    var hooks = CompletionHooks()
 
     /// The exit code after an interrupt: 128 + the signal's number (130 for SIGINT).
     static func exitCode(forSignal signal: Int32) -> Int32 { 128 + signal }
@@ -38,6 +42,18 @@ struct DownloadSession: Sendable {
         let journal = self.journal
         let renderer = ProgressRenderer(mode: mode) { id in (try? journal.job(id))?.name }
         let intake = Intake(manager: manager, renderer: renderer)
+        // Hooks hear every end until the manager shuts down; a failed or late hook is said
+        // on standard error.
+        let hooks = self.hooks
+        let hookEvents = hooks.isEmpty ? nil : manager.events(includingProgress: false)
+        let hookRuns = Task {
+            guard let hookEvents else { return }
+            await hooks.run(
+                hookEvents,
+                logger: Logger(label: "haul.hooks") { label in
+                    ServiceLogHandler(label: label, name: "haul", format: .text, level: .notice)
+                })
+        }
 
         // Quiet, only the tally listens, and it needs states and outcomes only. The events
         // are taken in batches: one wakeup for a burst, not one per event.
@@ -83,6 +99,7 @@ struct DownloadSession: Sendable {
         watcher.cancel()
         let interruption = await watcher.value
         await manager.shutdown()
+        await hookRuns.value
         let tally = await consumer.value
         ticker?.cancel()
         await ticker?.value

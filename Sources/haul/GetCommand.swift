@@ -114,6 +114,8 @@ struct Get: AsyncParsableCommand {
 
     @OptionGroup var queueOptions: QueueOptions
 
+    @OptionGroup(title: "Hooks") var hookOptions: HookOptions
+
     /// The backend and the checked downloads, once `validate()` has run.
     @Derived var plan: (backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], rules: EntryScan.Rules)?
 
@@ -122,7 +124,8 @@ struct Get: AsyncParsableCommand {
         try backend.permit(
             .init(
                 detach: detach, credentials: !secretHeaders.isEmpty, networkOptions: options.network.given,
-                overallRates: options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil))
+                overallRates: options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil,
+                hooks: hookOptions.given))
         let headers = try Self.parsedHeaders(self.headers, option: "--header")
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()
@@ -155,11 +158,12 @@ struct Get: AsyncParsableCommand {
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
             urls: plainURLs, extra: metalinkEntries, input: input, rules: rules, more: !metalinkURLs.isEmpty)
-        let batch = GetBatch(
+        var batch = GetBatch(
             urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
             output: output, checksum: checksum, mirrors: mirrors, directory: try outputDirectory(), headers: headers,
             secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
             run: options.$settings)
+        batch.run.hooks = hookOptions.$hooks
         plan = (backend, batch, metalinkURLs, rules)
     }
 

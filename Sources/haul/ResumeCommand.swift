@@ -27,17 +27,20 @@ struct Resume: AsyncParsableCommand {
 
     @OptionGroup var journalOptions: JournalOptions
 
+    @OptionGroup(title: "Hooks") var hookOptions: HookOptions
+
     /// The backend, once `validate()` has chosen it.
     @Derived var backend: BackendChoice?
 
     mutating func validate() throws {
         let backend = try BackendChoice.make(journal: journalOptions)
-        try backend.permit(.init(networkOptions: options.network.given))
+        try backend.permit(.init(networkOptions: options.network.given, hooks: hookOptions.given))
         self.backend = backend
     }
 
     mutating func run() async throws {
-        let settings = options.$settings
+        var settings = options.$settings
+        settings.hooks = hookOptions.$hooks
         let code = try await $backend.with { try await $0.resume(settings) }
         if code != 0 { throw ExitCode(code) }
     }

@@ -83,6 +83,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Log options") var log: LogOptions
 
+    @OptionGroup(title: "Hooks") var hookOptions: HookOptions
+
     /// The service's options, once `validate()` has checked them.
     @Derived var options: HaulService.Options?
 
@@ -122,6 +124,7 @@ struct Serve: AsyncParsableCommand {
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         try network.apply(to: &options.network)
         options.queue = try queueOptions.address(fromEnvironment: true)
+        options.hooks = hookOptions.$hooks
         self.options = options
     }
 

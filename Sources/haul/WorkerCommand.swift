@@ -42,6 +42,8 @@ struct Worker: AsyncParsableCommand {
 
     @OptionGroup(title: "Log options") var log: LogOptions
 
+    @OptionGroup(title: "Hooks") var hookOptions: HookOptions
+
     /// The queue and the worker's settings, once `validate()` has checked them.
     @Derived var plan: (backend: QueueBackend, settings: QueueWorker.Settings)?
 
@@ -62,7 +64,8 @@ struct Worker: AsyncParsableCommand {
     mutating func run() async throws {
         let (backend, settings) = $plan
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
-        Console.err("haul worker: jobs of \(backend.address) into \(settings.directory.path)\n")
-        try await backend.work(settings, logger: log.logger(label: "haul.worker", name: "haul worker"))
+        let logger = log.logger(label: "haul.worker", name: "haul worker")
+        logger.notice("jobs of \(backend.address) into \(settings.directory.path)")
+        try await backend.work(settings, logger: logger, hooks: hookOptions.$hooks)
     }
 }

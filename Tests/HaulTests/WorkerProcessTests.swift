@@ -488,6 +488,46 @@ struct WorkerProcessTests {
         }
     }
 
+    @Test("--on-complete, --on-error and --log-format json on a worker: each end runs its hook and has its line")
+    func workerHooksAndLogs() async throws {
+        try await Self.with { f in
+            f.server.setFile("h", FaultServer.randomBytes(count: 4_000, seed: 401))
+            try await f.queue.enqueue([
+                try QueueRequest(url: f.server.url("/files/h"), id: "h", name: "h"),
+                try QueueRequest(url: f.server.url("/files/missing"), id: "m", name: "m"),
+            ])
+            let tools = try f.directory("tools")
+            let (hook, records) = try await CompletionHookTests.recordingHook(in: tools)
+            let directory = try f.directory("d")
+            let worker = try await f.startWorker(
+                directory: directory, ["--on-complete", hook, "--on-error", hook, "--log-format", "json"])
+            try await f.waitUntil(
+                "both jobs ended", sql: "SELECT count(*) FILTER (WHERE state NOT IN ('completed', 'failed')) = 0 FROM haul_jobs")
+            // A worker waits for its hooks before it exits.
+            worker.process.send(SIGTERM)
+            let run = await worker.process.wait()
+            #expect(run.status == 0, "\(run.stderr)")
+            let runs = try CompletionHookTests.runs(in: records)
+            let completed = try #require(runs.first { $0["HAUL_ID"] == "h" })
+            #expect(completed["HAUL_URL"] == f.server.url("/files/h").absoluteString)
+            #expect(completed["HAUL_PATH"] == directory.appendingPathComponent("h").path)
+            #expect(completed["HAUL_BYTES"] == "4000")
+            let failed = try #require(runs.first { $0["HAUL_ID"] == "m" })
+            #expect(failed["HAUL_ERROR_CODE"] == "httpStatus")
+            #expect(runs.count == 2)
+            // The log: JSON objects only, one of them each download's end.
+            var objects: [[String: Any]] = []
+            for line in run.stderr.split(separator: "\n") {
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object != nil, "not a JSON object: \(line)")
+                if let object { objects.append(object) }
+            }
+            #expect(objects.contains { $0["message"] as? String == "download completed" && $0["id"] as? String == "h" })
+            #expect(objects.contains { $0["message"] as? String == "download failed" && $0["id"] as? String == "m" })
+            #expect(objects.contains { $0["message"] as? String == "hook ran" && $0["id"] as? String == "h" })
+        }
+    }
+
     @Test("SIGTERM: the worker exits with its job given back (available, partial kept), and never prints the password")
     func sigtermGivesJobsBack() async throws {
         try await Self.with { f in

@@ -68,7 +68,7 @@ extension DownloadManager {
             } catch {
                 // Never run without the credentials: leave it paused, and say why.
                 store.recordState(claimed.id, .paused, errorCode: error.code.description, error: error.message)
-                managerEvents.yield(Event(id: claimed.id, event: .failed(error)))
+                managerEvents.yield(Event(id: claimed.id, url: validated.request.url, event: .failed(error)))
                 return
             }
         }

@@ -1,5 +1,5 @@
 import AsyncHTTPClient
-import Foundation
+public import Foundation
 public import Logging
 public import NIOCore
 public import NIOPosix
@@ -33,6 +33,8 @@ public actor DownloadManager {
     public struct Event: Sendable {
         /// The download's ID.
         public let id: DownloadID
+        /// The download's URL, as its request gives it.
+        public let url: URL
         /// What happened.
         public let event: DownloadEvent
     }
@@ -426,7 +428,7 @@ public actor DownloadManager {
         }
         let job = Job(
             core: JobCore(
-                id: request.id, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,
+                id: request.id, url: request.url, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,
                 rateLimiter: rateLimiter, host: endpoint.key),
             request: request, paths: paths, endpoint: endpoint)
         job.core.meter.reset(completed: 0, total: request.expectedSize)

@@ -6,6 +6,8 @@ import NIOCore
 /// events, result and progress. All of it is safe to touch from any thread.
 final class JobCore: Sendable {
     let id: DownloadID
+    /// The request's URL, which the manager's events carry.
+    let url: URL
     let events = EventBroadcaster<DownloadEvent>(remembering: JobCore.currentState)
     let result = ResultBox<DownloadResult>()
     let meter = ProgressMeter()
@@ -27,10 +29,11 @@ final class JobCore: Sendable {
     private let host: String
 
     init(
-        id: DownloadID, managerEvents: EventBroadcaster<DownloadManager.Event>, eventLoopGroup: any EventLoopGroup,
+        id: DownloadID, url: URL, managerEvents: EventBroadcaster<DownloadManager.Event>, eventLoopGroup: any EventLoopGroup,
         rateLimiter: RateLimiter? = nil, host: String = ""
     ) {
         self.id = id
+        self.url = url
         self.managerEvents = managerEvents
         self.eventLoopGroup = eventLoopGroup
         self.rateLimiter = rateLimiter
@@ -75,7 +78,7 @@ final class JobCore: Sendable {
     /// Sends an event to the download's streams and the manager's stream.
     func emit(_ event: DownloadEvent) {
         events.yield(event, terminal: event.isTerminal)
-        managerEvents.yield(DownloadManager.Event(id: id, event: event))
+        managerEvents.yield(DownloadManager.Event(id: id, url: url, event: event))
     }
 
     /// Counts bytes that reached the sink at `now`, emitting a progress event when one is due

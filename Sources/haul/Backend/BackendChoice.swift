@@ -31,6 +31,8 @@ enum BackendChoice {
         var networkOptions: [String] = []
         /// `--max-overall-rate` or `--max-host-rate` given.
         var overallRates = false
+        /// `--on-complete` or `--on-error` given: they run in the process that downloads.
+        var hooks = false
     }
 
     /// The backend for a command with these options. `queue` is `nil` for a command
@@ -52,8 +54,10 @@ enum BackendChoice {
             return needs.detach ? .detachWithoutService : nil
         case .service:
             if !needs.networkOptions.isEmpty { return .networkOptionsForService(needs.networkOptions) }
+            if needs.hooks { return .hooksForService }
             return needs.overallRates ? .ratesForService : nil
         case .queue:
+            if needs.hooks { return .hooksForQueue }
             return needs.credentials ? .credentialsForQueue : nil
         }
     }

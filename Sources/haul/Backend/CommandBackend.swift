@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
+import HaulServer
 
 /// What the commands that work on downloads ask for, carried out by one of three backends:
 /// the local journal (``JournalBackend``), a running `haul serve` (``ServiceBackend``) or
@@ -42,6 +43,8 @@ struct RunSettings {
     /// Warnings about the options, printed when the downloads start (`--insecure`, a
     /// netrc file others can read).
     var warnings: [String]
+    /// Programs run after each download ends (`--on-complete`, `--on-error`).
+    var hooks = CompletionHooks()
     /// Whether nothing but errors is printed.
     var quiet: Bool { mode == .quiet }
 }
@@ -186,6 +189,10 @@ enum BackendRefusal: Error, CustomStringConvertible {
     case ratesForService
     /// Credentials for the shared queue, which stores headers in the clear.
     case credentialsForQueue
+    /// Hooks given to a command a running service carries out: they would never run.
+    case hooksForService
+    /// Hooks given with `--queue`: workers download, and run their own hooks.
+    case hooksForQueue
     /// An operation the backend does not have at all (no command asks for it).
     case unsupported(String)
 
@@ -199,6 +206,10 @@ enum BackendRefusal: Error, CustomStringConvertible {
             "a service runs for this journal, and its overall and per-host limits are its own: change them with PATCH /api/v1/settings (or 'haul serve --max-overall-rate'); --limit-rate works."
         case .credentialsForQueue:
             "--secret-header with --queue: the shared queue stores headers in the clear, so it does not take credentials"
+        case .hooksForService:
+            "a service runs for this journal and downloads in its own process: --on-complete and --on-error run where downloads run; give them to 'haul serve'."
+        case .hooksForQueue:
+            "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
         case .unsupported(let what):
             what
         }

@@ -30,7 +30,8 @@ struct JournalBackend: CommandBackend {
         if batch.detach { throw BackendRefusal.detachWithoutService }
         let directory = try batch.createdDirectory()
         for warning in batch.run.warnings { Console.err(warning) }
-        let session = DownloadSession(configuration: batch.run.configuration, journal: journal, mode: batch.run.mode)
+        var session = DownloadSession(configuration: batch.run.configuration, journal: journal, mode: batch.run.mode)
+        session.hooks = batch.run.hooks
         return await session.run { intake in
             await intake.expect(batch.scan.count)
             await Self.feed(intake, batch, directory: directory)
@@ -41,6 +42,7 @@ struct JournalBackend: CommandBackend {
         for warning in run.warnings { Console.err(warning) }
         var session = DownloadSession(configuration: run.configuration, journal: journal, mode: run.mode)
         session.nothingToDo = "nothing to resume"
+        session.hooks = run.hooks
         return await session.run { intake in
             do throws(DownloadError) {
                 let count = try await intake.manager.resumeUnfinished()

@@ -37,21 +37,28 @@ struct QueueBackend: CommandBackend {
 
     /// `haul worker`: runs the queue's jobs with `settings` until SIGTERM or SIGINT, in a
     /// service group that turns either signal into a graceful shutdown; `logger` hears the
-    /// worker's leases and errors and every download's end.
-    func work(_ settings: QueueWorker.Settings, logger: Logger) async throws {
+    /// worker's leases and errors and every download's end, and `hooks` run after each end.
+    func work(_ settings: QueueWorker.Settings, logger: Logger, hooks: CompletionHooks) async throws {
         let queue = PostgresQueue(address: address)
         let worker = QueueWorker(
             queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
             threadPool: ProcessResources.threadPool, logger: logger)
         let downloadLog = Task { await DownloadLog.record(worker.downloadEvents, to: logger) }
         defer { downloadLog.cancel() }
+        let hookEvents = hooks.isEmpty ? nil : worker.downloadEvents
+        let hookRuns = Task {
+            guard let hookEvents else { return }
+            await hooks.run(hookEvents, logger: logger)
+        }
+        defer { hookRuns.cancel() }
         try await queue.withRunning {
             let group = ServiceGroup(
                 configuration: .init(
-                    services: [.init(service: AnnouncedWorker(worker: worker))], gracefulShutdownSignals: [.sigterm, .sigint],
+                    services: [.init(service: AnnouncedWorker(worker: worker, logger: logger))], gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: .init(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })))
             try await group.run()
         }
+        await hookRuns.value
     }
 
     // MARK: - Downloads
@@ -107,12 +114,13 @@ struct QueueBackend: CommandBackend {
     }
 }
 
-/// The worker as a service that says on stderr when it is registered and listening:
+/// The worker as a service that logs when it is registered and listening:
 /// `haul worker: worker ID is listening for jobs`.
 private struct AnnouncedWorker: Service {
     let worker: QueueWorker
+    let logger: Logger
 
     func run() async throws {
-        try await worker.run(started: { id in Console.err("haul worker: worker \(id) is listening for jobs\n") })
+        try await worker.run(started: { id in logger.notice("worker \(id) is listening for jobs") })
     }
 }
