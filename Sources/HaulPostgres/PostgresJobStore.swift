@@ -53,7 +53,14 @@ package final class PostgresJobStore: JobStore, Sendable {
         case flush(CheckedContinuation<Void, Never>)
     }
 
-    package init(queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger) {
+    /// Counts the leases lost and rescued, for the worker's metrics.
+    let leaseCounts: LeaseCounts
+
+    package init(
+        queue: PostgresQueue, owner: Int64, settings: QueueWorker.Settings, logger: Logger,
+        leaseCounts: LeaseCounts = LeaseCounts()
+    ) {
+        self.leaseCounts = leaseCounts
         self.queue = queue
         self.owner = owner
         self.settings = settings
@@ -88,6 +95,7 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// Tells the manager it no longer holds `ids`.
     private func onLost(_ ids: [DownloadID]) {
         guard !ids.isEmpty else { return }
+        leaseCounts.lost(ids.count)
         signalling.yield(.lost(ids))
     }
 
@@ -293,6 +301,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
         // A job added paused is leased too: the manager's pause gives it back, fenced.
         state.withLockedValue { $0.leases[key] = Held(attempt: attempt, maxAttempts: maxAttempts, url: url2) }
+        if rescued { leaseCounts.rescued(1) }
         var record = job
         record.owner = owner
         record.bytesCommitted = fresh ? 0 : committed
@@ -471,6 +480,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 defer { state.leases[key] = held }
                 return state.leases[key] != nil
             }
+            if rescued, !reclaimed { leaseCounts.rescued(1) }
             // Its own lease, expired and claimed back before anyone else did: this worker
             // still runs the job, now under the new attempt.
             if reclaimed { continue }
@@ -1013,4 +1023,18 @@ extension DownloadError {
         DownloadError.runningElsewhere(
             "\(id): another worker took the job over (this worker's lease expired); its file is left where it is")
     }
+}
+
+/// The leases a worker lost (another worker took the job over, or renewals failed for too
+/// long) and rescued (claimed from a worker whose lease had expired), since it started.
+package final class LeaseCounts: Sendable {
+    private let counts = NIOLockedValueBox((lost: 0, rescued: 0))
+
+    package init() {}
+
+    func lost(_ count: Int) { counts.withLockedValue { $0.lost += count } }
+    func rescued(_ count: Int) { counts.withLockedValue { $0.rescued += count } }
+
+    /// The totals so far.
+    package var totals: (lost: Int, rescued: Int) { counts.withLockedValue { $0 } }
 }

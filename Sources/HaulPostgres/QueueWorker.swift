@@ -62,6 +62,36 @@ public final class QueueWorker: Service, Sendable {
     /// The manager of the run under way, for tests.
     private let current = NIOLockedValueBox<DownloadManager?>(nil)
     private let broadcaster = EventBroadcaster<DownloadManager.Event>()
+    /// The store of the run under way, for its leases.
+    private let currentStore = NIOLockedValueBox<PostgresJobStore?>(nil)
+    /// The leases lost and rescued since the worker was made.
+    private let leaseCounts = LeaseCounts()
+
+    /// What the worker holds and has done, for its metrics: the leases held now, lost and
+    /// rescued since it started, and its manager's progress and bytes received.
+    package struct Statistics: Sendable {
+        package var leasesHeld = 0
+        package var leasesLost = 0
+        package var leasesRescued = 0
+        package var progress = AggregateProgress()
+        package var receivedBytes: Int64 = 0
+    }
+
+    /// The worker's ``Statistics`` now.
+    package func statistics() async -> Statistics {
+        var statistics = Statistics()
+        (statistics.leasesLost, statistics.leasesRescued) = leaseCounts.totals
+        statistics.leasesHeld = currentStore.withLockedValue { $0 }?.held.count ?? 0
+        if let manager = current.withLockedValue({ $0 }) {
+            statistics.progress = await manager.progress
+            statistics.receivedBytes = manager.receivedBytes.total + finishedBytes.withLockedValue { $0 }
+        } else {
+            statistics.receivedBytes = finishedBytes.withLockedValue { $0 }
+        }
+        return statistics
+    }
+    /// The bytes received by the managers of earlier runs.
+    private let finishedBytes = NIOLockedValueBox<Int64>(0)
 
     /// The events of every download the worker runs, without their progress: a fresh
     /// stream on each access, finished when ``run(started:)`` returns. For a log of the
@@ -101,7 +131,9 @@ public final class QueueWorker: Service, Sendable {
         defer { broadcaster.finish() }
         try await queue.migrate()
         let owner = try await register()
-        let store = PostgresJobStore(queue: queue, owner: owner, settings: settings, logger: logger)
+        let store = PostgresJobStore(
+            queue: queue, owner: owner, settings: settings, logger: logger, leaseCounts: leaseCounts)
+        currentStore.withLockedValue { $0 = store }
         var configuration = settings.configuration
         configuration.maxConcurrentDownloads = settings.slots
         configuration.maxConnectionsPerHost = settings.perHost.map { min($0, settings.slots) } ?? settings.slots
@@ -124,6 +156,10 @@ public final class QueueWorker: Service, Sendable {
         await cancelWhenGracefulShutdown { await store.coordinate(started: { started(owner) }) }
         await manager.shutdown()
         await forwarding.value
+        current.withLockedValue { $0 = nil }
+        currentStore.withLockedValue { $0 = nil }
+        let received = manager.receivedBytes.total
+        finishedBytes.withLockedValue { $0 += received }
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue
         let logger = self.logger

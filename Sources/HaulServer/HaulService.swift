@@ -164,7 +164,9 @@ package enum HaulService {
         let core = ServiceCore(manager: manager, journal: journal, batch: batch, queue: queue)
         // Every download's end in the log, until the manager shuts down.
         let downloadEvents = manager.events(includingProgress: false)
-        let downloadLog = Task { await DownloadLog.record(downloadEvents, to: logger) }
+        let metrics = core.metrics
+        journal.observeWrites { metrics.journalWrote(in: $0) }
+        let downloadLog = Task { await DownloadLog.record(downloadEvents, to: logger, metrics: metrics) }
         defer { downloadLog.cancel() }
         let hooks = options.hooks
         let hookEvents = hooks.isEmpty ? nil : manager.events(includingProgress: false)

@@ -40,6 +40,13 @@ struct Worker: AsyncParsableCommand {
 
     @OptionGroup(title: "Network options") var network: NetworkOptions
 
+    @Option(
+        name: .customLong("metrics-listen"),
+        help: ArgumentHelp(
+            "Serve the worker's metrics in Prometheus' format at http://ADDRESS/metrics; port 0 picks a free one. Loopback only, unless $HAUL_TOKEN is set, which a scrape must then send as a bearer token. (default: none)",
+            valueName: "host:port"))
+    var metricsListen: String?
+
     @OptionGroup(title: "Log options") var log: LogOptions
 
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
@@ -51,6 +58,9 @@ struct Worker: AsyncParsableCommand {
         guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
         if let perHost, perHost < 1 { throw ValidationError("--per-host must be at least 1") }
         guard lease >= 4 else { throw ValidationError("--lease must be at least 4 seconds") }
+        if let metricsListen, Serve.parse(metricsListen) == nil {
+            throw ValidationError("--metrics-listen takes host:port, such as 127.0.0.1:9464 or [::1]:9464.")
+        }
         guard let address = try queueOptions.address(required: true) else { return }
         var settings = QueueWorker.Settings(
             directory: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL)
@@ -66,6 +76,7 @@ struct Worker: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
         let logger = log.logger(label: "haul.worker", name: "haul worker")
         logger.notice("jobs of \(backend.address) into \(settings.directory.path)")
-        try await backend.work(settings, logger: logger, hooks: hookOptions.$hooks)
+        let metrics = metricsListen.flatMap(Serve.parse).map { (host: $0.0, port: $0.1) }
+        try await backend.work(settings, logger: logger, hooks: hookOptions.$hooks, metricsAddress: metrics)
     }
 }

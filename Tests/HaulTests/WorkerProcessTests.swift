@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import HaulTestSupport
 import PostgresNIO
@@ -500,9 +501,24 @@ struct WorkerProcessTests {
             let (hook, records) = try await CompletionHookTests.recordingHook(in: tools)
             let directory = try f.directory("d")
             let worker = try await f.startWorker(
-                directory: directory, ["--on-complete", hook, "--on-error", hook, "--log-format", "json"])
+                directory: directory,
+                ["--on-complete", hook, "--on-error", hook, "--log-format", "json", "--metrics-listen", "127.0.0.1:0"])
             try await f.waitUntil(
                 "both jobs ended", sql: "SELECT count(*) FILTER (WHERE state NOT IN ('completed', 'failed')) = 0 FROM haul_jobs")
+            // Its metrics, at the address it logged.
+            let announced = try #require(await worker.process.errorLine { $0.contains("metrics at http://") })
+            let address = try #require(announced.split(separator: "http://").last?.split(separator: "/").first)
+            let response = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: "http://\(address)/metrics"), timeout: .seconds(10))
+            #expect(response.status == .ok)
+            let text = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            for line in [
+                "haul_downloads_completed_total 1", "haul_downloads_failed_total{code=\"httpStatus\"} 1",
+                "haul_received_bytes_total 4000", "haul_worker_leases 0.0", "haul_worker_leases_lost_total 0",
+                "haul_worker_leases_rescued_total 0",
+            ] {
+                #expect(text.contains(line + "\n"), "no '\(line)' in:\n\(text)")
+            }
             // A worker waits for its hooks before it exits.
             worker.process.send(SIGTERM)
             let run = await worker.process.wait()
@@ -525,6 +541,19 @@ struct WorkerProcessTests {
             #expect(objects.contains { $0["message"] as? String == "download completed" && $0["id"] as? String == "h" })
             #expect(objects.contains { $0["message"] as? String == "download failed" && $0["id"] as? String == "m" })
             #expect(objects.contains { $0["message"] as? String == "hook ran" && $0["id"] as? String == "h" })
+        }
+    }
+
+    @Test("--metrics-listen on an address that is not loopback, without a token: refused")
+    func workerMetricsNeedATokenBeyondLoopback() async throws {
+        try await Self.with { f in
+            var environment = Haul.environment
+            environment["HAUL_TOKEN"] = nil
+            let run = try await Haul.run(
+                ["worker", "--queue", f.url, "-d", try f.directory("d").path, "--metrics-listen", "0.0.0.0:0"],
+                environment: environment)
+            #expect(run.status != 0)
+            #expect(run.stderr.contains("refusing to listen on 0.0.0.0"), "\(run.stderr)")
         }
     }
 

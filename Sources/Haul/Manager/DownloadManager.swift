@@ -59,6 +59,8 @@ public actor DownloadManager {
     nonisolated let directorySync = DirectorySync()
     let logger: Logger
     let managerEvents = EventBroadcaster<Event>()
+    /// The bytes this manager's downloads have received (for a service's metrics).
+    package nonisolated let receivedBytes = ByteTally()
     /// Where the manager keeps its jobs: the journal's store, or `nil` without a journal.
     let store: (any JobStore)?
     let reachability: HostReachability
@@ -429,7 +431,7 @@ public actor DownloadManager {
         let job = Job(
             core: JobCore(
                 id: request.id, url: request.url, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,
-                rateLimiter: rateLimiter, host: endpoint.key),
+                rateLimiter: rateLimiter, host: endpoint.key, receivedBytes: receivedBytes),
             request: request, paths: paths, endpoint: endpoint)
         job.core.meter.reset(completed: 0, total: request.expectedSize)
         jobs[request.id] = job

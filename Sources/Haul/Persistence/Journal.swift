@@ -29,6 +29,18 @@ public final class Journal: Sendable {
     /// The live owners other than this instance, as the `haul_alive` SQL function sees
     /// them: refreshed inside each write transaction that asks (see ``refreshLiveOwners(_:)``).
     private let liveSnapshot = NIOLockedValueBox<Set<Int64>>([])
+    /// Hears how long each of the manager's batched journal writes took (a service's metrics).
+    private let writeObserver = NIOLockedValueBox<(@Sendable (Duration) -> Void)?>(nil)
+
+    /// Calls `observer` with the duration of every batched write from now on.
+    package func observeWrites(_ observer: @escaping @Sendable (Duration) -> Void) {
+        writeObserver.withLockedValue { $0 = observer }
+    }
+
+    /// Tells the observer, if any, that a batched write took `duration`.
+    func wrote(in duration: Duration) {
+        writeObserver.withLockedValue { $0 }?(duration)
+    }
 
     /// `$XDG_STATE_HOME/haul/journal.sqlite`, else `~/.local/state/haul/journal.sqlite`; on
     /// Apple platforms `haul/journal.sqlite` in Application Support (the app's container on

@@ -86,6 +86,8 @@ final class JournalWriter: Sendable {
                 }
                 guard !batch.isEmpty else { continue }
                 do {
+                    let writeStarted = ContinuousClock.now
+                    defer { journal.wrote(in: ContinuousClock.now - writeStarted) }
                     let replies = try await journal.writer.write { db in
                         // One timestamp per batch: converting dates is not free.
                         let now = JournalDate.databaseValue(Date())

@@ -1,8 +1,8 @@
 import HTTPTypes
 package import Hummingbird
 
-/// Applies ``AccessRules`` to every request before it reaches a handler: the API needs the
-/// token or a session cookie; the dashboard's files and its sign-in need only the right
+/// Applies ``AccessRules`` to every request before it reaches a handler: the API and the
+/// metrics (`/metrics`) need the token or a session cookie; the dashboard's files and its sign-in need only the right
 /// `Host` (and `Origin`, when the browser sends one).
 @available(macOS 14, iOS 17, tvOS 17, *)
 package struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -27,7 +27,7 @@ package struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
         if path == Aria2API.path {
             // The aria2 JSON-RPC interface: the token travels inside each call.
             verdict = rules.checkRPC(host: host, origin: request.headers[.origin])
-        } else if !path.hasPrefix("/api/") || path == "/api/v1/session" {
+        } else if (!path.hasPrefix("/api/") && path != MetricsAPI.path) || path == "/api/v1/session" {
             verdict = rules.check(host: host, origin: request.headers[.origin])
         } else {
             verdict = rules.check(

@@ -19,6 +19,7 @@ package enum ServiceRouter {
         SyncsAPI(core: core).addRoutes(to: api)
         EventsAPI(core: core).addRoutes(to: api)
         ClusterAPI(core: core).addRoutes(to: api)
+        MetricsAPI(core: core).addRoutes(to: router)
         Aria2API(rpc: rpc ?? Aria2RPC(core: core, rules: rules), rules: rules).addRoutes(to: router)
         dashboard.addRoutes(to: router)
         return router

@@ -12,6 +12,8 @@ package final class ServiceCore: Sendable {
     package let journal: Journal
     package let hub: EventHub
     package let sessions: Sessions
+    /// The service's metrics (`GET /metrics`).
+    package let metrics = ServiceMetrics()
     /// The shared queue on PostgreSQL whose jobs and workers the service shows and
     /// controls (`haul serve --queue`); `nil` without one.
     package let cluster: ClusterCore?
@@ -171,5 +173,16 @@ extension ServiceAction {
         case .cancel: .cancelled
         case .priority, .rateLimit, .sources: nil
         }
+    }
+}
+
+extension ServiceCore {
+    /// The metrics in Prometheus' text format, with the values read now.
+    package func renderMetrics() async -> [UInt8] {
+        var snapshot = ServiceMetrics.Snapshot()
+        snapshot.progress = await manager.progress
+        snapshot.receivedBytes = manager.receivedBytes.total
+        snapshot.streamClients = await hub.clientCount
+        return metrics.render(snapshot)
     }
 }
