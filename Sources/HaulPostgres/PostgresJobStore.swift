@@ -719,7 +719,8 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    package func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?) {
+    /// (The queue keeps the name the job was given: `path` adds nothing to it.)
+    package func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?) {
         let key = id.rawValue
         let owner = self.owner
         guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }

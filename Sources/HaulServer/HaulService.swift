@@ -28,6 +28,11 @@ package enum HaulService {
         /// Programs run after each download ends (`--on-complete`, `--on-error`): set by
         /// whoever starts the service, never through its API.
         package var hooks = CompletionHooks()
+        /// Receivers of a signed `POST` for each download end (`--webhook`), which ends,
+        /// and the secret the bodies are signed with (`--webhook-secret-file`).
+        package var webhooks: [String] = []
+        package var webhookKinds: Set<Journal.Outbox.Kind> = [.completed, .failed]
+        package var webhookSecret: [UInt8] = []
         /// The per-host cap; `nil` for the default (6), which does not cap a download's
         /// connections (see ``connections``).
         package var perHost: Int?
@@ -165,7 +170,25 @@ package enum HaulService {
         // Every download's end in the log, until the manager shuts down.
         let downloadEvents = manager.events(includingProgress: false)
         let metrics = core.metrics
-        journal.observeWrites { metrics.journalWrote(in: $0) }
+        // Webhooks: the ends are written to the journal's outbox with the ends themselves;
+        // the delivery looks again after every batched write, and at start for what an
+        // earlier run left.
+        let delivery: WebhookDelivery?
+        if options.webhooks.isEmpty {
+            journal.outbox = nil
+            delivery = nil
+        } else {
+            journal.outbox = Journal.Outbox(targets: options.webhooks, kinds: options.webhookKinds)
+            delivery = WebhookDelivery(
+                journal: journal, secret: options.webhookSecret, threadPool: manager.threadPool,
+                eventLoopGroup: manager.eventLoopGroup, logger: logger)
+        }
+        journal.observeWrites { duration in
+            metrics.journalWrote(in: duration)
+            delivery?.wake()
+        }
+        let deliveries = Task { await delivery?.run() }
+        defer { deliveries.cancel() }
         let downloadLog = Task { await DownloadLog.record(downloadEvents, to: logger, metrics: metrics) }
         defer { downloadLog.cancel() }
         let hooks = options.hooks
@@ -219,6 +242,8 @@ package enum HaulService {
         try await group.run()
         await downloadLog.value
         await hookRuns.value
+        deliveries.cancel()
+        await deliveries.value
         try? FileManager.default.removeItem(atPath: files.addressPath)
     }
 }

@@ -85,6 +85,27 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
+    @Option(
+        name: .customLong("webhook"),
+        help: ArgumentHelp(
+            "A URL that gets a signed JSON POST for each download that ends (see --webhook-events), retried with backoff until it answers 2xx, even across restarts. Repeatable. Needs --webhook-secret-file.",
+            valueName: "url"))
+    var webhooks: [String] = []
+
+    @Option(
+        name: .customLong("webhook-secret-file"),
+        help: ArgumentHelp(
+            "A file (readable by you only) whose content signs each webhook body: X-Haul-Signature-256: sha256=HMAC-SHA256(secret, body).",
+            valueName: "file"))
+    var webhookSecretFile: String?
+
+    @Option(
+        name: .customLong("webhook-events"),
+        help: ArgumentHelp(
+            "Which ends send a webhook, comma-separated: completed, failed, paused (a person's pause). (default: completed,failed)",
+            valueName: "events"))
+    var webhookEvents = "completed,failed"
+
     /// The service's options, once `validate()` has checked them.
     @Derived var options: HaulService.Options?
 
@@ -125,6 +146,7 @@ struct Serve: AsyncParsableCommand {
         try network.apply(to: &options.network)
         options.queue = try queueOptions.address(fromEnvironment: true)
         options.hooks = hookOptions.$hooks
+        try applyWebhooks(to: &options)
         self.options = options
     }
 
@@ -144,6 +166,44 @@ struct Serve: AsyncParsableCommand {
             Console.err("haul serve: \(error.description)\n")
             throw ExitCode.failure
         }
+    }
+
+    /// Checks `--webhook`, `--webhook-secret-file` and `--webhook-events` into `options`.
+    private func applyWebhooks(to options: inout HaulService.Options) throws {
+        guard !webhooks.isEmpty else {
+            if webhookSecretFile != nil { throw ValidationError("--webhook-secret-file needs --webhook.") }
+            return
+        }
+        for webhook in webhooks {
+            guard let url = URL(string: webhook), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+                url.host?.isEmpty == false
+            else { throw ValidationError("--webhook takes an http or https URL: '\(webhook)'.") }
+        }
+        guard let webhookSecretFile else {
+            throw ValidationError("--webhook needs --webhook-secret-file FILE: the secret each body is signed with.")
+        }
+        var info = stat()
+        guard stat(webhookSecretFile, &info) == 0, let data = FileManager.default.contents(atPath: webhookSecretFile) else {
+            throw ValidationError("--webhook-secret-file: cannot read \(webhookSecretFile).")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw ValidationError(
+                "--webhook-secret-file: \(webhookSecretFile) can be read by others: make it readable by you only (chmod 600).")
+        }
+        var secret = Array(data)
+        while let last = secret.last, last == UInt8(ascii: "\n") || last == UInt8(ascii: "\r") { secret.removeLast() }
+        guard !secret.isEmpty else { throw ValidationError("--webhook-secret-file: \(webhookSecretFile) is empty.") }
+        var kinds: Set<Journal.Outbox.Kind> = []
+        for name in webhookEvents.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            guard let kind = Journal.Outbox.Kind(rawValue: name) else {
+                throw ValidationError("--webhook-events takes completed, failed and paused: '\(name)'.")
+            }
+            kinds.insert(kind)
+        }
+        guard !kinds.isEmpty else { throw ValidationError("--webhook-events names no event.") }
+        options.webhooks = webhooks
+        options.webhookKinds = kinds
+        options.webhookSecret = secret
     }
 
     /// `host:port`, with IPv6 hosts in brackets.

@@ -32,7 +32,7 @@ enum StoreConformance {
         #expect(running?.bytesCommitted == 1000)
         #expect(running?.owner == (try a.ownerToken()))
         try await a.confirmCompletion(job.jobID, bytes: 4000)
-        a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, file: nil)
+        a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, path: nil, file: nil)
         await a.flush()
         let done = try await a.watch([job.jobID]).rows[job.jobID]
         #expect(done?.state == .completed)

@@ -190,7 +190,8 @@ extension DownloadManager {
             finished.totalBytes = (finished.totalBytes ?? 0) + result.byteCount
             if !journaled {
                 store?.recordCompleted(
-                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, file: file)
+                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, path: result.fileURL?.path,
+                    file: file)
             }
         case .failure(let error):
             finished.failed += 1

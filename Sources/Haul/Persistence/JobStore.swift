@@ -99,8 +99,10 @@ package protocol JobStore: AnyObject, Sendable {
     /// Job `id` failed with `error`. A store may decide to try it again later (the shared
     /// queue's retries with backoff); the journal records it as failed.
     func recordFailed(_ id: DownloadID, _ error: DownloadError)
-    /// Job `id` completed: `bytes` bytes, saved to `file`, from `finalURL`. Gives up its ownership.
-    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?)
+    /// Job `id` completed: `bytes` bytes, saved at `path` (a file destination), from
+    /// `finalURL`; `file` describes it for revalidation, when it had a validator. Gives up
+    /// its ownership.
+    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?)
     /// The first `bytes` bytes of job `id`'s partial file are on stable storage.
     func recordCheckpoint(
         _ id: DownloadID, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)

@@ -115,6 +115,28 @@ extension Journal {
                 table.add(column: "location", .text)
             }
         }
+        migrator.registerMigration("v10: webhook outbox") { db in
+            // The webhooks a service owes (`haul serve --webhook`): one row per download end
+            // and receiver, written in the transaction that records the end, deleted once
+            // the receiver has taken it. What the body says is kept here, as it was then.
+            try db.create(table: "outbox") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("eventID", .text).notNull()
+                table.column("target", .text).notNull()
+                table.column("jobID", .text).notNull()
+                table.column("kind", .text).notNull()
+                table.column("url", .text).notNull()
+                table.column("path", .text)
+                table.column("bytes", .integer)
+                table.column("errorCode", .text)
+                table.column("error", .text)
+                table.column("createdAt", .datetime).notNull()
+                table.column("attempts", .integer).notNull().defaults(to: 0)
+                table.column("nextAttemptAt", .datetime).notNull()
+                table.column("lastError", .text)
+            }
+            try db.create(index: "outbox_due", on: "outbox", columns: ["nextAttemptAt"])
+        }
         return migrator
     }
 }

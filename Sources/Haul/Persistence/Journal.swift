@@ -29,6 +29,8 @@ public final class Journal: Sendable {
     /// The live owners other than this instance, as the `haul_alive` SQL function sees
     /// them: refreshed inside each write transaction that asks (see ``refreshLiveOwners(_:)``).
     private let liveSnapshot = NIOLockedValueBox<Set<Int64>>([])
+    /// The receivers of webhooks for download ends (see ``outbox``).
+    let outboxBox = NIOLockedValueBox<Outbox?>(nil)
     /// Hears how long each of the manager's batched journal writes took (a service's metrics).
     private let writeObserver = NIOLockedValueBox<(@Sendable (Duration) -> Void)?>(nil)
 

@@ -131,8 +131,8 @@ final class JournalStore: JobStore {
         recordState(id, .failed, errorCode: error.code.description, error: error.message)
     }
 
-    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, file: CompletedFile?) {
-        writer.submit(.completed(id: id.rawValue, bytes: bytes, finalURL: finalURL, file: file))
+    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?) {
+        writer.submit(.completed(id: id.rawValue, bytes: bytes, finalURL: finalURL, path: path, file: file))
     }
 
     func recordCheckpoint(

@@ -16,7 +16,7 @@ final class JournalWriter: Sendable {
         case claim(JobRecord, owner: Int64, force: Bool, reply: @Sendable (Result<JobClaim, DownloadError>) -> Void)
         case started(id: String, owner: Int64)
         case state(id: String, JobState, errorCode: String?, error: String?)
-        case completed(id: String, bytes: Int64, finalURL: String, file: CompletedFile?)
+        case completed(id: String, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?)
         /// `bytes` are on stable storage.
         case checkpoint(id: String, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
         case attempt(id: String, Int)
@@ -30,7 +30,7 @@ final class JournalWriter: Sendable {
         /// The job a fenced write is about.
         var jobID: String? {
             switch self {
-            case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _),
+            case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _, _),
                 .checkpoint(let id, _, _, _, _, _), .attempt(let id, _), .sources(let id, _, _):
                 id
             case .claim, .clearCommand, .release: nil
@@ -95,16 +95,17 @@ final class JournalWriter: Sendable {
                         var live: [Int64: JournalOwner]?
                         var lost: [DownloadID] = []
                         let me = journal.owners.token
+                        let outbox = journal.outbox
                         for operation in Self.coalesced(batch) {
                             if case .claim(let record, let owner, let force, let reply) = operation {
                                 let owners = live ?? journal.refreshLiveOwners(db)
                                 live = owners
                                 let claim = try Self.claim(record, owner: owner, force: force, live: owners, in: db)
                                 replies.append { reply(.success(claim)) }
-                            } else if try !Self.apply(operation, me: me, in: db, now: now),
-                                let id = operation.jobID
-                            {
-                                lost.append(DownloadID(id))
+                            } else if try !Self.apply(operation, me: me, in: db, now: now) {
+                                if let id = operation.jobID { lost.append(DownloadID(id)) }
+                            } else if let outbox {
+                                try Self.enqueueWebhooks(for: operation, outbox: outbox, in: db, now: now)
                             }
                         }
                         if !lost.isEmpty { refused(lost) }
@@ -196,7 +197,7 @@ final class JournalWriter: Sendable {
     /// writes everything its start and checkpoints would have.
     static func coalesced(_ batch: [Operation]) -> [Operation] {
         var completed: Set<String> = []
-        for case .completed(let id, _, _, _) in batch { completed.insert(id) }
+        for case .completed(let id, _, _, _, _) in batch { completed.insert(id) }
         guard !completed.isEmpty else { return batch }
         var result: [Operation] = []
         result.reserveCapacity(batch.count)
@@ -205,7 +206,7 @@ final class JournalWriter: Sendable {
             switch operation {
             case .started(let id, _), .checkpoint(let id, _, _, _, _, _):
                 if completed.contains(id), !seenCompletion.contains(id) { continue }
-            case .completed(let id, _, _, _):
+            case .completed(let id, _, _, _, _):
                 seenCompletion.insert(id)
             default:
                 break
@@ -236,7 +237,7 @@ final class JournalWriter: Sendable {
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
                     WHERE id = ? AND owner = ?
                     """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id, me])
-        case .completed(let id, let bytes, let finalURL, let file):
+        case .completed(let id, let bytes, let finalURL, _, let file):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
@@ -278,6 +279,41 @@ final class JournalWriter: Sendable {
         switch operation {
         case .started, .state, .completed, .checkpoint, .attempt: return db.changesCount > 0
         default: return true
+        }
+    }
+
+    /// Adds a webhook per receiver of `outbox` for the end `operation` recorded (a
+    /// completion, a failure, or a person's pause when the outbox takes pauses), in the same
+    /// transaction, with what its body will say.
+    static func enqueueWebhooks(for operation: Operation, outbox: Journal.Outbox, in db: Database, now: DatabaseValue)
+        throws
+    {
+        let id: String
+        let kind: Journal.Outbox.Kind
+        var path: String?
+        var bytes: Int64?
+        var errorCode: String?
+        var error: String?
+        switch operation {
+        case .completed(let job, let count, _, let saved, _):
+            (id, kind, path, bytes) = (job, .completed, saved, count)
+        case .state(let job, .failed, let code, let message):
+            (id, kind, errorCode, error) = (job, .failed, code, message)
+        case .state(let job, .paused, let code, let message) where code != Journal.shutdownCode:
+            (id, kind, errorCode, error) = (job, .paused, code, message)
+        default:
+            return
+        }
+        guard outbox.kinds.contains(kind) else { return }
+        for target in outbox.targets {
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO outbox (eventID, target, jobID, kind, url, path, bytes, errorCode, error, createdAt,
+                        nextAttemptAt)
+                    SELECT ?, ?, id, ?, url, ?, ?, ?, ?, ?, ? FROM job WHERE id = ?
+                    """
+            ).execute(
+                arguments: [UUID().uuidString.lowercased(), target, kind.rawValue, path, bytes, errorCode, error, now, now, id])
         }
     }
 
