@@ -46,6 +46,9 @@ public struct PieceChecksums: Sendable, Hashable {
 
     /// Whether the checksums fit a content of `total` bytes: one digest per piece.
     package func fits(total: Int64) -> Bool {
-        Int64(hashes.count) == (total + length - 1) / length
+        // (Pieces of a size near Int64.max: `total + length - 1` would overflow.)
+        guard total >= 0, length > 0 else { return false }
+        let pieces = total / length + (total % length == 0 ? 0 : 1)
+        return Int64(hashes.count) == pieces
     }
 }

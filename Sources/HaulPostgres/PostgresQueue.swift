@@ -242,9 +242,9 @@ public struct QueueRequest: Sendable, Hashable {
     public var maxAttempts: Int
     var options: Options
 
-    /// A request for `url`. `checksum` is `ALGORITHM=HEX`; `headers` must not hold
-    /// credentials (`Authorization`, `Cookie`): the queue stores them in the clear, so it
-    /// refuses them.
+    /// A request for `url`. `checksum` is `ALGORITHM=HEX`; neither `url` (a user and
+    /// password) nor `headers` (`Authorization`, `Cookie`) may hold credentials: the queue
+    /// stores them in the clear, so it refuses them.
     public init(
         url: URL, id: String? = nil, name: String? = nil, priority: Int = 0, expectedSize: Int64? = nil,
         checksum: String? = nil, headers: [(name: String, value: String)] = [], maxBytesPerSecond: Int? = nil,
@@ -253,6 +253,15 @@ public struct QueueRequest: Sendable, Hashable {
     ) throws(QueueError) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw QueueError("'\(url.absoluteString)' is not an http or https URL")
+        }
+        guard url.user == nil, url.password == nil else {
+            throw QueueError(
+                "\(scheme)://\(url.host ?? "")/…: a user and password in the URL: the shared queue stores URLs in the clear, so it does not take credentials (give the workers a netrc file)"
+            )
+        }
+        // PostgreSQL's text holds no NUL.
+        for text in [url.absoluteString, id ?? "", name ?? ""] where text.contains("\u{0}") {
+            throw QueueError("a job's URL, ID and name must not hold a NUL character")
         }
         for mirror in mirrors {
             guard let scheme = mirror.scheme?.lowercased(), scheme == "http" || scheme == "https", mirror.host != nil,

@@ -283,6 +283,24 @@ struct ClusterAPITests {
             #expect(gone.status == .notFound)
             #expect(try API.errorCode(gone) == "notFound")
             #expect(try await queue.jobs().count == 1)
+
+            // A NUL, which PostgreSQL's text cannot hold, is the request's fault, not the
+            // database's (503): a 404 in an ID, a 400 in a search (schemathesis found both)
+            let nul = "/api/v1/cluster/jobs/a%00b"
+            #expect(try await client.execute(uri: nul, method: .get, headers: API.headers).status == .notFound)
+            #expect(try await Self.patch(client, nul, #"{"state": "paused"}"#).status == .notFound)
+            #expect(try await Self.post(client, nul + "/retry").status == .notFound)
+            #expect(try await client.execute(uri: nul, method: .delete, headers: API.headers).status == .notFound)
+            let search = try await client.execute(uri: "/api/v1/cluster/jobs?q=a%00b", method: .get, headers: API.headers)
+            #expect(search.status == .badRequest)
+            #expect(try API.errorCode(search) == "invalidField")
+            // A password in a URL is refused as the headers' credentials are: the queue keeps them in the clear
+            let secret = try await Self.post(
+                client, "/api/v1/cluster/jobs", #"{"jobs": [{"url": "http://user:hunter2@files.example/s"}]}"#)
+            #expect(secret.status == .badRequest)
+            #expect(String(buffer: secret.body).contains("does not take credentials"))
+            #expect(!String(buffer: secret.body).contains("hunter2"))
+            #expect(try await queue.jobs().count == 1)
         }
     }
 

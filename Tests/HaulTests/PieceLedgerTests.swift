@@ -73,6 +73,11 @@ struct PieceLedgerTests {
         #expect(checksums.fits(total: 300))
         #expect(!checksums.fits(total: 301))
         #expect(!checksums.fits(total: 200))
+        // Sizes near Int64.max do not overflow (an API body's expectedSize once crashed the service)
+        #expect(!checksums.fits(total: .max))
+        #expect(!(try Self.checksums(count: 1, length: 2)).fits(total: .max))
+        #expect(try Self.checksums(count: 1, length: .max).fits(total: .max))
+        #expect(!checksums.fits(total: -1))
         #expect(throws: DownloadError.self) { try PieceChecksums(.sha256, length: 10, hashes: ["ab"]) }
         #expect(throws: DownloadError.self) { try PieceChecksums(.sha1, length: 0, hashes: [String(repeating: "a", count: 40)]) }
     }

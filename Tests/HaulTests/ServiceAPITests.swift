@@ -154,6 +154,36 @@ struct ServiceAPITests {
         }
     }
 
+    /// Sizes are what a client or a server claims: two of Int64.max each once overflowed the
+    /// sum of the manager's progress and crashed the service at its next stats tick, and
+    /// again at every restart (the journal resumes them). schemathesis's helper found it.
+    @Test func hugeClaimedSizesDoNotOverflowTheTotals() async throws {
+        try await Self.with { client, f, _ in
+            f.serve("h", count: 1_000)
+            let gated = f.server.url("/files/h?gate=huge").absoluteString
+            let body = """
+                {"downloads": [{"url": "\(gated)&n=1", "expectedSize": 9223372036854775807},
+                               {"url": "\(gated)&n=2", "expectedSize": 9223372036854775807}]}
+                """
+            let added = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: body))
+            #expect(added.status == .created)
+            let stats = try await client.execute(uri: "/api/v1/stats", method: .get, headers: Self.headers)
+            #expect(stats.status == .ok)
+            let progress = await f.manager.progress
+            #expect(progress.totalBytes == .max)
+            f.server.release("huge")
+            // And a piece list that cannot fit such a size is refused, not a crash
+            let pieces = """
+                {"downloads": [{"url": "\(gated)&n=3", "expectedSize": 9223372036854775807,
+                  "pieces": {"algorithm": "md5", "length": 2, "hashes": ["00000000000000000000000000000000"]}}]}
+                """
+            let refused = try await client.execute(
+                uri: "/api/v1/downloads", method: .post, headers: Self.headers, body: ByteBuffer(string: pieces))
+            #expect(refused.status == .badRequest)
+        }
+    }
+
     @Test func unknownIDIs404() async throws {
         try await Self.with { client, _, _ in
             let response = try await client.execute(uri: "/api/v1/downloads/nope", method: .get, headers: Self.headers)

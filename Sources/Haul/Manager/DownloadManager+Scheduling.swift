@@ -186,8 +186,8 @@ extension DownloadManager {
         switch outcome {
         case .success(let result):
             finished.completed += 1
-            finished.completedBytes += result.byteCount
-            finished.totalBytes = (finished.totalBytes ?? 0) + result.byteCount
+            finished.completedBytes = Self.saturatingSum(finished.completedBytes, result.byteCount)
+            finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
             if !journaled {
                 store?.recordCompleted(
                     job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, path: result.fileURL?.path,

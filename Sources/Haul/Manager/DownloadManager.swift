@@ -529,10 +529,11 @@ public actor DownloadManager {
         var knownTotal: Int64? = finished.totalBytes ?? 0
         for job in jobs.values {
             let progress = job.core.meter.snapshot()
-            total.completedBytes += progress.completedBytes
+            // Sizes are what requests and servers claim, up to Int64.max each: sums saturate.
+            total.completedBytes = Self.saturatingSum(total.completedBytes, progress.completedBytes)
             total.bytesPerSecond += progress.bytesPerSecond
             if let size = progress.totalBytes, let sum = knownTotal {
-                knownTotal = sum + size
+                knownTotal = Self.saturatingSum(sum, size)
             } else {
                 knownTotal = nil
             }
@@ -548,6 +549,12 @@ public actor DownloadManager {
         }
         total.totalBytes = knownTotal
         return total
+    }
+
+    /// `a + b`, or `Int64.max` where that overflows.
+    static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? .max : sum
     }
 
     /// IDs of the downloads that are queued, running, waiting or paused in this manager.

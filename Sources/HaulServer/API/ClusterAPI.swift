@@ -99,7 +99,11 @@ package struct ClusterAPI: Sendable {
             }
             query.states = states
         }
-        if let text = parameters["q"].map(String.init), !text.isEmpty { query.text = text }
+        if let text = parameters["q"].map(String.init), !text.isEmpty {
+            // PostgreSQL's text holds no NUL: such a search would be the database's error.
+            guard !text.contains("\u{0}") else { throw APIError.invalid("q", "must not hold a NUL character") }
+            query.text = text
+        }
         let ordering = try DownloadsAPI.ordering(parameters, as: QueueJobQuery.Sort.self)
         if let sort = ordering.sort { query.sort = sort }
         if let descending = ordering.descending { query.descending = descending }
@@ -189,9 +193,12 @@ package struct ClusterAPI: Sendable {
         APIError(.conflict, code: "conflict", message: "job \(job.id) is \(job.state): it \(what)")
     }
 
-    /// The `{id}` of the path, percent-decoded (IDs are usually URLs).
+    /// The `{id}` of the path, percent-decoded (IDs are usually URLs). No job's ID holds a
+    /// NUL (PostgreSQL's text cannot): one that does is a 404, not the database's error.
     static func key(_ context: some RequestContext) throws -> String {
         let raw = try context.parameters.require("id")
-        return raw.removingPercentEncoding ?? raw
+        let key = raw.removingPercentEncoding ?? raw
+        guard !key.contains("\u{0}") else { throw APIError.notFound("job \(raw) in the shared queue") }
+        return key
     }
 }
