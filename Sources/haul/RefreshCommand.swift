@@ -25,14 +25,11 @@ struct RefreshCommand: Sendable {
 
     /// Finds `program` (a path, or a name looked up in `PATH`), or says why it cannot run.
     init(program: String, environment: [String: String], timeLimit: Duration = .seconds(60)) throws {
-        guard !program.isEmpty else { throw Failure(description: "--refresh-command needs a program.") }
-        guard let found = ChildProcess.find(program, searchPath: environment["PATH"]) else {
-            throw Failure(
-                description: program.contains("/")
-                    ? "--refresh-command: \(program) is not an executable file."
-                    : "--refresh-command: no program named \(program) in PATH.")
+        do {
+            self.program = try ChildProcess.program(program, for: "--refresh-command", searchPath: environment["PATH"])
+        } catch {
+            throw Failure(description: error.description)
         }
-        self.program = found
         self.timeLimit = timeLimit
     }
 

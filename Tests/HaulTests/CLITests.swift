@@ -533,14 +533,14 @@ final class HaulProcess: @unchecked Sendable {
     /// Starts `haul` with `arguments`; see ``Haul/run(_:input:signal:)``.
     init(
         _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
-        signal: (@Sendable (String) -> Int32?)? = nil, executable: URL = Haul.executable
+        signal: (@Sendable (String) -> Int32?)? = nil, executable: URL = Haul.executable, directory: String? = nil
     ) throws {
         let stdin = input.map { _ in ExecClosedPipe() }
         process = try ChildProcess(
             executable: executable.path, arguments: arguments, environment: environment ?? Haul.environment,
             standardInput: stdin.map { .descriptor($0.fileHandleForReading.fileDescriptor) } ?? .null,
             standardOutput: .descriptor(stdout.fileHandleForWriting.fileDescriptor),
-            standardError: .descriptor(stderr.fileHandleForWriting.fileDescriptor))
+            standardError: .descriptor(stderr.fileHandleForWriting.fileDescriptor), directory: directory)
         output = OutputCollector(signal: signal)
         let process = self.process
         let output = self.output

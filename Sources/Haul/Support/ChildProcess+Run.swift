@@ -35,6 +35,26 @@ extension ChildProcess {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
+    /// A program an option names that cannot be run.
+    package struct ProgramNotFound: Error, CustomStringConvertible, Sendable {
+        package var description: String
+    }
+
+    /// ``find(_:searchPath:)`` for the program `option` names, or a message saying why it
+    /// cannot run (`--on-error: no program named x in PATH.`).
+    package static func program(_ program: String, for option: String, searchPath: String?) throws(ProgramNotFound)
+        -> String
+    {
+        guard !program.isEmpty else { throw ProgramNotFound(description: "\(option) needs a program.") }
+        guard let found = find(program, searchPath: searchPath) else {
+            throw ProgramNotFound(
+                description: program.contains("/")
+                    ? "\(option): \(program) is not an executable file."
+                    : "\(option): no program named \(program) in PATH.")
+        }
+        return found
+    }
+
     /// Runs `executable` with `arguments` and `environment`, standard input from
     /// `/dev/null`, until it ends or `timeLimit` passes (then `SIGKILL`).
     ///

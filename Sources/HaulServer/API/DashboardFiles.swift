@@ -34,6 +34,9 @@ package struct DashboardFiles: Sendable {
     /// Whether the dashboard's files were found.
     package var isAvailable: Bool { files["index.html"] != nil }
 
+    /// The API's OpenAPI document, `openapi.json` among the dashboard's files.
+    package static let openAPIName = "openapi.json"
+
     package func addRoutes<Context: RequestContext>(to router: Router<Context>) {
         router.get("/") { _, _ in try self.response(for: "index.html") }
         router.get("dashboard/{name}") { _, context in try self.response(for: try context.parameters.require("name")) }
@@ -67,6 +70,7 @@ package struct DashboardFiles: Sendable {
         case "js": "text/javascript; charset=utf-8"
         case "css": "text/css; charset=utf-8"
         case "svg": "image/svg+xml"
+        case "json": "application/json; charset=utf-8"
         case "png": "image/png"
         default: "application/octet-stream"
         }

@@ -3,7 +3,8 @@ package import HummingbirdWebSocket
 
 /// The service's router: the API's error bodies around everything, the access rules in
 /// front of every route, the API under `/api/v1` (with the shared queue's under
-/// `/api/v1/cluster`), aria2's JSON-RPC at `/jsonrpc`, and the dashboard at `/`.
+/// `/api/v1/cluster`, and its OpenAPI document at `/api/v1/openapi.json`), the metrics at
+/// `/metrics`, aria2's JSON-RPC at `/jsonrpc`, and the dashboard at `/`.
 @available(macOS 14, iOS 17, tvOS 17, *)
 package enum ServiceRouter {
     package static func make(
@@ -19,6 +20,8 @@ package enum ServiceRouter {
         SyncsAPI(core: core).addRoutes(to: api)
         EventsAPI(core: core).addRoutes(to: api)
         ClusterAPI(core: core).addRoutes(to: api)
+        // The API's contract (OpenAPI 3.1), kept in the repository with the dashboard's files.
+        api.get("openapi.json") { _, _ in try dashboard.response(for: DashboardFiles.openAPIName) }
         MetricsAPI(core: core).addRoutes(to: router)
         Aria2API(rpc: rpc ?? Aria2RPC(core: core, rules: rules), rules: rules).addRoutes(to: router)
         dashboard.addRoutes(to: router)

@@ -45,14 +45,11 @@ package struct CompletionHooks: Sendable {
         -> String
     {
         #if os(Linux) || os(macOS)
-        guard !program.isEmpty else { throw Failure(description: "\(option) needs a program.") }
-        guard let found = ChildProcess.find(program, searchPath: environment["PATH"]) else {
-            throw Failure(
-                description: program.contains("/")
-                    ? "\(option): \(program) is not an executable file."
-                    : "\(option): no program named \(program) in PATH.")
+        do {
+            return try ChildProcess.program(program, for: option, searchPath: environment["PATH"])
+        } catch {
+            throw Failure(description: error.description)
         }
-        return found
         #else
         throw Failure(description: "\(option): programs cannot be started on this platform.")
         #endif
