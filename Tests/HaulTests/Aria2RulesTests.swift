@@ -168,6 +168,14 @@ struct Aria2RulesTests {
             #expect(error.code == 1)
             #expect(error.message.hasPrefix("\(problem) '--\(name)'."))
         }
+        // aria2's hooks run a program: never set over RPC
+        for name in ["on-download-complete", "on-download-error", "on-download-start", "on-bt-download-complete"] {
+            guard case .failure(let error) = Aria2Options.parse(.object([name: "/bin/sh"]), index: 1) else {
+                Issue.record("\(name) was accepted")
+                continue
+            }
+            #expect(error.message.contains("set only by whoever starts haul serve"))
+        }
         guard case .failure(let unknown) = Aria2Options.parse(["no-such-option": "1"], index: 1) else {
             Issue.record("an unknown option was accepted")
             return

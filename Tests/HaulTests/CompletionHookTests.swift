@@ -1,5 +1,7 @@
+import AsyncHTTPClient
 import Foundation
 import Haul
+import NIOCore
 import HaulTestSupport
 import Testing
 
@@ -139,6 +141,21 @@ struct CompletionHookTests {
                 ["get", "--journal", journal, "-d", f.directory.path, url, "--on-complete", hook])
             #expect(refused.status != 0)
             #expect(refused.stderr.contains("give them to 'haul serve'"), "\(refused.stderr)")
+            // Nor does aria2's RPC take a program to run (the API has no field for one at all).
+            let token = try String(contentsOfFile: journal + "-serve.token", encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            var call = HTTPClientRequest(url: "http://\(service.address)/jsonrpc")
+            call.method = .POST
+            call.headers.add(name: "Content-Type", value: "application/json")
+            call.body = .bytes(
+                ByteBuffer(
+                    string: """
+                        {"jsonrpc":"2.0","id":"1","method":"aria2.addUri","params":["token:\(token)",["\(url)?rpc=1"],
+                         {"on-download-complete":"\(hook)"}]}
+                        """))
+            let answer = try await HTTPClient.shared.execute(call, timeout: .seconds(10))
+            let text = String(buffer: try await answer.body.collect(upTo: 1 << 16))
+            #expect(text.contains("set only by whoever starts haul serve"), "\(text)")
             let get = try await Haul.run(["get", "--journal", journal, "-d", f.directory.path, url])
             #expect(get.status == 0, "\(get.stderr)")
             // The service waits for its hooks before it exits.

@@ -110,6 +110,38 @@ struct WebhookTests {
         }
     }
 
+    @Test func aPersonsPauseSendsOneWhenAskedAndTheServicesStopDoesNot() async throws {
+        guard #available(macOS 14, iOS 17, tvOS 17, *) else { return }
+        try await CLIFixture.with { f, journal in
+            let secretPath = try Self.secretFile(in: f.directory, "p4use")
+            let receiver = try await WebhookReceiver.start()
+            let service = try await Service.start(
+                journal: journal, directory: f.directory.path,
+                arguments: [
+                    "--webhook", receiver.url, "--webhook-secret-file", secretPath, "--webhook-events", "paused",
+                ])
+            f.serve("p", count: 50_000)
+            f.serve("q", count: 50_000)
+            let paused = f.server.url("/files/p?gate=p").absoluteString
+            let stopped = f.server.url("/files/q?gate=p").absoluteString
+            #expect(
+                try await Haul.run(["get", "--detach", "--journal", journal, "-d", f.directory.path, paused, stopped]).status
+                    == 0)
+            await f.server.waitForGateWaiters("p", count: 2)
+            #expect(try await Haul.run(["pause", "--journal", journal, paused]).status == 0)
+            let one = await receiver.deliveries(atLeast: 1)
+            #expect(try Self.object(one[0])["type"] as? String == "download.paused")
+            #expect((try Self.object(one[0])["download"] as? [String: Any])?["id"] as? String == paused)
+            _ = await service.process.errorLine { $0.contains("webhook delivered") }
+            // The service's own stop pauses the other download: no webhook for that.
+            #expect(await service.stop() == 0)
+            f.server.release("p")
+            #expect(try Journal(path: journal).webhooksOwed() == 0)
+            #expect(await receiver.deliveries(atLeast: 1).count == 1)
+            await receiver.stop()
+        }
+    }
+
     @Test func badWebhookOptionsAreRefused() async throws {
         try await CLIFixture.with { f, journal in
             let open = f.directory.appendingPathComponent("open.secret").path

@@ -505,7 +505,10 @@ struct WorkerProcessTests {
                 ["--on-complete", hook, "--on-error", hook, "--log-format", "json", "--metrics-listen", "127.0.0.1:0"])
             try await f.waitUntil(
                 "both jobs ended", sql: "SELECT count(*) FILTER (WHERE state NOT IN ('completed', 'failed')) = 0 FROM haul_jobs")
-            // Its metrics, at the address it logged.
+            // Its metrics, at the address it logged, once the log says both ends were counted.
+            for end in ["download completed", "download failed"] {
+                _ = await worker.process.errorLine { $0.contains("\"message\":\"\(end)\"") }
+            }
             let announced = try #require(await worker.process.errorLine { $0.contains("metrics at http://") })
             let address = try #require(announced.split(separator: "http://").last?.split(separator: "/").first)
             let response = try await HTTPClient.shared.execute(
@@ -519,6 +522,7 @@ struct WorkerProcessTests {
             ] {
                 #expect(text.contains(line + "\n"), "no '\(line)' in:\n\(text)")
             }
+            #expect(!text.contains("haul_journal_write_duration_seconds"), "a worker has no journal")
             // A worker waits for its hooks before it exits.
             worker.process.send(SIGTERM)
             let run = await worker.process.wait()

@@ -102,10 +102,14 @@ final class JournalWriter: Sendable {
                                 live = owners
                                 let claim = try Self.claim(record, owner: owner, force: force, live: owners, in: db)
                                 replies.append { reply(.success(claim)) }
-                            } else if try !Self.apply(operation, me: me, in: db, now: now) {
-                                if let id = operation.jobID { lost.append(DownloadID(id)) }
-                            } else if let outbox {
-                                try Self.enqueueWebhooks(for: operation, outbox: outbox, in: db, now: now)
+                            } else {
+                                // A webhook tells of a change of state: the state before counts.
+                                let before = try outbox.flatMap { _ in try Self.stateBeforeEnd(operation, in: db) }
+                                if try !Self.apply(operation, me: me, in: db, now: now) {
+                                    if let id = operation.jobID { lost.append(DownloadID(id)) }
+                                } else if let outbox {
+                                    try Self.enqueueWebhooks(for: operation, outbox: outbox, before: before, in: db, now: now)
+                                }
                             }
                         }
                         if !lost.isEmpty { refused(lost) }
@@ -282,12 +286,24 @@ final class JournalWriter: Sendable {
         }
     }
 
+    /// The state of the job that `operation` ends (completes, fails or pauses), before it
+    /// does; `nil` for other operations.
+    static func stateBeforeEnd(_ operation: Operation, in db: Database) throws -> String? {
+        switch operation {
+        case .completed(let id, _, _, _, _), .state(let id, .failed, _, _), .state(let id, .paused, _, _):
+            try String.fetchOne(db, sql: "SELECT state FROM job WHERE id = ?", arguments: [id])
+        default:
+            nil
+        }
+    }
+
     /// Adds a webhook per receiver of `outbox` for the end `operation` recorded (a
     /// completion, a failure, or a person's pause when the outbox takes pauses), in the same
-    /// transaction, with what its body will say.
-    static func enqueueWebhooks(for operation: Operation, outbox: Journal.Outbox, in db: Database, now: DatabaseValue)
-        throws
-    {
+    /// transaction, with what its body will say. A job already in that state (`before`: a
+    /// paused job paused again as its process stops) changed nothing and sends nothing.
+    static func enqueueWebhooks(
+        for operation: Operation, outbox: Journal.Outbox, before: String?, in db: Database, now: DatabaseValue
+    ) throws {
         let id: String
         let kind: Journal.Outbox.Kind
         var path: String?
@@ -304,7 +320,7 @@ final class JournalWriter: Sendable {
         default:
             return
         }
-        guard outbox.kinds.contains(kind) else { return }
+        guard outbox.kinds.contains(kind), before != kind.rawValue else { return }
         for target in outbox.targets {
             try db.cachedStatement(
                 sql: """

@@ -100,6 +100,11 @@ package struct Aria2Options: Sendable, Equatable {
     /// `value` checked and written as aria2 reports it.
     package static func normalize(_ name: String, _ value: JSONValue) -> Result<JSONValue, Aria2Error> {
         guard known.contains(name) else { return .failure(.badOption(name, "Haul does not know this option.")) }
+        // A remote client never names a program to run: hooks come from the command line only.
+        if name.hasPrefix("on-download-") || name == "on-bt-download-complete" {
+            return .failure(
+                .badOption(name, "Programs run after downloads are set only by whoever starts haul serve (--on-complete, --on-error)."))
+        }
         if name == "header" {
             let lines: [String]
             switch value {

@@ -220,8 +220,9 @@ package enum DownloadLog {
         _ events: AsyncStream<DownloadManager.Event>, to logger: Logger, metrics: ServiceMetrics? = nil
     ) async {
         for await event in events {
-            log(event, to: logger)
+            // Counted before it is logged: a line in the log says the metrics have it.
             metrics?.count(event)
+            log(event, to: logger)
         }
     }
 

@@ -30,7 +30,8 @@ package final class ServiceMetrics: Sendable {
     private let speed: CoreMetrics.Gauge
     /// Clients following the event stream (`nil` for a worker's: it has none).
     private let streamClients: CoreMetrics.Gauge?
-    private let journalWrites: CoreMetrics.Timer
+    /// The journal's write latency (`nil` for a worker's: it writes to PostgreSQL).
+    private let journalWrites: CoreMetrics.Timer?
     /// A worker's leases (`nil` for a service's).
     private let leases: (held: CoreMetrics.Gauge, lost: CoreMetrics.Counter, rescued: CoreMetrics.Counter)?
     /// Counters by label value, made on first use.
@@ -56,7 +57,7 @@ package final class ServiceMetrics: Sendable {
         downloads = Self.states.map { ($0, Gauge(label: "haul_downloads", dimensions: [("state", $0)], factory: factory)) }
         queueDepth = Gauge(label: "haul_queue_depth", factory: factory)
         speed = Gauge(label: "haul_download_speed_bytes_per_second", factory: factory)
-        journalWrites = Timer(label: "haul_journal_write_duration_seconds", factory: factory)
+        journalWrites = worker ? nil : Timer(label: "haul_journal_write_duration_seconds", factory: factory)
         leases =
             worker
             ? (
@@ -99,7 +100,7 @@ package final class ServiceMetrics: Sendable {
     /// Records that a journal write took `duration`.
     package func journalWrote(in duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        journalWrites.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        journalWrites?.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     /// What is read when the metrics are scraped.
