@@ -58,7 +58,9 @@ extension HeavyProcessTests {
             try await CLIFixture.with { f, journal in
                 let directory = f.directory.path
                 f.serve("p", count: 40_000)
-                let service = try await ServiceProcessTests.Service.start(journal: journal, directory: directory)
+                // (at debug level the service logs each scrape, numbered: the event the test waits for)
+                let service = try await ServiceProcessTests.Service.start(
+                    journal: journal, directory: directory, arguments: ["--log-level", "debug"])
                 let url = f.server.url("/files/p").absoluteString
                 let get = try await Haul.run(["get", "--journal", journal, "-d", directory, url])
                 #expect(get.status == 0, "\(get.stderr)")
@@ -74,14 +76,13 @@ extension HeavyProcessTests {
                 let token = try String(contentsOfFile: journal + "-serve.token", encoding: .utf8)
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 let prometheus = try await PrometheusServer.start(scraping: service.address, token: token)
-                let up = try await prometheus.value(of: "up{job=\"haul\"}") { $0 == 1 }
-                #expect(up == 1, "Prometheus could not scrape the service")
-                let completed = try await prometheus.value(of: "haul_downloads_completed_total") { $0 >= 1 }
-                #expect(completed == 1)
-                let failed = try await prometheus.value(of: "haul_downloads_failed_total{code=\"httpStatus\"}") { $0 >= 1 }
-                #expect(failed == 1)
-                let bytes = try await prometheus.value(of: "haul_received_bytes_total") { $0 >= 40_000 }
-                #expect(bytes == 40_000)
+                // Two scrapes: the first one's samples are stored by the time of the second.
+                let second = await service.process.errorLine { $0.contains("metrics scraped") && $0.contains("scrape: 2") }
+                #expect(second != nil, "Prometheus did not scrape the service twice: \(service.process.errorText)")
+                #expect(try await prometheus.query("up{job=\"haul\"}") == 1, "Prometheus could not scrape the service")
+                #expect(try await prometheus.query("haul_downloads_completed_total") == 1)
+                #expect(try await prometheus.query("haul_downloads_failed_total{code=\"httpStatus\"}") == 1)
+                #expect(try await prometheus.query("haul_received_bytes_total") == 40_000)
                 await prometheus.stop()
                 #expect(await service.stop() == 0)
             }

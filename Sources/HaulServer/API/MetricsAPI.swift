@@ -15,7 +15,11 @@ package struct MetricsAPI: Sendable {
     }
 
     package func addRoutes<Context: RequestContext>(to router: Router<Context>) {
-        router.get("metrics") { _, _ in Self.response(await self.core.renderMetrics()) }
+        router.get("metrics") { _, context in
+            let text = await self.core.renderMetrics()
+            context.logger.debug("metrics scraped", metadata: ["scrape": "\(self.core.metrics.scrapeCount)"])
+            return Self.response(text)
+        }
     }
 
     /// A response carrying `text` in Prometheus' text exposition format, version 0.0.4.

@@ -36,6 +36,8 @@ package final class ServiceMetrics: Sendable {
     private let leases: (held: CoreMetrics.Gauge, lost: CoreMetrics.Counter, rescued: CoreMetrics.Counter)?
     /// Counters by label value, made on first use.
     private let labelled = NIOLockedValueBox<[String: CoreMetrics.Counter]>([:])
+    /// How many times the metrics were rendered (scraped).
+    private let scrapes = NIOLockedValueBox(0)
     /// The totals the counters read when scraped were last brought to.
     private let reported = NIOLockedValueBox((received: Int64(0), lost: 0, rescued: 0))
 
@@ -117,8 +119,12 @@ package final class ServiceMetrics: Sendable {
         package init() {}
     }
 
+    /// How many times ``render(_:)`` has run.
+    package var scrapeCount: Int { scrapes.withLockedValue { $0 } }
+
     /// The metrics in Prometheus' text format, with `snapshot`'s values.
     package func render(_ snapshot: Snapshot) -> [UInt8] {
+        scrapes.withLockedValue { $0 += 1 }
         let progress = snapshot.progress
         let counts = [progress.queued, progress.running, progress.paused, progress.waiting]
         for (index, (_, gauge)) in downloads.enumerated() { gauge.record(counts[index]) }

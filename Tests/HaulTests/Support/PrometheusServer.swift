@@ -6,7 +6,8 @@ import NIOCore
 /// A real Prometheus (Debian's `prometheus` package) for the metrics test: started on a
 /// free port of 127.0.0.1 with a storage directory of its own, scraping one target every
 /// second with a bearer token read from a file, and stopped afterwards. Its HTTP API
-/// answers ``query(_:)``.
+/// answers ``query(_:)``: once the target has seen two scrapes, the first one's samples
+/// are there.
 ///
 /// Prometheus is `/usr/bin/prometheus`, else the first on `PATH`; without one,
 /// ``isAvailable`` is false.
@@ -86,12 +87,13 @@ final class PrometheusServer: Sendable {
                     if text.contains("address already in use") { break }
                     throw Failure.failedToStart(text)
                 }
+                // (each check is a request to it, which waits for its answer)
                 if await server.isReady() { return server }
                 if ContinuousClock.now > deadline {
                     await server.stop()
                     throw Failure.failedToStart("not ready after 30 s")
                 }
-                try await Task.sleep(for: .milliseconds(50))
+                await Task.yield()
             }
             lastFailure = .failedToStart("the port was taken")
             try? FileManager.default.removeItem(at: directory)
@@ -121,19 +123,6 @@ final class PrometheusServer: Sendable {
             value.count == 2, let text = value[1] as? String
         else { return nil }
         return Double(text)
-    }
-
-    /// Waits until `expression` has a sample that `accepts` (Prometheus scrapes every
-    /// second; there is no event to wait on but its answer), up to `limit`.
-    func value(of expression: String, within limit: Duration = .seconds(60), where accepts: (Double) -> Bool) async throws
-        -> Double?
-    {
-        let deadline = ContinuousClock.now + limit
-        while ContinuousClock.now < deadline {
-            if let value = try await query(expression), accepts(value) { return value }
-            try await Task.sleep(for: .milliseconds(250))
-        }
-        return try await query(expression)
     }
 
     func stop() async {
