@@ -84,7 +84,7 @@ public final class QueueWorker: Service, Sendable {
         statistics.leasesHeld = currentStore.withLockedValue { $0 }?.held.count ?? 0
         if let manager = current.withLockedValue({ $0 }) {
             statistics.progress = await manager.progress
-            statistics.receivedBytes = manager.receivedBytes.total + finishedBytes.withLockedValue { $0 }
+            statistics.receivedBytes = await manager.receivedBytes + finishedBytes.withLockedValue { $0 }
         } else {
             statistics.receivedBytes = finishedBytes.withLockedValue { $0 }
         }
@@ -158,7 +158,7 @@ public final class QueueWorker: Service, Sendable {
         await forwarding.value
         current.withLockedValue { $0 = nil }
         currentStore.withLockedValue { $0 = nil }
-        let received = manager.receivedBytes.total
+        let received = await manager.receivedBytes
         finishedBytes.withLockedValue { $0 += received }
         // In a task of its own: this one may be cancelled, which would cancel the query.
         let queue = self.queue

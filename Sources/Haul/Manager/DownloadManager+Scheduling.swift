@@ -179,6 +179,7 @@ extension DownloadManager {
     ) {
         job.lifecycle.finish()
         jobs[job.id] = nil
+        receivedByEnded = Self.saturatingSum(receivedByEnded, job.core.meter.bytesTransferred)
         let limit = job.core.currentLimit
         rateLimiter.forget(job.id)
         if let paths = job.paths, jobsByPath[paths.partial] == job.id { jobsByPath[paths.partial] = nil }

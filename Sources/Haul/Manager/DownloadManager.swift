@@ -59,8 +59,8 @@ public actor DownloadManager {
     nonisolated let directorySync = DirectorySync()
     let logger: Logger
     let managerEvents = EventBroadcaster<Event>()
-    /// The bytes this manager's downloads have received (for a service's metrics).
-    package nonisolated let receivedBytes = ByteTally()
+    /// The bytes received by the downloads that have left this manager (see ``receivedBytes``).
+    var receivedByEnded: Int64 = 0
     /// Where the manager keeps its jobs: the journal's store, or `nil` without a journal.
     let store: (any JobStore)?
     let reachability: HostReachability
@@ -431,7 +431,7 @@ public actor DownloadManager {
         let job = Job(
             core: JobCore(
                 id: request.id, url: request.url, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,
-                rateLimiter: rateLimiter, host: endpoint.key, receivedBytes: receivedBytes),
+                rateLimiter: rateLimiter, host: endpoint.key),
             request: request, paths: paths, endpoint: endpoint)
         job.core.meter.reset(completed: 0, total: request.expectedSize)
         jobs[request.id] = job
@@ -555,6 +555,13 @@ public actor DownloadManager {
     static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
         let (sum, overflow) = a.addingReportingOverflow(b)
         return overflow ? .max : sum
+    }
+
+    /// The bytes this manager's downloads have received from servers (for a service's
+    /// metrics): those that ended, and what each download here now has received so far
+    /// (a meter's count only grows).
+    package var receivedBytes: Int64 {
+        jobs.values.reduce(receivedByEnded) { Self.saturatingSum($0, $1.core.meter.bytesTransferred) }
     }
 
     /// IDs of the downloads that are queued, running, waiting or paused in this manager.

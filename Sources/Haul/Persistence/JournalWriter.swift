@@ -87,7 +87,6 @@ final class JournalWriter: Sendable {
                 guard !batch.isEmpty else { continue }
                 do {
                     let writeStarted = ContinuousClock.now
-                    defer { journal.wrote(in: ContinuousClock.now - writeStarted) }
                     let replies = try await journal.writer.write { db in
                         // One timestamp per batch: converting dates is not free.
                         let now = JournalDate.databaseValue(Date())
@@ -115,6 +114,7 @@ final class JournalWriter: Sendable {
                         if !lost.isEmpty { refused(lost) }
                         return replies
                     }
+                    journal.wrote(in: ContinuousClock.now - writeStarted)
                     for reply in replies { reply() }
                 } catch {
                     logger.warning("journal write failed", metadata: ["error": "\(error)"])

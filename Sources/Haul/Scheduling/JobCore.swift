@@ -8,8 +8,6 @@ final class JobCore: Sendable {
     let id: DownloadID
     /// The request's URL, which the manager's events carry.
     let url: URL
-    /// The manager's count of the bytes its downloads received.
-    private let receivedBytes: ByteTally?
     let events = EventBroadcaster<DownloadEvent>(remembering: JobCore.currentState)
     let result = ResultBox<DownloadResult>()
     let meter = ProgressMeter()
@@ -32,9 +30,8 @@ final class JobCore: Sendable {
 
     init(
         id: DownloadID, url: URL, managerEvents: EventBroadcaster<DownloadManager.Event>, eventLoopGroup: any EventLoopGroup,
-        rateLimiter: RateLimiter? = nil, host: String = "", receivedBytes: ByteTally? = nil
+        rateLimiter: RateLimiter? = nil, host: String = ""
     ) {
-        self.receivedBytes = receivedBytes
         self.id = id
         self.url = url
         self.managerEvents = managerEvents
@@ -87,7 +84,6 @@ final class JobCore: Sendable {
     /// Counts bytes that reached the sink at `now`, emitting a progress event when one is due
     /// (now, or, for bytes that came too soon after the last one, a trailing event later).
     func received(_ count: Int, at now: ContinuousClock.Instant) {
-        receivedBytes?.add(count)
         switch meter.add(count, at: now) {
         case .none:
             break
@@ -142,18 +138,4 @@ extension DownloadEvent {
         if case .progress = self { return true }
         return false
     }
-}
-
-/// A count of bytes that only grows, safe to add to from any thread.
-package final class ByteTally: Sendable {
-    private let count = NIOLockedValueBox<Int64>(0)
-
-    package init() {}
-
-    func add(_ bytes: Int) {
-        count.withLockedValue { $0 += Int64(bytes) }
-    }
-
-    /// The bytes counted so far.
-    package var total: Int64 { count.withLockedValue { $0 } }
 }

@@ -181,7 +181,7 @@ extension ServiceCore {
     package func renderMetrics() async -> [UInt8] {
         var snapshot = ServiceMetrics.Snapshot()
         snapshot.progress = await manager.progress
-        snapshot.receivedBytes = manager.receivedBytes.total
+        snapshot.receivedBytes = await manager.receivedBytes
         snapshot.streamClients = await hub.clientCount
         return metrics.render(snapshot)
     }
