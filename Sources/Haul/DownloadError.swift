@@ -42,6 +42,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case invalidConfiguration
             case proxy
             case urlExpired
+            case objectStorage
         }
 
         let base: Base
@@ -123,6 +124,11 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// `haul get --refresh-command`, or the download added again with the new URL) and
         /// it resumes. Not retried as it is.
         public static let urlExpired = Code(base: .urlExpired)
+        /// The object store refused a request of an upload (``DownloadDestination/object(_:)``):
+        /// the message gives its own code (`AccessDenied`, `NoSuchBucket`, `BadDigest`, …)
+        /// and ``DownloadError/statusCode`` its HTTP status. Retried when the store was busy
+        /// or failed inside (5xx, `SlowDown`); the downloaded content is kept for the retry.
+        public static let objectStorage = Code(base: .objectStorage)
 
         public var description: String { base.rawValue }
 
@@ -196,7 +202,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         switch code.base {
         case .network, .timeout, .protocolViolation:
             return true
-        case .httpStatus:
+        case .httpStatus, .objectStorage:
             guard let status = statusCode else { return false }
             return status == 408 || status == 429 || (500...599).contains(status)
         default:
