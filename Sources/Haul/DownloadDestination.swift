@@ -12,4 +12,14 @@ public enum DownloadDestination: Sendable, Hashable {
     /// Memory, for small resources such as thumbnails: the body is returned as `Data`.
     /// A body larger than `limit` bytes fails with ``DownloadError/Code/tooLarge``.
     case memory(limit: Int)
+    /// An object in an S3-compatible bucket, put there once the download is complete and
+    /// verified: the object appears at its key only then (in one `PUT`, or by completing a
+    /// multipart upload whose parts survive a kill). The manager's
+    /// ``DownloadManager/Configuration/objectStorage`` says which store and credentials.
+    ///
+    /// A `key` that ends with `/` is a prefix: the object's name is then taken from the
+    /// response or the URL, as for ``directory(_:name:)``. The bytes wait in `staging`, a
+    /// local directory (created if missing, owner-only), until they are uploaded; a
+    /// resumed download continues from there.
+    case object(bucket: String, key: String, staging: URL)
 }

@@ -124,7 +124,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// `haul get --refresh-command`, or the download added again with the new URL) and
         /// it resumes. Not retried as it is.
         public static let urlExpired = Code(base: .urlExpired)
-        /// The object store refused a request of an upload (``DownloadDestination/object(_:)``):
+        /// The object store refused a request of an upload (``DownloadDestination/object(bucket:key:staging:)``):
         /// the message gives its own code (`AccessDenied`, `NoSuchBucket`, `BadDigest`, …)
         /// and ``DownloadError/statusCode`` its HTTP status. Retried when the store was busy
         /// or failed inside (5xx, `SlowDown`); the downloaded content is kept for the retry.

@@ -15,4 +15,8 @@ public struct DownloadResult: Sendable {
     /// How many bytes crossed the network in this run; less than ``byteCount`` when an
     /// earlier partial was resumed.
     public let bytesTransferred: Int64
+
+    /// Where the content went, as text: the file's path, or an object's `s3://bucket/key`;
+    /// `nil` for memory.
+    package var savedAt: String? { fileURL.map { $0.isFileURL ? $0.path : $0.absoluteString } }
 }

@@ -394,6 +394,7 @@ package final class PostgresJobStore: JobStore, Sendable {
             switch request.destination {
             case .directory(_, let name): name
             case .file(let file): file.lastPathComponent
+            case .object(_, let key, _): key.hasSuffix("/") ? nil : key.split(separator: "/").last.map(String.init)
             case .memory: nil
             }
         do {
@@ -509,6 +510,12 @@ package final class PostgresJobStore: JobStore, Sendable {
         DownloadPriority(rawValue: min(max(priority, -2), 2) + DownloadPriority.normal.rawValue) ?? .normal
     }
 
+    /// Where a job named `name` goes: the worker's directory, or its bucket under its prefix.
+    private func destination(named name: String?) -> DownloadDestination {
+        guard let bucket = settings.bucket else { return .directory(settings.directory, name: name) }
+        return .object(bucket: bucket, key: settings.keyPrefix + (name ?? ""), staging: settings.directory)
+    }
+
     /// The record a claimed row stands for, saved into the worker's directory.
     private func makeRecord(key: String, url: String, name: String?, options: String, priority: Int)
         throws(DownloadError) -> JobRecord
@@ -516,7 +523,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         guard let url = URL(string: url) else { throw .queue("\(key): the queued URL '\(url)' is not a URL") }
         let decoded = (try? JSONDecoder().decode(QueueRequest.Options.self, from: Data(options.utf8)))
         var request = DownloadRequest(
-            url: url, destination: .directory(settings.directory, name: name), id: DownloadID(key),
+            url: url, destination: destination(named: name), id: DownloadID(key),
             priority: Self.priority(fromQueue: priority), expectedSize: decoded?.expectedSize,
             checksum: try decoded?.checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
             headers: (decoded?.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })

@@ -32,8 +32,14 @@ public final class QueueWorker: Service, Sendable {
         /// `nil` for no cap. Give every worker the same value.
         public var perHost: Int?
         /// Where files go (`-d`). Workers sharing this directory (shared storage) resume one
-        /// another's partial files.
+        /// another's partial files. With ``bucket``, where objects' bytes wait until uploaded.
         public var directory: URL
+        /// The S3 bucket jobs go into instead of ``directory`` (`-d s3://bucket/prefix/`), as
+        /// objects named ``keyPrefix`` and the job's name; needs ``configuration``'s
+        /// `objectStorage`. Workers on many machines then share no disk.
+        public var bucket: String?
+        /// The start of every object's key: empty, or ending with `/`.
+        public var keyPrefix = ""
         /// How long a claim or a renewal holds a job.
         public var lease: Duration = .seconds(30)
         /// How often to look for work without a notification.

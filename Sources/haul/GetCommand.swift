@@ -57,12 +57,15 @@ struct Get: AsyncParsableCommand {
     @Option(
         name: [.customShort("d"), .customLong("dir")],
         help: ArgumentHelp(
-            "The directory to save into, created if missing. (default: the current directory)", valueName: "dir"))
+            "The directory to save into, created if missing, or an S3 prefix (s3://bucket/prefix/). (default: the current directory)",
+            valueName: "dir"))
     var directory: String?
 
     @Option(
         name: [.customShort("o"), .customLong("output")],
-        help: ArgumentHelp("The file name to save as; only with a single URL.", valueName: "name"))
+        help: ArgumentHelp(
+            "The file name to save as, or the object to store (s3://bucket/key); only with a single URL.",
+            valueName: "name"))
     var output: String?
 
     @Option(
@@ -129,7 +132,15 @@ struct Get: AsyncParsableCommand {
         let headers = try Self.parsedHeaders(self.headers, option: "--header")
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()
-        if let output, let problem = InputFile.fileNameProblem(output) {
+        let object = try objectDestination()
+        if object != nil, !backend.isJournal {
+            throw ValidationError(
+                "s3:// destinations run in this process, on the local journal: not with --queue or a running 'haul serve'.")
+        }
+        // An object's key (not a prefix) takes one URL, as -o does: its last component stands
+        // for the name in that rule.
+        let output = object.map { $0.isPrefix ? nil : $0.key.split(separator: "/").last.map(String.init) } ?? self.output
+        if object == nil, let output, let problem = InputFile.fileNameProblem(output) {
             throw ValidationError("-o '\(output)': \(problem).")
         }
         let mirrors = try self.mirrors.map { text in
@@ -160,10 +171,19 @@ struct Get: AsyncParsableCommand {
             urls: plainURLs, extra: metalinkEntries, input: input, rules: rules, more: !metalinkURLs.isEmpty)
         var batch = GetBatch(
             urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
-            output: output, checksum: checksum, mirrors: mirrors, directory: try outputDirectory(), headers: headers,
+            output: output, checksum: checksum, mirrors: mirrors,
+            directory: object == nil ? try outputDirectory() : stagingDirectory(), headers: headers,
             secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
             run: options.$settings)
+        batch.object = object
         batch.run.hooks = hookOptions.$hooks
+        if object != nil {
+            do throws(DownloadError) {
+                batch.run.configuration.objectStorage = try .fromEnvironment()
+            } catch {
+                throw ValidationError("\(error.message).")
+            }
+        }
         plan = (backend, batch, metalinkURLs, rules)
     }
 
@@ -229,6 +249,39 @@ struct Get: AsyncParsableCommand {
             }
             return (name, value)
         }
+    }
+
+    /// The object (`-o s3://bucket/key`) or prefix (`-d s3://bucket/prefix/`) to store into,
+    /// if one is named.
+    private func objectDestination() throws -> S3Location? {
+        func parsed(_ text: String, option: String) throws -> S3Location {
+            do throws(DownloadError) {
+                return try S3Location(parsing: text)
+            } catch {
+                throw ValidationError("\(option) \(text): \(error.message)")
+            }
+        }
+        if let output, output.hasPrefix("s3://") {
+            let object = try parsed(output, option: "-o")
+            guard !object.isPrefix else {
+                throw ValidationError("-o \(output) names a prefix: give the object's key, or use -d for a prefix.")
+            }
+            guard directory == nil || directory?.hasPrefix("s3://") == false else {
+                throw ValidationError("-o s3://… and -d s3://… cannot be used together.")
+            }
+            return object
+        }
+        guard let directory, directory.hasPrefix("s3://") else { return nil }
+        let prefix = try parsed(directory.hasSuffix("/") ? directory : directory + "/", option: "-d")
+        guard let output else { return prefix }
+        return try parsed(prefix.description + output, option: "-o")
+    }
+
+    /// Where objects' bytes wait until uploaded: `staging` beside the journal.
+    private func stagingDirectory() -> URL {
+        let journal = journalOptions.resolvedPath
+        return URL(fileURLWithPath: (journal as NSString).deletingLastPathComponent, isDirectory: true)
+            .appendingPathComponent("staging", isDirectory: true)
     }
 
     /// The output directory as an absolute file URL; it need not exist yet (the backend

@@ -336,7 +336,7 @@ actor ProgressRenderer {
         case .networkRestored(let host):
             line = "network restored \(url): \(host) answers again"
         case .completed(let result):
-            let path = result.fileURL?.path ?? "memory"
+            let path = result.savedAt ?? "memory"
             line = "completed \(url) -> \(path) (\(Format.bytes(result.byteCount)))"
         case .failed(let error):
             line = "failed \(url): \(error.message)"
@@ -415,7 +415,7 @@ actor ProgressRenderer {
         case .completed(let result):
             lastReported[id] = nil
             object = self.object("completed", id: id)
-            object["path"] = result.fileURL.map { .string($0.path) } ?? .null
+            object["path"] = result.savedAt.map { .string($0) } ?? .null
             object["bytes"] = .int(result.byteCount)
             object["transferred"] = .int(result.bytesTransferred)
             object["url"] = .string(result.finalURL.absoluteString)

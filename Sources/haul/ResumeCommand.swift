@@ -41,6 +41,9 @@ struct Resume: AsyncParsableCommand {
     mutating func run() async throws {
         var settings = options.$settings
         settings.hooks = hookOptions.$hooks
+        // Downloads into object storage resume with the credentials the environment gives
+        // now; without any, they fail saying so (and other downloads resume as usual).
+        settings.configuration.objectStorage = try? .fromEnvironment()
         let code = try await $backend.with { try await $0.resume(settings) }
         if code != 0 { throw ExitCode(code) }
     }

@@ -32,8 +32,16 @@ struct Worker: AsyncParsableCommand {
 
     @Option(
         name: [.customShort("d"), .customLong("directory")],
-        help: ArgumentHelp("Where files go. (default: the current directory)", valueName: "dir"))
+        help: ArgumentHelp(
+            "Where files go, or the S3 prefix objects go into (s3://bucket/prefix/). (default: the current directory)",
+            valueName: "dir"))
     var directory = "."
+
+    @Option(
+        help: ArgumentHelp(
+            "With -d s3://…: where objects' bytes wait until uploaded. (default: 'staging' beside the default journal)",
+            valueName: "dir"))
+    var staging: String?
 
     @Option(help: ArgumentHelp("How long a lease holds a job, in seconds. (default: 30)", valueName: "seconds"))
     var lease = 30
@@ -62,8 +70,30 @@ struct Worker: AsyncParsableCommand {
             throw ValidationError("--metrics-listen takes host:port, such as 127.0.0.1:9464 or [::1]:9464.")
         }
         guard let address = try queueOptions.address(required: true) else { return }
-        var settings = QueueWorker.Settings(
-            directory: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL)
+        var settings: QueueWorker.Settings
+        if directory.hasPrefix("s3://") {
+            let prefix: S3Location
+            do throws(DownloadError) {
+                prefix = try S3Location(parsing: directory.hasSuffix("/") ? directory : directory + "/")
+            } catch {
+                throw ValidationError("-d \(directory): \(error.message)")
+            }
+            let staging =
+                self.staging ?? ((Journal.defaultPath as NSString).deletingLastPathComponent as NSString)
+                .appendingPathComponent("staging")
+            settings = QueueWorker.Settings(directory: URL(fileURLWithPath: staging, isDirectory: true).standardizedFileURL)
+            settings.bucket = prefix.bucket
+            settings.keyPrefix = prefix.key
+            do throws(DownloadError) {
+                settings.configuration.objectStorage = try .fromEnvironment()
+            } catch {
+                throw ValidationError("\(error.message).")
+            }
+        } else {
+            if staging != nil { throw ValidationError("--staging goes with -d s3://bucket/prefix/ only.") }
+            settings = QueueWorker.Settings(
+                directory: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL)
+        }
         settings.slots = jobs
         settings.perHost = perHost
         settings.lease = .seconds(lease)
@@ -75,7 +105,8 @@ struct Worker: AsyncParsableCommand {
         let (backend, settings) = $plan
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
         let logger = log.logger(label: "haul.worker", name: "haul worker")
-        logger.notice("jobs of \(backend.address) into \(settings.directory.path)")
+        let target = settings.bucket.map { "s3://\($0)/\(settings.keyPrefix)" } ?? settings.directory.path
+        logger.notice("jobs of \(backend.address) into \(target)")
         let metrics = metricsListen.flatMap(Serve.parse).map { (host: $0.0, port: $0.1) }
         try await backend.work(settings, logger: logger, hooks: hookOptions.$hooks, metricsAddress: metrics)
     }

@@ -4,6 +4,7 @@ import HaulTestSupport
 import PostgresNIO
 import Testing
 
+@testable import Haul
 @testable import HaulPostgres
 
 #if canImport(Glibc)
@@ -58,7 +59,8 @@ struct WorkerProcessTests {
         func startWorker(
             directory: URL, _ extra: [String] = [], environment: [String: String]? = nil, useQueueOption: Bool = true
         ) async throws -> Worker {
-            let arguments = ["worker"] + (useQueueOption ? ["--queue", url] : []) + ["-d", directory.path] + extra
+            let target = directory.isFileURL ? directory.path : directory.absoluteString
+            let arguments = ["worker"] + (useQueueOption ? ["--queue", url] : []) + ["-d", target] + extra
             let process = try HaulProcess(arguments, environment: environment)
             processes.withLock { $0.append(process) }
             guard let line = await process.errorLine(where: { $0.contains("is listening for jobs") }),
@@ -303,6 +305,49 @@ struct WorkerProcessTests {
             Self.expectFiles(files, in: directory)
             let requests = Dictionary(grouping: f.server.requests(), by: \.path)
             #expect(requests.count == 2_000 && requests.values.allSatisfy { $0.count == 1 })
+        }
+    }
+
+    @Test(
+        "2 worker processes on one queue, into one bucket (-d s3://…/): every object right, a multipart one too, nothing staged or left unfinished",
+        .enabled(if: SeaweedFS.isAvailable, "\(SeaweedFS.skipReason)"))
+    func workersIntoOneBucket() async throws {
+        try await SeaweedFS.with { server, client in
+            try await HeavyProcessTests.ObjectStorageTests.makeBucket("fleet", client: client, server: server)
+            try await Self.with { f in
+                var files = Self.serveSmallFiles(f.server, prefix: "o", count: 60)
+                let big = FaultServer.randomBytes(count: 20_000_000, seed: 99)
+                f.server.setFile("big", big)
+                files["big"] = big
+                let list = files.keys.sorted().map { f.server.url("/files/\($0)").absoluteString }.joined(separator: "\n")
+                let input = f.root.appendingPathComponent("input.txt")
+                try Data((list + "\n").utf8).write(to: input)
+                let queued = try await Haul.run(["get", "--queue", f.url, "-i", input.path])
+                #expect(queued.status == 0, "\(queued.stderr)")
+                var workers: [Worker] = []
+                for index in 0..<2 {
+                    let staging = try f.directory("staging\(index)")
+                    workers.append(
+                        try await f.startWorker(
+                            directory: URL(string: "s3://fleet/in/")!, ["--staging", staging.path],
+                            environment: server.environment))
+                }
+                try await f.waitUntil(
+                    "every job completed", sql: "SELECT count(*) FILTER (WHERE state <> 'completed') = 0 FROM haul_jobs")
+                await f.stopWorkers()
+                var wrong: [String] = []
+                for (name, bytes) in files {
+                    let stored = try await HeavyProcessTests.ObjectStorageTests.object(
+                        "in/\(name)", bucket: "fleet", in: server, client: client)
+                    if stored != bytes { wrong.append(name) }
+                }
+                #expect(wrong.isEmpty, "wrong or missing objects: \(wrong.sorted().prefix(20))")
+                #expect(try await client.pendingUploads(S3Location(bucket: "fleet", key: "in/big")).isEmpty)
+                for index in 0..<2 {
+                    let left = try FileManager.default.contentsOfDirectory(atPath: try f.directory("staging\(index)").path)
+                    #expect(left.isEmpty, "staged files left: \(left)")
+                }
+            }
         }
     }
 

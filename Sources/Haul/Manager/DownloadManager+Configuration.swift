@@ -105,6 +105,10 @@ extension DownloadManager {
         /// (``DownloadRequest/maxBytesPerSecond``), in bytes per second; `nil` (the
         /// default) for none.
         public var maxBytesPerSecondPerDownload: Int?
+        /// The S3-compatible store that downloads with an
+        /// ``DownloadDestination/object(bucket:key:staging:)`` destination go into; `nil`
+        /// (the default) refuses such downloads.
+        public var objectStorage: ObjectStorage?
 
         /// Connections the HTTP client keeps per host: ``maxConnectionsPerHost`` when `nil`.
         /// A service whose per-host cap can be raised while it runs sets this to the

@@ -99,7 +99,7 @@ extension DownloadManager {
                 checkpointer: checkpointer, journaled: job.journaled, connections: connections),
             environment: TransferOperation.Environment(
                 clients: clients, threadPool: threadPool, directorySync: directorySync, configuration: configuration,
-                logger: logger, reachability: reachability))
+                logger: logger, reachability: reachability, objectStore: objectStore))
         job.journaled = nil
         rateLimiter.began(
             job.id, host: job.endpoint.key,
@@ -160,7 +160,18 @@ extension DownloadManager {
         let keepsPartial =
             reason == .evicted || reason == .shutdown
             || (reason == .noLongerWanted && job.request.whenAbandoned == .keepPartial)
-        if !keepsPartial, let paths = job.paths { PartialFile.remove(paths) }
+        if !keepsPartial, let paths = job.paths {
+            PartialFile.remove(paths)
+            if paths.object != nil, let store = objectStore {
+                // A cancelled object's upload is aborted: its parts never linger in the bucket.
+                let pool = threadPool
+                let id = job.id
+                uploadAborts[id] = Task {
+                    await ObjectUpload.abandon(recordPath: paths.uploadRecord, client: store, threadPool: pool)
+                    self.uploadAborts[id] = nil
+                }
+            }
+        }
         if reason == .shutdown, !wasPaused {
             // Paused by the stop, not by a person: a service resumes it when it starts again.
             record(job, .paused, errorCode: Journal.shutdownCode, error: "stopped with its process")
@@ -191,7 +202,7 @@ extension DownloadManager {
             finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
             if !journaled {
                 store?.recordCompleted(
-                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, path: result.fileURL?.path,
+                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, path: result.savedAt,
                     file: file)
             }
         case .failure(let error):

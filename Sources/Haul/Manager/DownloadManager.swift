@@ -47,6 +47,11 @@ public actor DownloadManager {
     /// The HTTP clients, one per route (direct, or through a proxy): every request asks
     /// them for its client.
     let clients: HTTPClients
+    /// The object store of ``Configuration/objectStorage``, on the same clients.
+    nonisolated let objectStore: S3Client?
+    /// Aborts of cancelled objects' uploads under way: shutting down waits for them, so a
+    /// cancelled upload's parts never outlive the process.
+    var uploadAborts: [DownloadID: Task<Void, Never>] = [:]
     /// The speed limits, shared by every transfer of this manager.
     nonisolated let rateLimiter: RateLimiter
     /// Why the configuration's trust roots or client certificate could not be loaded, if
@@ -180,9 +185,13 @@ public actor DownloadManager {
         } catch {
             self.tlsSetupError = error
         }
-        self.clients = HTTPClients(
+        let clients = HTTPClients(
             base: client, proxies: configuration.proxy, family: configuration.addressFamily,
             eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool)
+        self.clients = clients
+        self.objectStore = configuration.objectStorage.map {
+            S3Client(configuration: $0.aws, clients: clients, logger: logger)
+        }
         self.rateLimiter = RateLimiter(
             overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost,
             timerLoop: resources.eventLoopGroup.next())
@@ -241,6 +250,7 @@ public actor DownloadManager {
         }
         try checkTLSSetup()
         let validated = try ValidatedRequest(request)
+        try checkObjectStorage(validated)
         let paths = validated.paths
         if let handle = try join(request, paths: paths) { return handle }
         guard let store, var record = JobRecord(request: request, paths: paths) else {
@@ -340,6 +350,7 @@ public actor DownloadManager {
         var made: [String: ValidatedRequest] = [:]
         for request in requests {
             let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
+            try checkObjectStorage(validated)
             let paths = validated.paths
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
@@ -645,6 +656,7 @@ public actor DownloadManager {
         for task in background { task.cancel() }
         for stop in runStops { stop.finish() }
         runStops = []
+        for abort in uploadAborts.values { await abort.value }
         await reachability.shutdown()
         if let store {
             store.release()

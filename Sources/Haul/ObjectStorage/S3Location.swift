@@ -20,27 +20,27 @@ import Foundation
 /// listings cannot carry them), no leading `/`, and no `.` or `..` component (which HTTP
 /// clients and servers may remove from a path, so the key signed would not be the key
 /// stored). Empty components (`a//b`) are kept: S3 does not normalise paths.
-struct S3Location: Sendable, Hashable, CustomStringConvertible {
+package struct S3Location: Sendable, Hashable, CustomStringConvertible {
     /// The bucket.
-    let bucket: String
+    package let bucket: String
     /// The object's key; for a prefix, empty (the whole bucket) or ending with `/`.
-    let key: String
+    package let key: String
 
     /// The longest key S3 accepts, in bytes of UTF-8.
     static let maximumKeyLength = 1024
 
     /// Whether this is a prefix (a directory destination) rather than an object.
-    var isPrefix: Bool { key.isEmpty || key.hasSuffix("/") }
+    package var isPrefix: Bool { key.isEmpty || key.hasSuffix("/") }
 
     /// `s3://bucket/key`.
-    var description: String { "s3://\(bucket)/\(key)" }
+    package var description: String { "s3://\(bucket)/\(key)" }
 
     /// Parses `s3://bucket/key` (an object) or `s3://bucket/prefix/` and `s3://bucket` (a
     /// prefix). The scheme is case-insensitive.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` with a message naming the text and
     ///   the rule it breaks.
-    init(parsing text: String) throws(DownloadError) {
+    package init(parsing text: String) throws(DownloadError) {
         guard text.utf8.count > 5, text.prefix(5).lowercased() == "s3://" else {
             throw DownloadError.invalid("\(String(reflecting: text)) is not an S3 location: write s3://bucket/key")
         }
@@ -55,7 +55,7 @@ struct S3Location: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming the bucket or key and the rule
     ///   it breaks.
-    init(bucket: String, key: String) throws(DownloadError) {
+    package init(bucket: String, key: String) throws(DownloadError) {
         if let problem = Self.bucketProblem(bucket) {
             throw DownloadError.invalid("invalid S3 bucket name \(String(reflecting: bucket)): \(problem)")
         }
@@ -71,7 +71,7 @@ struct S3Location: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` when the resulting key breaks a rule,
     ///   or is itself a prefix.
-    func appending(_ name: String) throws(DownloadError) -> S3Location {
+    package func appending(_ name: String) throws(DownloadError) -> S3Location {
         guard isPrefix else { return self }
         let location = try S3Location(bucket: bucket, key: key + name)
         guard !location.isPrefix else {

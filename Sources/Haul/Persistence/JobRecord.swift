@@ -84,6 +84,11 @@ package struct JobRecord: Codable, Hashable, Sendable {
             destinationKind = "directory"
             destinationPath = directory.path
             destinationName = name
+        case .object(let bucket, let key, let staging):
+            // The staging directory rides in the name's column: an object has no file name.
+            destinationKind = "object"
+            destinationPath = "s3://\(bucket)/\(key)"
+            destinationName = staging.path
         case .memory:
             return nil
         }
@@ -150,10 +155,19 @@ package struct JobRecord: Codable, Hashable, Sendable {
     /// The request this record describes.
     package func request() throws(DownloadError) -> DownloadRequest {
         guard let url = URL(string: url) else { throw .invalid("journal entry \(id) has a bad URL '\(self.url)'") }
-        let destination: DownloadDestination =
-            destinationKind == "file"
-            ? .file(URL(fileURLWithPath: destinationPath, isDirectory: false))
-            : .directory(URL(fileURLWithPath: destinationPath, isDirectory: true), name: destinationName)
+        let destination: DownloadDestination
+        switch destinationKind {
+        case "file":
+            destination = .file(URL(fileURLWithPath: destinationPath, isDirectory: false))
+        case "object":
+            guard let location = try? S3Location(parsing: destinationPath), let staging = destinationName else {
+                throw .invalid("journal entry \(id) has a bad object destination '\(destinationPath)'")
+            }
+            destination = .object(
+                bucket: location.bucket, key: location.key, staging: URL(fileURLWithPath: staging, isDirectory: true))
+        default:
+            destination = .directory(URL(fileURLWithPath: destinationPath, isDirectory: true), name: destinationName)
+        }
         var request = DownloadRequest(
             url: url, destination: destination, id: DownloadID(id),
             priority: DownloadPriority(rawValue: priority) ?? .normal, expectedSize: expectedSize,

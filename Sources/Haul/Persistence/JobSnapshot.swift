@@ -66,6 +66,15 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         bytesPerSecond = record.state == .running ? record.bytesPerSecond : 0
         if record.destinationKind == "file" {
             destination = record.destinationPath
+        } else if record.destinationKind == "object" {
+            // The object's URL: the key, or the prefix and the name the staged file took.
+            if record.destinationPath.hasSuffix("/") {
+                let staged = String(PathText.lastComponent(record.partialPath).dropLast(PartialPaths.partialSuffix.count))
+                let name = staged.split(separator: "-", maxSplits: 2).dropFirst(2).first.map(String.init) ?? staged
+                destination = record.filePath ?? record.destinationPath + name
+            } else {
+                destination = record.destinationPath
+            }
         } else {
             let name =
                 record.destinationName

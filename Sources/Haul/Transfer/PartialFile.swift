@@ -101,6 +101,34 @@ final class PartialFile: Sendable {
         if let failure { throw .fileSystem("write", path: path, errno: failure) }
     }
 
+    /// Reads `range` of the file into one buffer (a part of an object's upload).
+    func read(_ range: Range<Int64>) throws(DownloadError) -> ByteBuffer {
+        let descriptor = try openedDescriptor()
+        let count = Int(range.count)
+        var buffer = ByteBufferAllocator().buffer(capacity: count)
+        var failure: Int32?
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { pointer in
+            var done = 0
+            while done < count {
+                let result = pread(
+                    descriptor, pointer.baseAddress! + done, count - done, off_t(range.lowerBound + Int64(done)))
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    break
+                }
+                if result == 0 { break }
+                done += result
+            }
+            return done
+        }
+        if let failure { throw .fileSystem("read", path: path, errno: failure) }
+        guard buffer.readableBytes == count else {
+            throw DownloadError(.fileSystem, "cannot read \(path): it ends before byte \(range.upperBound)")
+        }
+        return buffer
+    }
+
     /// Feeds `length` bytes of the file from `start` (the first `length` by default) to `digest`.
     func digest(into digest: ContentDigest, from start: Int64 = 0, length: Int64) throws(DownloadError) {
         guard let descriptor = openDescriptor else { return }

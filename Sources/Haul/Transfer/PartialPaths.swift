@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Where a file download keeps its partial content and resume metadata, and where it
@@ -17,16 +18,42 @@ final class PartialPaths: Hashable, Sendable {
     let partial: String
     /// The resume metadata beside it.
     let metadata: String
+    /// The object the file goes into, for an object destination: its bucket, and its key or
+    /// (ending with `/`) the prefix the response's name is appended to.
+    let object: S3Location?
+
+    /// The sidecar of an object's multipart upload (``ObjectUpload/UploadRecord``).
+    var uploadRecord: String { partial + Self.uploadSuffix }
 
     static let partialSuffix = ".haul-partial"
     static let metadataSuffix = ".haul-meta"
+    static let uploadSuffix = ".haul-upload"
 
     /// Paths for `destination`, or `nil` for memory destinations.
     init?(destination: DownloadDestination, url: URL, checkedDirectories: Set<String> = []) throws(DownloadError) {
         let baseName: String
+        var object: S3Location?
         switch destination {
         case .memory:
             return nil
+        case .object(let bucket, let key, let staging):
+            guard staging.isFileURL else { throw .invalid("staging directory \(staging) is not a directory path") }
+            let location = try S3Location(bucket: bucket, key: key)
+            object = location
+            directory = staging
+            // Named for the object, so that two objects never share a staged file; a
+            // prefix's object is named by the response, as a directory's file is.
+            let digest = SHA256.hash(data: Data("\(bucket)/\(key)".utf8)).prefix(10)
+                .map { String(format: "%02x", $0) }.joined()
+            if location.isPrefix {
+                fixedName = nil
+                let name = FileNaming.urlName(url).flatMap(FileNaming.sanitize) ?? FileNaming.fallbackName
+                baseName = "s3-\(digest)-\(name)"
+            } else {
+                let name = FileNaming.sanitize(String(key.split(separator: "/").last ?? "")) ?? FileNaming.fallbackName
+                fixedName = name
+                baseName = "s3-\(digest)-\(name)"
+            }
         case .file(let file):
             guard file.isFileURL else { throw .invalid("destination \(file) is not a file path") }
             let name = file.lastPathComponent
@@ -36,6 +63,7 @@ final class PartialPaths: Hashable, Sendable {
             directory = file.deletingLastPathComponent()
             fixedName = name
             baseName = name
+            object = nil
         case .directory(let folder, let name):
             guard folder.isFileURL else { throw .invalid("destination \(folder) is not a directory path") }
             directory = folder
@@ -49,10 +77,22 @@ final class PartialPaths: Hashable, Sendable {
                 fixedName = nil
                 baseName = FileNaming.urlName(url).flatMap(FileNaming.sanitize) ?? FileNaming.fallbackName
             }
+            object = nil
         }
+        self.object = object
         let directoryPath = directory.path
         self.directoryPath = directoryPath
         var isDirectory: ObjCBool = false
+        if object != nil, !checkedDirectories.contains(directoryPath),
+            !FileManager.default.fileExists(atPath: directoryPath)
+        {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directoryPath, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw .invalid("cannot create the staging directory \(directoryPath): \(error.localizedDescription)")
+            }
+        }
         guard checkedDirectories.contains(directoryPath)
             || (FileManager.default.fileExists(atPath: directoryPath, isDirectory: &isDirectory)
                 && isDirectory.boolValue)
@@ -62,6 +102,14 @@ final class PartialPaths: Hashable, Sendable {
         let base = Self.join(directoryPath, baseName)
         partial = base + Self.partialSuffix
         metadata = base + Self.metadataSuffix
+    }
+
+    /// The object for a response: the fixed key, else the prefix and the name
+    /// ``destination(contentDisposition:finalURL:)`` gives; `nil` for a file destination.
+    func objectLocation(contentDisposition: String?, finalURL: URL) throws(DownloadError) -> S3Location? {
+        guard let object else { return nil }
+        guard object.isPrefix else { return object }
+        return try object.appending(destination(contentDisposition: contentDisposition, finalURL: finalURL).lastPathComponent)
     }
 
     /// The final file for a response: the fixed name, else the safe `Content-Disposition`
@@ -78,7 +126,8 @@ final class PartialPaths: Hashable, Sendable {
     static func == (left: PartialPaths, right: PartialPaths) -> Bool {
         left === right
             || (left.partial == right.partial && left.metadata == right.metadata && left.fixedName == right.fixedName
-                && left.directoryPath == right.directoryPath && left.directory == right.directory)
+                && left.directoryPath == right.directoryPath && left.directory == right.directory
+                && left.object == right.object)
     }
 
     func hash(into hasher: inout Hasher) {

@@ -53,6 +53,8 @@ package final class TransferOperation: Sendable {
         let logger: Logger
         /// Probes hosts after connection failures.
         let reachability: HostReachability
+        /// The object store, for object destinations.
+        var objectStore: S3Client? = nil
     }
 
     let download: Download
@@ -190,6 +192,10 @@ package final class TransferOperation: Sendable {
         case .failed(let error):
             logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
             if let paths { try? await io { () throws(DownloadError) in Self.removeEmptyPartial(paths) } }
+            if let paths, paths.object != nil, let store = environment.objectStore {
+                // Failed for good: its upload is aborted (the staged file is kept to resume).
+                await ObjectUpload.abandon(recordPath: paths.uploadRecord, client: store, threadPool: threadPool)
+            }
             return .failed(error)
         case .interrupted:
             return .interrupted
@@ -460,6 +466,9 @@ package final class TransferOperation: Sendable {
             }
         }
 
+        if let object = try paths.objectLocation(contentDisposition: finish.contentDisposition, finalURL: finish.url) {
+            return try await upload(file: file, paths: paths, to: object, size: size, body: body, finalURL: finish.url)
+        }
         let destination = paths.destination(contentDisposition: finish.contentDisposition, finalURL: finish.url)
         let unwritten = body
         // A body kept in memory for a file created on demand is the whole file, and no
@@ -505,6 +514,47 @@ package final class TransferOperation: Sendable {
             result,
             CompletedFile(path: destination.path, size: attributes.size, modified: attributes.modified, validator: validator)
         )
+    }
+
+    /// Puts the verified, staged file into its object (``ObjectUpload``), then removes the
+    /// staged file: the object appears only now, complete.
+    private func upload(
+        file: PartialFile, paths: PartialPaths, to object: S3Location, size: Int64, body: ByteBuffer?, finalURL: URL
+    ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
+        guard let store = environment.objectStore, let settings = configuration.objectStorage else {
+            throw DownloadError(
+                .invalidConfiguration, "\(object): no object store is configured (DownloadManager.Configuration.objectStorage)")
+        }
+        let unwritten = body
+        // The staged file is synced first: the upload's parts are read back from it, and a
+        // kill during the upload resumes from it.
+        try await io { () throws(DownloadError) in
+            if let unwritten { try file.write(unwritten, at: 0) }
+            try file.truncate(to: size)
+            try file.sync()
+        }
+        let upload = ObjectUpload(
+            client: store, location: object, file: file, size: size, recordPath: paths.uploadRecord,
+            threadPool: threadPool, retry: configuration.retry, settings: settings)
+        let checkpointer = self.checkpointer
+        do {
+            _ = try await upload.run { () throws(DownloadError) in
+                if let fence = checkpointer, fence.fencesCompletion { try await fence.confirmCompletion(bytes: size) }
+            }
+        } catch where error.code == .network || error.code == .timeout {
+            // The store, not the download's source, could not be reached: never a reason to
+            // drop a mirror. Retried as a busy store is.
+            throw DownloadError(.objectStorage, "cannot reach the object store: \(error.message)", statusCode: 503)
+        }
+        try await io { () throws(DownloadError) in
+            file.close()
+            PartialFile.remove(paths)
+            _ = unlink(paths.uploadRecord)
+        }
+        let result = DownloadResult(
+            id: request.id, fileURL: URL(string: object.description), data: nil, finalURL: finalURL, byteCount: size,
+            bytesTransferred: core.meter.bytesTransferred)
+        return (result, nil)
     }
 
     private func attemptInMemory(carrying digest: inout ContentDigest?, source: URLRefreshRule) async throws(DownloadError)

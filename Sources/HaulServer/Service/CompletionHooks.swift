@@ -83,7 +83,7 @@ package struct CompletionHooks: Sendable {
             guard let onComplete else { return nil }
             return (
                 onComplete,
-                Ending(id: event.id, url: event.url, path: result.fileURL?.path, bytes: result.byteCount, error: nil)
+                Ending(id: event.id, url: event.url, path: result.savedAt, bytes: result.byteCount, error: nil)
             )
         case .failed(let error):
             guard let onError else { return nil }

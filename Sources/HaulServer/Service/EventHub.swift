@@ -239,7 +239,7 @@ package actor EventHub {
         case .retrying(_, let reason, _), .sourceDropped(_, let reason):
             await sendState(id, .running, error: reason)
         case .completed(let result):
-            await sendState(id, .completed, ended: true, bytes: result.byteCount, destination: result.fileURL?.path)
+            await sendState(id, .completed, ended: true, bytes: result.byteCount, destination: result.savedAt)
         case .failed(let error):
             await sendState(id, .failed, ended: true, error: error)
         case .cancelled(let reason):

@@ -234,7 +234,7 @@ package enum DownloadLog {
             logger.debug("download started", metadata: ["id": id])
         case .completed(let result):
             var metadata: Logger.Metadata = ["id": id, "bytes": "\(result.byteCount)"]
-            if let path = result.fileURL?.path { metadata["path"] = .string(path) }
+            if let path = result.savedAt { metadata["path"] = .string(path) }
             logger.info("download completed", metadata: metadata)
         case .failed(let error):
             logger.notice("download failed", metadata: ["id": id, "code": "\(error.code)", "error": .string(error.message)])

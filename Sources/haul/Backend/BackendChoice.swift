@@ -88,6 +88,11 @@ enum BackendChoice {
     }
 
     /// Whether this is the shared queue, whose messages speak of queueing.
+    /// Whether the downloads run here, on the local journal.
+    var isJournal: Bool {
+        if case .journal = self { true } else { false }
+    }
+
     var isQueue: Bool {
         if case .queue = self { true } else { false }
     }

@@ -68,6 +68,9 @@ struct GetBatch {
     var mirrors: [URL] = []
     /// The output directory (`-d`); created by the backend that writes into it.
     var directory: URL
+    /// The object or prefix the downloads go into instead (`-o s3://bucket/key`,
+    /// `-d s3://bucket/prefix/`); their bytes wait in ``directory`` until uploaded.
+    var object: S3Location?
     /// `--header` values.
     var headers: [(name: String, value: String)]
     /// `--secret-header` values.

@@ -55,7 +55,15 @@ struct JournalBackend: CommandBackend {
 
     /// Where `entry` goes in `directory`: its name, or its path (a Metalink file's name
     /// with folders), whose folders are created here.
-    static func destination(of entry: InputEntry, in directory: URL) throws -> DownloadDestination {
+    static func destination(of entry: InputEntry, in directory: URL, object: S3Location? = nil) throws
+        -> DownloadDestination
+    {
+        if let object {
+            // An object's name is a key under the prefix; a Metalink file's folders become
+            // the key's own.
+            let key = object.isPrefix ? object.key + (entry.name ?? "") : object.key
+            return .object(bucket: object.bucket, key: key, staging: directory)
+        }
         guard entry.isPath, let name = entry.name else { return .directory(directory, name: entry.name) }
         let file = directory.appendingPathComponent(name, isDirectory: false)
         try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
@@ -71,7 +79,8 @@ struct JournalBackend: CommandBackend {
         do {
             try await batch.entries { entry in
                 var request = DownloadRequest(
-                    url: entry.url, destination: try Self.destination(of: entry, in: directory), id: entry.id,
+                    url: entry.url, destination: try Self.destination(of: entry, in: directory, object: batch.object),
+                    id: entry.id,
                     expectedSize: entry.expectedSize, checksum: entry.checksum, headers: batch.allHeaders)
                 request.mirrors = entry.mirrors
                 request.pieces = entry.pieces

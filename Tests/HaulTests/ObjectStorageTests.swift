@@ -1,0 +1,203 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import Haul
+
+extension HeavyProcessTests {
+    /// Downloads into a real S3 server (SeaweedFS), through `haul get -o s3://…` and
+    /// `-d s3://…/`: objects appear only complete, a killed upload resumes at the part it
+    /// stood at, a cancelled one is aborted.
+    @Suite(
+        "Object storage destinations, against SeaweedFS",
+        .enabled(if: SeaweedFS.isAvailable, "\(SeaweedFS.skipReason)"), .timeLimit(.minutes(3)))
+    struct ObjectStorageTests {
+        /// A signed GET of an object's bytes, or `nil` when it is not there.
+        static func object(_ key: String, bucket: String, in server: SeaweedFS, client: S3Client) async throws -> [UInt8]? {
+            let location = try S3Location(bucket: bucket, key: key)
+            let url = try location.objectURL(endpoint: server.endpoint, region: "us-east-1")
+            let reply = try await client.send("GET", url, headers: [], body: nil, what: "read \(key)", accepting: [404], limit: 64 << 20)
+            return reply.status == .ok ? Array(reply.body.readableBytesView) : nil
+        }
+
+        static func makeBucket(_ name: String, client: S3Client, server: SeaweedFS) async throws {
+            let url = try S3Location(bucket: name, key: "").bucketURL(endpoint: server.endpoint, region: "us-east-1")
+            _ = try await client.send("PUT", url, headers: [], body: nil, what: "make \(name)", accepting: [409])
+        }
+
+        /// The staged files and sidecars left in the journal's staging directory.
+        static func staged(_ journal: String) -> [String] {
+            let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+            return (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+        }
+
+        @Test func smallFilesArePutWholeUnderTheirKeysAndAPrefix() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    let one = f.serve("one.bin", count: 16_384, seed: 1)
+                    let run = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-o", "s3://haul/single/one.bin", f.server.url("/files/one.bin").absoluteString],
+                        environment: server.environment)
+                    #expect(run.status == 0, "\(run.stderr)")
+                    #expect(try await Self.object("single/one.bin", bucket: "haul", in: server, client: client) == one)
+                    // The store kept the SHA-256 Haul sent with the body (and checked it).
+                    let url = try S3Location(bucket: "haul", key: "single/one.bin")
+                        .objectURL(endpoint: server.endpoint, region: "us-east-1")
+                    let head = try await client.send(
+                        "HEAD", url, headers: [("x-amz-checksum-mode", "ENABLED")], body: nil, what: "look up")
+                    #expect(head.headers.first(name: "x-amz-checksum-sha256") == Data(SHA256.hash(data: one)).base64EncodedString())
+
+                    var files: [String: [UInt8]] = [:]
+                    for index in 0..<12 { files["m\(index).bin"] = f.serve("m\(index).bin", count: 1_000 + index, seed: UInt64(index)) }
+                    let list = files.keys.sorted().map { f.server.url("/files/\($0)").absoluteString }.joined(separator: "\n")
+                    let many = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-d", "s3://haul/many", "-i", "-"], input: Data(list.utf8),
+                        environment: server.environment)
+                    #expect(many.status == 0, "\(many.stderr)")
+                    for (name, bytes) in files {
+                        #expect(try await Self.object("many/\(name)", bucket: "haul", in: server, client: client) == bytes)
+                    }
+                    #expect(Self.staged(journal).isEmpty, "nothing is left staged: \(Self.staged(journal))")
+                    let jobs = try await Haul.jobs(journal, all: true)
+                    let destinations = Set(jobs.compactMap { $0["destination"] as? String })
+                    #expect(destinations.contains("s3://haul/single/one.bin"))
+                    #expect(destinations.contains("s3://haul/many/m3.bin"))
+                }
+            }
+        }
+
+        @Test func aKilledUploadResumesAtThePartItStoodAtAndTheObjectAppearsOnlyThen() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                let relay = try await PartRelay.start(to: server.port, group: group)
+                var environment = server.environment
+                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+                try await CLIFixture.with { f, journal in
+                    // Four parts of 8 MiB (the last 4.6 MiB); the third and fourth are held.
+                    let bytes = f.serve("big.bin", count: 30_000_000, seed: 7)
+                    relay.hold { $0 >= 3 }
+                    let arguments = [
+                        "get", "-q", "--journal", journal, "-o", "s3://haul/big.bin", f.server.url("/files/big.bin").absoluteString,
+                    ]
+                    let first = try HaulProcess(arguments, environment: environment)
+                    // The upload stands still once parts 1 and 2 are in its record.
+                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+                    var recorded: Set<Int> = []
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while recorded != [1, 2], ContinuousClock.now < deadline, first.isRunning {
+                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
+                            .first { $0.hasSuffix(".haul-upload") }
+                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
+                            recorded = Set(record.parts.map(\.number))
+                        }
+                        await Task.yield()
+                    }
+                    #expect(recorded == [1, 2], "\(first.errorText)")
+                    #expect(relay.held == [3, 4])
+                    // Nothing at the key while the upload is unfinished.
+                    #expect(try await Self.object("big.bin", bucket: "haul", in: server, client: client) == nil)
+                    first.send(SIGKILL)
+                    _ = await first.wait()
+
+                    relay.hold { _ in false }
+                    let before = relay.passed.count
+                    let second = try await Haul.run(["resume", "-q", "--journal", journal], environment: environment)
+                    #expect(second.status == 0, "\(second.stderr)")
+                    // Only the parts the first run had not finished went again.
+                    #expect(Array(relay.passed[before...]).sorted() == [3, 4])
+                    #expect(try await Self.object("big.bin", bucket: "haul", in: server, client: client) == bytes)
+                    let location = try S3Location(bucket: "haul", key: "big.bin")
+                    #expect(try await client.pendingUploads(location).isEmpty)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                }
+                await relay.stop()
+                try? await group.shutdownGracefully()
+            }
+        }
+
+        @Test func aCancelledUploadIsAbortedAndNothingAppears() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                let relay = try await PartRelay.start(to: server.port, group: group)
+                var environment = server.environment
+                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+                try await CLIFixture.with { f, journal in
+                    _ = f.serve("big.bin", count: 20_000_000, seed: 9)
+                    relay.hold { $0 >= 2 }
+                    let url = f.server.url("/files/big.bin").absoluteString
+                    let first = try HaulProcess(
+                        ["get", "-q", "--journal", journal, "-o", "s3://haul/gone.bin", url], environment: environment)
+                    let location = try S3Location(bucket: "haul", key: "gone.bin")
+                    var pending: [S3PendingUpload] = []
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while relay.held.isEmpty || pending.isEmpty, ContinuousClock.now < deadline, first.isRunning {
+                        pending = try await client.pendingUploads(location)
+                    }
+                    #expect(pending.count == 1, "\(first.errorText)")
+                    let jobs = try await Haul.jobs(journal)
+                    let id = try #require(jobs.first?["id"] as? String)
+                    let cancel = try await Haul.run(["cancel", "--journal", journal, id])
+                    #expect(cancel.status == 0, "\(cancel.stderr)")
+                    let ended = await first.wait()
+                    #expect(ended.status != 0)
+                    #expect(try await client.pendingUploads(location).isEmpty, "the upload is aborted")
+                    #expect(try await Self.object("gone.bin", bucket: "haul", in: server, client: client) == nil)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                }
+                await relay.stop()
+                try? await group.shutdownGracefully()
+            }
+        }
+
+        @Test func wrongCredentialsFailWithTheStoresWordsAndKeepTheDownload() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    let bytes = f.serve("f.bin", count: 50_000, seed: 3)
+                    var environment = server.environment
+                    environment["AWS_SECRET_ACCESS_KEY"] = "wrong-secret"
+                    let url = f.server.url("/files/f.bin").absoluteString
+                    let run = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/f.bin", url], environment: environment)
+                    #expect(run.status == 1)
+                    #expect(run.stderr.contains("SignatureDoesNotMatch") || run.stdout.contains("SignatureDoesNotMatch"))
+                    #expect(!(run.stdout + run.stderr).contains("wrong-secret"), "the secret is never printed")
+                    #expect(f.server.requests(path: "/files/f.bin").count == 1)
+                    // Put right, the same command finishes from the staged bytes: no second fetch of the body.
+                    let again = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-o", "s3://haul/f.bin", url], environment: server.environment)
+                    #expect(again.status == 0, "\(again.stderr)")
+                    #expect(try await Self.object("f.bin", bucket: "haul", in: server, client: client) == bytes)
+                    #expect(f.server.requests(path: "/files/f.bin").count <= 2)
+
+                    var reader = server.environment
+                    reader["AWS_ACCESS_KEY_ID"] = "haul-test-reader"
+                    let readOnly = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/denied.bin", url], environment: reader)
+                    #expect(readOnly.status == 1)
+                    #expect((readOnly.stdout + readOnly.stderr).contains("AccessDenied"), "\(readOnly.stderr)")
+
+                    var missing = server.environment
+                    missing.removeValue(forKey: "AWS_ACCESS_KEY_ID")
+                    missing.removeValue(forKey: "AWS_SECRET_ACCESS_KEY")
+                    let refused = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/g.bin", url], environment: missing)
+                    #expect(refused.status == 2)
+                    #expect(refused.stderr.contains("AWS_ACCESS_KEY_ID"), "\(refused.stderr)")
+                    let bad = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://Bad_Bucket/x", url], environment: server.environment)
+                    #expect(bad.status == 2)
+                    let two = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/x", url, url + "?2"], environment: server.environment)
+                    #expect(two.status == 2, "one key takes one URL: \(two.stderr)")
+                }
+            }
+        }
+    }
+}
