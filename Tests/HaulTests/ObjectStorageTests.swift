@@ -62,6 +62,9 @@ extension HeavyProcessTests {
                         #expect(try await Self.object("many/\(name)", bucket: "haul", in: server, client: client) == bytes)
                     }
                     #expect(Self.staged(journal).isEmpty, "nothing is left staged: \(Self.staged(journal))")
+                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+                    let mode = try FileManager.default.attributesOfItem(atPath: staging)[.posixPermissions] as? Int
+                    #expect(mode == 0o700, "the staging directory is the owner's only")
                     let jobs = try await Haul.jobs(journal, all: true)
                     let destinations = Set(jobs.compactMap { $0["destination"] as? String })
                     #expect(destinations.contains("s3://haul/single/one.bin"))

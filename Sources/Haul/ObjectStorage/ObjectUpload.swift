@@ -66,12 +66,9 @@ struct ObjectUpload: Sendable {
                 }
             }
         }
-        let partCount = plan.partCount ?? 0
-        var record = try await resumable(stored, partSize: plan.partSize)
-        let done = Set(record.parts.map(\.number))
-        let missing = (1...partCount).filter { !done.contains($0) }
+        var record = try await resumable(stored, plan: plan)
         let shared = NIOLockedValueBox(record)
-        try await uploadParts(missing, plan: plan, into: shared)
+        try await uploadParts(UploadResumption.missing(record, plan: plan), plan: plan, into: shared)
         record = shared.withLockedValue { $0 }
         try await beforeCommit()
         let parts = record.parts.sorted { $0.number < $1.number }.map {
@@ -90,27 +87,28 @@ struct ObjectUpload: Sendable {
     /// The upload to continue: the stored one if the store still has it (its parts that the
     /// store lacks or holds with another ETag are forgotten), else a new one. Other
     /// unfinished uploads to the key are aborted.
-    private func resumable(_ stored: UploadRecord?, partSize: Int64) async throws(DownloadError) -> UploadRecord {
+    private func resumable(_ stored: UploadRecord?, plan: MultipartPlan) async throws(DownloadError) -> UploadRecord {
+        let partSize = plan.partSize
         var keep: UploadRecord?
-        if let stored, stored.matches(location, size: size, partSize: partSize) {
+        switch UploadResumption.start(stored: stored, location: location, size: size, partSize: partSize) {
+        case .verify(let record):
             do {
-                let held = try await retrying { () throws(DownloadError) in
-                    try await client.listParts(location, uploadID: stored.uploadID)
+                let listed = try await retrying { () throws(DownloadError) in
+                    try await client.listParts(location, uploadID: record.uploadID)
                 }
-                var record = stored
-                let etags = Dictionary(held.map { ($0.number, $0.etag) }, uniquingKeysWith: { _, last in last })
-                record.parts = stored.parts.filter { etags[$0.number] == $0.etag }
-                keep = record
+                keep = UploadResumption.reconcile(record, listed: listed, plan: plan)
             } catch where error.code == .objectStorage && error.statusCode == 404 {
                 keep = nil  // NoSuchUpload: aborted meanwhile
             }
-        } else if let stored {
-            try await abandon(stored)
+        case .abandon(let record):
+            try await abandon(record)
+        case .fresh:
+            break
         }
         let pending = try await retrying { () throws(DownloadError) in try await client.pendingUploads(location) }
-        for upload in pending where upload.uploadID != keep?.uploadID {
+        for uploadID in UploadResumption.stale(pending, keeping: keep?.uploadID) {
             try await retrying { () throws(DownloadError) in
-                try await client.abortMultipartUpload(location, uploadID: upload.uploadID)
+                try await client.abortMultipartUpload(location, uploadID: uploadID)
             }
         }
         if let keep {

@@ -84,12 +84,14 @@ struct GetBatch {
     /// How the downloads run here.
     var run: RunSettings
 
-    /// The output directory, created if missing; a failure is said on standard error and
-    /// exits with 1.
+    /// The output directory, created if missing (owner-only when it stages objects); a
+    /// failure is said on standard error and exits with 1.
     func createdDirectory() throws -> URL {
         guard !FileManager.default.fileExists(atPath: directory.path) else { return directory }
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true,
+                attributes: object == nil ? nil : [.posixPermissions: 0o700])
         } catch {
             Console.err("haul: cannot create directory \(directory.path): \(error.localizedDescription)\n")
             throw ExitCode.failure
