@@ -8,7 +8,8 @@
 #   rclone copyurl URL swfs:bench/rclone-N                     (RCLONE_CONFIG_SWFS_*)
 #   curl -s URL | aws s3 cp - s3://bench/aws-N --endpoint-url E
 #
-# Every run's object is read back and compared with the served file, then deleted. Reported:
+# Every run's object is read back and compared with the served file, then deleted; each
+# round starts with the next tool, and each run waits for the server to be idle. Reported:
 # medians of the wall time, the tool's CPU (user + system of the whole command, `curl` and
 # `aws` together), and the server's CPU during the run (from /proc), which bounds what any
 # client can do on the same two cores.
@@ -104,6 +105,18 @@ aws s3 mb s3://bench --endpoint-url "$ENDPOINT" >/dev/null 2>&1 || true
 server_cpu() { awk '{ print $14 + $15 }' "/proc/$WEED_PID/stat"; }
 TICKS=$(getconf CLK_TCK)
 
+# Waits (at most 20 s) until SeaweedFS is idle: under 5% of a CPU over half a second. After a
+# run's object is deleted it may work on for a while, which would land on the next tool.
+settle() {
+    local before after
+    for _ in $(seq 40); do
+        before=$(server_cpu)
+        sleep 0.5
+        after=$(server_cpu)
+        (((after - before) * 100 < TICKS * 5 / 2)) && return
+    done
+}
+
 # One run of TOOL (number N): prints "wall cpu server-cpu".
 run_one() {
     local tool=$1 n=$2 key=$1-$2 start end before after
@@ -136,7 +149,10 @@ run_one() {
 TOOLS=(haul rclone aws)
 declare -A RESULTS
 for run in $(seq 1 "$RUNS"); do
-    for tool in "${TOOLS[@]}"; do
+    # Each round starts with the next tool, so that none always runs first.
+    for index in 0 1 2; do
+        tool=${TOOLS[$(((index + run - 1) % 3))]}
+        settle
         line=$(run_one "$tool" "$run")
         RESULTS[$tool]+="$line"$'\n'
         printf 'run %d/%d %-6s %s\n' "$run" "$RUNS" "$tool" "$line" >&2
