@@ -4,7 +4,8 @@ public import Foundation
 public struct DownloadResult: Sendable {
     /// The download's ID.
     public let id: DownloadID
-    /// The verified file, for file and directory destinations.
+    /// The verified file, for file and directory destinations; for an object destination,
+    /// the object as `s3://bucket/key`.
     public let fileURL: URL?
     /// The body, for memory destinations.
     public let data: Data?
@@ -18,5 +19,7 @@ public struct DownloadResult: Sendable {
 
     /// Where the content went, as text: the file's path, or an object's `s3://bucket/key`;
     /// `nil` for memory.
-    package var savedAt: String? { fileURL.map { $0.isFileURL ? $0.path : $0.absoluteString } }
+    package var savedAt: String? {
+        fileURL.map { $0.isFileURL ? $0.path : "\($0.scheme ?? "s3")://\($0.host ?? "")\($0.path)" }
+    }
 }

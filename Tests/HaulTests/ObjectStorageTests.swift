@@ -51,6 +51,15 @@ extension HeavyProcessTests {
                         "HEAD", url, headers: [("x-amz-checksum-mode", "ENABLED")], body: nil, what: "look up")
                     #expect(head.headers.first(name: "x-amz-checksum-sha256") == Data(SHA256.hash(data: one)).base64EncodedString())
 
+                    // A key with a space and a non-ASCII letter, shown as it is.
+                    let two = f.serve("two.bin", count: 5_000, seed: 2)
+                    let spaced = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/with space/é.bin", f.server.url("/files/two.bin").absoluteString],
+                        environment: server.environment)
+                    #expect(spaced.status == 0, "\(spaced.stderr)")
+                    #expect(spaced.stdout.contains("s3://haul/with space/é.bin"), "\(spaced.stdout)")
+                    #expect(try await Self.object("with space/é.bin", bucket: "haul", in: server, client: client) == two)
+
                     var files: [String: [UInt8]] = [:]
                     for index in 0..<12 { files["m\(index).bin"] = f.serve("m\(index).bin", count: 1_000 + index, seed: UInt64(index)) }
                     let list = files.keys.sorted().map { f.server.url("/files/\($0)").absoluteString }.joined(separator: "\n")
@@ -69,6 +78,7 @@ extension HeavyProcessTests {
                     let destinations = Set(jobs.compactMap { $0["destination"] as? String })
                     #expect(destinations.contains("s3://haul/single/one.bin"))
                     #expect(destinations.contains("s3://haul/many/m3.bin"))
+                    #expect(destinations.contains("s3://haul/with space/é.bin"))
                 }
             }
         }

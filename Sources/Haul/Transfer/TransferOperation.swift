@@ -551,8 +551,13 @@ package final class TransferOperation: Sendable {
             PartialFile.remove(paths)
             _ = unlink(paths.uploadRecord)
         }
+        // `s3://bucket/key`, the key percent-encoded where a URL needs it (spaces, …).
+        var address = URLComponents()
+        address.scheme = "s3"
+        address.host = object.bucket
+        address.path = "/" + object.key
         let result = DownloadResult(
-            id: request.id, fileURL: URL(string: object.description), data: nil, finalURL: finalURL, byteCount: size,
+            id: request.id, fileURL: address.url, data: nil, finalURL: finalURL, byteCount: size,
             bytesTransferred: core.meter.bytesTransferred)
         return (result, nil)
     }
