@@ -143,16 +143,14 @@ struct ObjectUpload: Sendable {
                             try await client.uploadPart(
                                 location, uploadID: uploadID, number: number, body: body, sha256: sha256)
                         }
-                        let snapshot = record.withLockedValue {
+                        record.withLockedValue {
                             $0.parts.append(UploadRecord.Part(number: number, etag: part.etag, sha256: part.checksumSHA256))
-                            return $0
                         }
                         // One sidecar write at a time, each with every part finished so far.
                         try await io { () throws(DownloadError) in
                             saving.lock()
                             defer { saving.unlock() }
-                            let latest = record.withLockedValue { $0 }
-                            try Self.store(latest.parts.count >= snapshot.parts.count ? latest : snapshot, at: recordPath)
+                            try Self.store(record.withLockedValue { $0 }, at: recordPath)
                         }
                     }
                     return true

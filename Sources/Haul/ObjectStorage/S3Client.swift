@@ -51,26 +51,12 @@ final class S3Client: Sendable {
     /// Stores `body` at `location` in one request, with its SHA-256 (base64, see
     /// ``sha256(of:)``) as S3's checksum.
     ///
-    /// - Parameter ifAbsent: sends `If-None-Match: *`, so an object already there is kept
-    ///   (and the request fails with `PreconditionFailed`).
     /// - Returns: the object's ETag.
-    func putObject(_ location: S3Location, body: ByteBuffer, sha256: String, ifAbsent: Bool = false)
-        async throws(DownloadError) -> String
-    {
-        var headers = [("x-amz-checksum-sha256", sha256)]
-        if ifAbsent { headers.append(("If-None-Match", "*")) }
+    func putObject(_ location: S3Location, body: ByteBuffer, sha256: String) async throws(DownloadError) -> String {
         let reply = try await send(
-            "PUT", try objectURL(location), headers: headers, body: body, what: "store \(location)")
+            "PUT", try objectURL(location), headers: [("x-amz-checksum-sha256", sha256)], body: body,
+            what: "store \(location)")
         return try Self.etag(reply, what: "store \(location)")
-    }
-
-    /// Whether an object is at `location`, and its size.
-    func headObject(_ location: S3Location) async throws(DownloadError) -> Int64? {
-        let reply = try await send(
-            "HEAD", try objectURL(location), headers: [], body: nil, what: "look up \(location)",
-            accepting: [404])
-        guard reply.status == .ok else { return nil }
-        return reply.headers.first(name: "content-length").flatMap { Int64($0) }
     }
 
     // MARK: - Multipart uploads
