@@ -65,11 +65,17 @@ final class Squid: Sendable {
 
     let port: Int
     let directory: URL
+    /// The service name (`squid -n`), which names squid's shared-memory segments
+    /// (`/dev/shm/NAME-cf__*.shm`). squid's default, `squid`, is the same for every
+    /// instance: two started at once by tests running in parallel collided on those
+    /// segments ("shm_open ... File exists") and one died. Letters and digits only.
+    let serviceName: String
     private let process: ChildProcess
 
-    private init(port: Int, directory: URL, process: ChildProcess) {
+    private init(port: Int, directory: URL, serviceName: String, process: ChildProcess) {
         self.port = port
         self.directory = directory
+        self.serviceName = serviceName
         self.process = process
     }
 
@@ -209,16 +215,19 @@ final class Squid: Sendable {
             """
         let configurationPath = directory.appendingPathComponent("squid.conf")
         try configuration.write(to: configurationPath, atomically: true, encoding: .utf8)
+        let serviceName = "haul" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let process: ChildProcess
         do {
-            process = try ChildProcess(executable: executable, arguments: ["-N", "-f", configurationPath.path])
+            process = try ChildProcess(
+                executable: executable, arguments: ["-N", "-n", serviceName, "-f", configurationPath.path])
         } catch {
             throw Failure.failedToStart("\(error)")
         }
-        let squid = Squid(port: port, directory: directory, process: process)
+        let squid = Squid(port: port, directory: directory, serviceName: serviceName, process: process)
         let deadline = ContinuousClock.now + .seconds(20)
         while true {
             if let termination = process.termination {
+                squid.removeSegments()
                 let text = squid.log()
                 if text.contains("Address already in use") { return nil }
                 throw Failure.failedToStart("it \(termination): \(text)")
@@ -249,11 +258,21 @@ final class Squid: Sendable {
         return hash.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// Stops squid, waits for it to exit and removes its directory (its helpers exit when
-    /// their input closes).
+    /// Stops squid, waits for it to exit and removes its directory and its shared-memory
+    /// segments, which a killed squid leaves behind (its helpers exit when their input
+    /// closes).
     func stop() async {
         process.signal(SIGKILL)
         _ = await process.wait()
         try? FileManager.default.removeItem(at: directory)
+        removeSegments()
+    }
+
+    private func removeSegments() {
+        let segments = URL(fileURLWithPath: "/dev/shm")
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: segments.path)) ?? []
+        where name.hasPrefix("\(serviceName)-") {
+            try? FileManager.default.removeItem(at: segments.appendingPathComponent(name))
+        }
     }
 }
