@@ -133,6 +133,104 @@ extension HeavyProcessTests {
             }
         }
 
+        /// Segments become parts: a part goes up as soon as its bytes are in, while the rest
+        /// of the download still runs; a kill then costs neither those parts nor the bytes
+        /// downloaded.
+        @Test func partsGoUpWhileTheDownloadRunsAndAKillKeepsThem() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                let relay = try await PartRelay.start(to: server.port, group: group)
+                var environment = server.environment
+                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+                try await CLIFixture.with { f, journal in
+                    // 40 MB in 8 MiB parts: 1 [0, 8.4M), 2 [8.4M, 16.8M), 3 [16.8M, 25.2M),
+                    // 4 [25.2M, 33.6M), 5 [33.6M, 40M). Two segments, [0, 20M) and [20M, 40M),
+                    // each stalled after 18 MB (the first GET, stopped at its head, and the two
+                    // segments' requests: three stalls, none for the next run): parts 1, 2
+                    // and 4 are whole, 3 and 5 are not.
+                    let bytes = f.serve("big.bin", count: 40_000_000, seed: 11)
+                    relay.hold { _ in false }
+                    let url = f.server.url("/files/big.bin?stall_after=18000000&stall_times=3").absoluteString
+                    let arguments = [
+                        "get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-o", "s3://haul/big.bin", url,
+                    ]
+                    let first = try HaulProcess(arguments, environment: environment)
+                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+                    var recorded: Set<Int> = []
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while recorded != [1, 2, 4], ContinuousClock.now < deadline, first.isRunning {
+                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
+                            .first { $0.hasSuffix(".haul-upload") }
+                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
+                            recorded = Set(record.parts.map(\.number))
+                        }
+                        await Task.yield()
+                    }
+                    #expect(recorded == [1, 2, 4], "\(first.errorText)")
+                    #expect(relay.passed.sorted() == [1, 2, 4])
+                    // The download stands still short of its end, and nothing is at the key.
+                    #expect(first.isRunning)
+                    #expect(try await Self.object("big.bin", bucket: "haul", in: server, client: client) == nil)
+                    first.send(SIGKILL)
+                    _ = await first.wait()
+
+                    f.server.resetStatistics()
+                    let second = try await Haul.run(["resume", "-q", "--journal", journal], environment: environment)
+                    #expect(second.status == 0, "\(second.stderr)")
+                    // Only the parts not yet sent went, and only the missing bytes were fetched.
+                    #expect(relay.passed.count == 5)
+                    #expect(Array(relay.passed.dropFirst(3)).sorted() == [3, 5])
+                    #expect(f.server.bytesServed(path: "/files/big.bin") == 4_000_000)
+                    #expect(try await Self.object("big.bin", bucket: "haul", in: server, client: client) == bytes)
+                    let location = try S3Location(bucket: "haul", key: "big.bin")
+                    #expect(try await client.pendingUploads(location).isEmpty)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                }
+                await relay.stop()
+                try? await group.shutdownGracefully()
+            }
+        }
+
+        /// Parts sent belong to one version of the content: when it changes under a resumed
+        /// download, they are abandoned with the staged bytes, and the object is the new one.
+        @Test func partsOfAContentThatChangedAreNeverCompletedIntoTheObject() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    // As above: parts 1, 2 and 4 go up, then the download stalls.
+                    _ = f.serve("big.bin", count: 40_000_000, seed: 12)
+                    let url = f.server.url("/files/big.bin?stall_after=18000000&stall_times=3").absoluteString
+                    let first = try HaulProcess(
+                        ["get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-o", "s3://haul/v.bin", url],
+                        environment: server.environment)
+                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+                    var recorded: Set<Int> = []
+                    let deadline = ContinuousClock.now + .seconds(60)
+                    while recorded != [1, 2, 4], ContinuousClock.now < deadline, first.isRunning {
+                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
+                            .first { $0.hasSuffix(".haul-upload") }
+                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
+                            recorded = Set(record.parts.map(\.number))
+                        }
+                        await Task.yield()
+                    }
+                    #expect(recorded == [1, 2, 4], "\(first.errorText)")
+                    first.send(SIGKILL)
+                    _ = await first.wait()
+
+                    // A new version, of the same size, with a new ETag.
+                    let changed = f.serve("big.bin", count: 40_000_000, seed: 13)
+                    let second = try await Haul.run(["resume", "-q", "--journal", journal], environment: server.environment)
+                    #expect(second.status == 0, "\(second.stderr)")
+                    #expect(try await Self.object("v.bin", bucket: "haul", in: server, client: client) == changed)
+                    let location = try S3Location(bucket: "haul", key: "v.bin")
+                    #expect(try await client.pendingUploads(location).isEmpty)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                }
+            }
+        }
+
         @Test func aCancelledUploadIsAbortedAndNothingAppears() async throws {
             try await SeaweedFS.with { server, client in
                 try await Self.makeBucket("haul", client: client, server: server)

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Haul
@@ -10,29 +11,54 @@ struct UploadResumptionTests {
     /// 20 MiB in 8 MiB parts: 8, 8 and 4 MiB.
     static let plan = try! MultipartPlan(totalSize: 20 * mib)
 
-    static func record(parts: [(Int, String)], size: Int64 = 20 * mib, key: String = "k/file.bin")
-        -> ObjectUpload.UploadRecord
-    {
+    static func record(
+        parts: [(Int, String)], size: Int64 = 20 * mib, key: String = "k/file.bin", validator: String? = "\"v1\""
+    ) -> ObjectUpload.UploadRecord {
         ObjectUpload.UploadRecord(
             bucket: "bkt", key: key, uploadID: "u1", size: size, partSize: 8 * mib,
-            parts: parts.map { .init(number: $0.0, etag: $0.1, sha256: nil) })
+            parts: parts.map { .init(number: $0.0, etag: $0.1, sha256: nil) }, validator: validator)
+    }
+
+    static func start(_ stored: ObjectUpload.UploadRecord?, validator: String? = "\"v1\"") -> UploadResumption.Start {
+        UploadResumption.start(
+            stored: stored, location: location, size: 20 * mib, partSize: 8 * mib, validator: validator)
     }
 
     @Test func aRecordIsKeptOnlyForTheSameObjectSizeAndPartSize() {
         let fits = Self.record(parts: [(1, "a")])
-        #expect(UploadResumption.start(stored: nil, location: Self.location, size: 20 * Self.mib, partSize: 8 * Self.mib) == .fresh)
-        #expect(
-            UploadResumption.start(stored: fits, location: Self.location, size: 20 * Self.mib, partSize: 8 * Self.mib)
-                == .verify(fits))
+        #expect(Self.start(nil) == .fresh)
+        #expect(Self.start(fits) == .verify(fits))
         for (size, partSize) in [(21 * Self.mib, 8 * Self.mib), (20 * Self.mib, 16 * Self.mib)] {
             #expect(
-                UploadResumption.start(stored: fits, location: Self.location, size: size, partSize: partSize)
+                UploadResumption.start(
+                    stored: fits, location: Self.location, size: size, partSize: partSize, validator: "\"v1\"")
                     == .abandon(fits))
         }
         let other = Self.record(parts: [], key: "k/other.bin")
-        #expect(
-            UploadResumption.start(stored: other, location: Self.location, size: 20 * Self.mib, partSize: 8 * Self.mib)
-                == .abandon(other))
+        #expect(Self.start(other) == .abandon(other))
+    }
+
+    @Test(arguments: [
+        // the record's validator, this content's → kept
+        ("\"v1\"", "\"v1\"", true),
+        ("\"v1\"", "\"v2\"", false),  // another version of the content
+        ("\"v1\"", nil, false),  // the content no longer says which version it is
+        ("", nil, false),  // parts of a content without a validator: never trusted again
+        ("", "\"v1\"", false),
+        (nil, "\"v1\"", true),  // written by the release that uploaded only after verifying
+        (nil, nil, true),
+    ] as [(String?, String?, Bool)])
+    func partsAreKeptOnlyForTheVersionOfTheContentTheyWereReadFrom(recorded: String?, current: String?, kept: Bool) {
+        let stored = Self.record(parts: [(1, "a")], validator: recorded)
+        let expected: UploadResumption.Start = kept ? .verify(stored) : .abandon(stored)
+        #expect(Self.start(stored, validator: current) == expected)
+    }
+
+    @Test func aRecordOfTheReleaseBeforeValidatorsStillDecodes() throws {
+        let json = #"{"bucket":"bkt","key":"k/file.bin","uploadID":"u1","size":20971520,"partSize":8388608,"parts":[{"number":1,"etag":"a"}]}"#
+        let record = try JSONDecoder().decode(ObjectUpload.UploadRecord.self, from: Data(json.utf8))
+        #expect(record.validator == nil)
+        #expect(Self.start(record, validator: "\"v9\"") == .verify(record))
     }
 
     @Test(arguments: [

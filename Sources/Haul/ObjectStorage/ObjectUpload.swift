@@ -12,7 +12,10 @@ import NIOPosix
 ///
 /// A multipart upload's ID and each finished part (number, ETag, SHA-256) are kept in a
 /// sidecar beside the staged file, written atomically after every part, so that a run
-/// after a kill uploads only the parts it had not finished. The sidecar is checked against
+/// after a kill uploads only the parts it had not finished. A segmented download sends its
+/// parts while it runs (``PartStream``), into the same sidecar; the parts are bound to the
+/// content's validator, and the sidecar is abandoned whenever the staged bytes are
+/// discarded (a download that starts over, a checksum that does not match). The sidecar is checked against
 /// the store (`ListParts`) before it is trusted: an upload the store no longer has (aborted
 /// by a lifecycle rule) starts again. Any other unfinished upload to the same key is a
 /// stale one of ours (killed before its sidecar was written) and is aborted, never leaked.
@@ -27,6 +30,25 @@ struct ObjectUpload: Sendable {
     let threadPool: NIOThreadPool
     let retry: RetryPolicy
     let settings: DownloadManager.ObjectStorage
+    /// The content's validator (see ``UploadRecord/validator``).
+    let validator: String?
+    /// Serialises the sidecar's writes.
+    private let saving = NIOLock()
+
+    init(
+        client: S3Client, location: S3Location, file: PartialFile, size: Int64, recordPath: String,
+        threadPool: NIOThreadPool, retry: RetryPolicy, settings: DownloadManager.ObjectStorage, validator: String?
+    ) {
+        self.client = client
+        self.location = location
+        self.file = file
+        self.size = size
+        self.recordPath = recordPath
+        self.threadPool = threadPool
+        self.retry = retry
+        self.settings = settings
+        self.validator = validator
+    }
 
     /// What a multipart upload has done so far, kept in the sidecar.
     struct UploadRecord: Codable, Sendable, Hashable {
@@ -36,6 +58,12 @@ struct ObjectUpload: Sendable {
         var size: Int64
         var partSize: Int64
         var parts: [Part]
+        /// The validator (`ETag` or `Last-Modified`) of the content the parts were read
+        /// from, empty for a content without one: parts of another version of the content
+        /// (or of one that cannot say it is the same) are never completed into the object.
+        /// `nil` in a record written by a release that uploaded only after the download was
+        /// verified.
+        var validator: String?
 
         struct Part: Codable, Sendable, Hashable {
             var number: Int
@@ -43,20 +71,22 @@ struct ObjectUpload: Sendable {
             var sha256: String?
         }
 
-        func matches(_ location: S3Location, size: Int64, partSize: Int64) -> Bool {
+        func matches(_ location: S3Location, size: Int64, partSize: Int64, validator: String?) -> Bool {
             bucket == location.bucket && key == location.key && self.size == size && self.partSize == partSize
+                && (self.validator == nil || (self.validator != "" && self.validator == validator))
         }
     }
 
-    /// Uploads the file and returns the object's ETag.
+    /// Uploads the file and returns the object's ETag: the parts not yet sent (a
+    /// ``PartStream`` may have sent some while the download ran, or a run before a kill),
+    /// then the completion.
     ///
     /// - Parameter beforeCommit: runs just before the object is made visible; throwing stops
     ///   the upload (its parts are kept for a later run).
     func run(beforeCommit: () async throws(DownloadError) -> Void) async throws(DownloadError) -> String {
-        let plan = try MultipartPlan(
-            totalSize: size, singlePutThreshold: settings.singlePutThreshold, preferredPartSize: settings.partSize)
-        let stored = try await io { () throws(DownloadError) in Self.load(recordPath) }
+        let plan = try self.plan()
         if plan.isSinglePut {
+            let stored = try await io { () throws(DownloadError) in Self.load(recordPath) }
             if let stored { try await abandon(stored) }
             let (body, sha256) = try await read(0..<size)
             try await beforeCommit()
@@ -66,10 +96,9 @@ struct ObjectUpload: Sendable {
                 }
             }
         }
-        var record = try await resumable(stored, plan: plan)
-        let shared = NIOLockedValueBox(record)
-        try await uploadParts(UploadResumption.missing(record, plan: plan), plan: plan, into: shared)
-        record = shared.withLockedValue { $0 }
+        let shared = try await begin(plan: plan)
+        try await uploadParts(UploadResumption.missing(shared.withLockedValue { $0 }, plan: plan), plan: plan, into: shared)
+        let record = shared.withLockedValue { $0 }
         try await beforeCommit()
         let parts = record.parts.sorted { $0.number < $1.number }.map {
             S3CompletedPart(number: $0.number, etag: $0.etag, checksumSHA256: $0.sha256)
@@ -84,13 +113,29 @@ struct ObjectUpload: Sendable {
         return etag
     }
 
+    /// How the object goes: one `PUT`, or parts of the configured size.
+    func plan() throws(DownloadError) -> MultipartPlan {
+        try MultipartPlan(
+            totalSize: size, singlePutThreshold: settings.singlePutThreshold, preferredPartSize: settings.partSize)
+    }
+
+    /// The multipart upload to go on with: the sidecar's, as far as the store confirms it,
+    /// else a new one (see ``resumable(_:plan:)``). Its parts are added to the record as
+    /// ``send(part:plan:into:)`` finishes them.
+    func begin(plan: MultipartPlan) async throws(DownloadError) -> NIOLockedValueBox<UploadRecord> {
+        let stored = try await io { () throws(DownloadError) in Self.load(recordPath) }
+        return NIOLockedValueBox(try await resumable(stored, plan: plan))
+    }
+
     /// The upload to continue: the stored one if the store still has it (its parts that the
     /// store lacks or holds with another ETag are forgotten), else a new one. Other
     /// unfinished uploads to the key are aborted.
     private func resumable(_ stored: UploadRecord?, plan: MultipartPlan) async throws(DownloadError) -> UploadRecord {
         let partSize = plan.partSize
         var keep: UploadRecord?
-        switch UploadResumption.start(stored: stored, location: location, size: size, partSize: partSize) {
+        switch UploadResumption.start(
+            stored: stored, location: location, size: size, partSize: partSize, validator: validator)
+        {
         case .verify(let record):
             do {
                 let listed = try await retrying { () throws(DownloadError) in
@@ -119,7 +164,8 @@ struct ObjectUpload: Sendable {
             try await client.createMultipartUpload(location)
         }
         let record = UploadRecord(
-            bucket: location.bucket, key: location.key, uploadID: uploadID, size: size, partSize: partSize, parts: [])
+            bucket: location.bucket, key: location.key, uploadID: uploadID, size: size, partSize: partSize, parts: [],
+            validator: validator ?? "")
         try await save(record)
         return record
     }
@@ -129,30 +175,13 @@ struct ObjectUpload: Sendable {
     private func uploadParts(
         _ numbers: [Int], plan: MultipartPlan, into record: NIOLockedValueBox<UploadRecord>
     ) async throws(DownloadError) {
-        let uploadID = record.withLockedValue { $0.uploadID }
         let width = max(1, settings.uploadConcurrency)
-        let saving = NIOLock()
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 var next = numbers.makeIterator()
                 func start() -> Bool {
-                    guard let number = next.next(), let range = plan.byteRange(ofPart: number) else { return false }
-                    group.addTask {
-                        let (body, sha256) = try await read(range)
-                        let part = try await retrying { () throws(DownloadError) in
-                            try await client.uploadPart(
-                                location, uploadID: uploadID, number: number, body: body, sha256: sha256)
-                        }
-                        record.withLockedValue {
-                            $0.parts.append(UploadRecord.Part(number: number, etag: part.etag, sha256: part.checksumSHA256))
-                        }
-                        // One sidecar write at a time, each with every part finished so far.
-                        try await io { () throws(DownloadError) in
-                            saving.lock()
-                            defer { saving.unlock() }
-                            try Self.store(record.withLockedValue { $0 }, at: recordPath)
-                        }
-                    }
+                    guard let number = next.next() else { return false }
+                    group.addTask { try await send(part: number, plan: plan, into: record) }
                     return true
                 }
                 for _ in 0..<width where !start() { break }
@@ -162,6 +191,29 @@ struct ObjectUpload: Sendable {
             throw error
         } catch {
             throw DownloadError(.cancelled, "the upload to \(location) was interrupted")
+        }
+    }
+
+    /// Reads part `number` from the staged file, uploads it, and records it in `record` and
+    /// the sidecar (one sidecar write at a time, each with every part finished so far).
+    func send(part number: Int, plan: MultipartPlan, into record: NIOLockedValueBox<UploadRecord>)
+        async throws(DownloadError)
+    {
+        guard let range = plan.byteRange(ofPart: number) else { return }
+        let uploadID = record.withLockedValue { $0.uploadID }
+        let (body, sha256) = try await read(range)
+        let part = try await retrying { () throws(DownloadError) in
+            try await client.uploadPart(location, uploadID: uploadID, number: number, body: body, sha256: sha256)
+        }
+        record.withLockedValue {
+            $0.parts.append(UploadRecord.Part(number: number, etag: part.etag, sha256: part.checksumSHA256))
+        }
+        let saving = self.saving
+        let path = recordPath
+        try await io { () throws(DownloadError) in
+            saving.lock()
+            defer { saving.unlock() }
+            try Self.store(record.withLockedValue { $0 }, at: path)
         }
     }
 

@@ -7,19 +7,23 @@ enum UploadResumption {
     enum Start: Equatable, Sendable {
         /// The record fits this upload: ask the store for its parts (``reconcile(_:listed:plan:)``).
         case verify(ObjectUpload.UploadRecord)
-        /// The record is of another object, size or part size: abort its upload, start anew.
+        /// The record is of another object, size, part size or version of the content:
+        /// abort its upload, start anew.
         case abandon(ObjectUpload.UploadRecord)
         /// No record: start a new upload.
         case fresh
     }
 
     /// Whether `stored` (the sidecar's record, if any) can be continued for an object of
-    /// `size` bytes at `location` in parts of `partSize`.
+    /// `size` bytes at `location` in parts of `partSize`, read from the content `validator`
+    /// names (`nil`: a content without one, whose parts are never trusted across runs
+    /// unless the record predates validators).
     static func start(
-        stored: ObjectUpload.UploadRecord?, location: S3Location, size: Int64, partSize: Int64
+        stored: ObjectUpload.UploadRecord?, location: S3Location, size: Int64, partSize: Int64, validator: String?
     ) -> Start {
         guard let stored else { return .fresh }
-        return stored.matches(location, size: size, partSize: partSize) ? .verify(stored) : .abandon(stored)
+        return stored.matches(location, size: size, partSize: partSize, validator: validator)
+            ? .verify(stored) : .abandon(stored)
     }
 
     /// `record` with only the parts the store lists with the same number, ETag and size as

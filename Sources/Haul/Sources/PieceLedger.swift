@@ -40,6 +40,20 @@ struct PieceLedger: Sendable {
         return first...min(last, count - 1)
     }
 
+    /// The bytes of the whole pieces that hold any byte of `range` (`range` itself when
+    /// none does): what a write into `range` may complete.
+    func span(of range: Range<Int64>) -> Range<Int64> {
+        guard let overlapping = pieces(overlapping: range) else { return range }
+        return pieces.range(of: overlapping.lowerBound, total: total).lowerBound
+            ..< pieces.range(of: overlapping.upperBound, total: total).upperBound
+    }
+
+    /// Whether every piece that holds a byte of `range` has passed its check.
+    func isVerified(_ range: Range<Int64>) -> Bool {
+        guard let overlapping = pieces(overlapping: range) else { return true }
+        return overlapping.allSatisfy { verified[$0] }
+    }
+
     /// `source` wrote `range` into the file.
     mutating func wrote(_ range: Range<Int64>, by source: Int) {
         guard let overlapping = pieces(overlapping: range) else { return }

@@ -61,6 +61,9 @@ struct SegmentedTransfer: Sendable {
     let threadPool: NIOThreadPool
     let checkpointer: Checkpointer?
     let logger: Logger
+    /// For an object destination sent in parts: told of each write, it uploads the parts
+    /// completed.
+    let parts: PartStream?
 
     /// Serialises sidecar saves, which several I/O threads may find due at once.
     private let checkpointLock = NIOLock()
@@ -83,8 +86,9 @@ struct SegmentedTransfer: Sendable {
     init(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths, connections: Int,
         sources: NIOLockedValueBox<SourceSet>, policy: RedirectPolicy,
-        download: TransferOperation.Download, environment: TransferOperation.Environment
+        download: TransferOperation.Download, environment: TransferOperation.Environment, parts: PartStream? = nil
     ) {
+        self.parts = parts
         self.clients = environment.clients
         self.url = segments.url
         self.validator = segments.validator
@@ -133,6 +137,8 @@ struct SegmentedTransfer: Sendable {
                 try checkPieces(ledger!.withLockedValue { $0.unchecked(missing: table.remaining()) })
             }
         }
+        // A resumed download's parts written before it stopped are sent first.
+        if let parts { reportParts(to: parts, around: 0..<table.total) }
         core.meter.reset(completed: table.completed, total: table.total)
         checkpointer?.describe(validator: validator, total: table.total)
         // The first segments are claimed here, not by the workers once they run, so the
@@ -221,6 +227,16 @@ struct SegmentedTransfer: Sendable {
         }
         let length = try metadata.save(to: paths.metadata)
         documentLength.withLockedValue { $0 = length }
+    }
+
+    /// Tells `parts` of a write into `range`, widened to the whole pieces it touched (a
+    /// part over several pieces is ready when the last of them passes).
+    private func reportParts(to parts: PartStream, around range: Range<Int64>) {
+        let ledger = self.ledger
+        let around = ledger?.withLockedValue { $0.span(of: range) } ?? range
+        parts.wrote(
+            around: around, missing: table.remaining(),
+            isVerified: ledger.map { ledger in { bytes in ledger.withLockedValue { $0.isVerified(bytes) } } })
     }
 
     /// Checks `pieces` (handed out by the ledger: wholly in the file) against their
@@ -413,6 +429,7 @@ struct SegmentedTransfer: Sendable {
                 }
                 try checkPieces(ready)
             }
+            if let parts { reportParts(to: parts, around: written) }
             let count = written.count
             if let checkpointer, checkpointer.wrote(count, at: now) {
                 try checkpoint()

@@ -121,6 +121,9 @@ struct TransferMachine: Sendable {
         var prepares: Bool
         /// The headers for `url`, chosen by the redirect policy.
         var headers: [RedirectPolicy.Header]
+        /// The `Content-Disposition` the finish will name the file by: the first
+        /// response's, for a fresh download; none for a resumed one (no response yet).
+        var contentDisposition: String? = nil
     }
 
     /// The content is all there: verify its checksum and commit it.
@@ -543,7 +546,7 @@ struct TransferMachine: Sendable {
             location: url.absoluteString)
         return Segments(
             url: url, total: total, validator: validator, remaining: [(0, total)], metadata: metadata, prepares: true,
-            headers: redirects.policy.headers(for: url))
+            headers: redirects.policy.headers(for: url), contentDisposition: contentDisposition)
     }
 }
 

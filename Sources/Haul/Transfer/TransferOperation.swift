@@ -192,10 +192,8 @@ package final class TransferOperation: Sendable {
         case .failed(let error):
             logger.debug("download failed", metadata: ["id": "\(request.id)", "error": "\(error)"])
             if let paths { try? await io { () throws(DownloadError) in Self.removeEmptyPartial(paths) } }
-            if let paths, paths.object != nil, let store = environment.objectStore {
-                // Failed for good: its upload is aborted (the staged file is kept to resume).
-                await ObjectUpload.abandon(recordPath: paths.uploadRecord, client: store, threadPool: threadPool)
-            }
+            // Failed for good: its upload is aborted (the staged file is kept to resume).
+            if let paths { await discardUpload(paths) }
             return .failed(error)
         case .interrupted:
             return .interrupted
@@ -377,6 +375,7 @@ package final class TransferOperation: Sendable {
             case .fail(let error):
                 throw error
             case .reject(let error):
+                await discardUpload(paths)
                 try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
                 throw error
             }
@@ -409,12 +408,15 @@ package final class TransferOperation: Sendable {
     }
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
-    /// sidecar first.
+    /// sidecar first. An object destination sent in parts uploads them as they complete
+    /// (``PartStream``).
     private func segmented(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths,
         sources: NIOLockedValueBox<SourceSet>
     ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         if segments.prepares {
+            // The staged bytes go: so do the parts read from them.
+            await discardUpload(paths)
             let metadata = segments.metadata
             try await io { () throws(DownloadError) in
                 try file.truncate(to: 0)
@@ -422,12 +424,52 @@ package final class TransferOperation: Sendable {
                 try metadata.save(to: paths.metadata)
             }
         }
+        let parts = partStream(for: segments, file: file, paths: paths)
+        parts?.start()
         let transfer = SegmentedTransfer(
             segments, file: file, paths: paths, connections: connections, sources: sources, policy: policy,
-            download: download, environment: environment)
-        let outcome = try await transfer.run()
+            download: download, environment: environment, parts: parts)
+        let outcome: SegmentedTransfer.Outcome
+        do {
+            outcome = try await transfer.run()
+        } catch {
+            await parts?.stop()
+            throw error
+        }
+        switch outcome {
+        case .complete:
+            await parts?.finish()
+        case .changed:
+            await parts?.stop()
+            await discardUpload(paths)
+        }
         reachability.noteAnswered(endpoint.key)
         return outcome
+    }
+
+    /// The stream that uploads the segments' parts as they complete, for an object
+    /// destination too large for one `PUT`; `nil` otherwise.
+    private func partStream(for segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths)
+        -> PartStream?
+    {
+        guard paths.object != nil, let store = environment.objectStore, let settings = configuration.objectStorage,
+            // The key the finish will use: the same response's name.
+            let object = try? paths.objectLocation(
+                contentDisposition: segments.contentDisposition, finalURL: segments.url)
+        else { return nil }
+        let upload = ObjectUpload(
+            client: store, location: object, file: file, size: segments.total, recordPath: paths.uploadRecord,
+            threadPool: threadPool, retry: configuration.retry, settings: settings,
+            validator: segments.validator.headerValue)
+        return PartStream(upload: upload, logger: logger)
+    }
+
+    /// Aborts the upload an object destination's sidecar names, and forgets it: its parts
+    /// were read from staged bytes that are about to go (a download that starts over, a
+    /// content that did not match its checksum, one that failed for good).
+    private func discardUpload(_ paths: PartialPaths) async {
+        guard paths.object != nil, let store = environment.objectStore else { return }
+        await ObjectUpload.abandon(recordPath: paths.uploadRecord, client: store, threadPool: threadPool)
     }
 
     /// Verifies the checksum, then syncs the file and renames it into place (the machine
@@ -461,13 +503,15 @@ package final class TransferOperation: Sendable {
                 }
                 try verify(checksum: checksum, actual: hex)
             } catch {
+                await discardUpload(paths)
                 try? await io { () throws(DownloadError) in PartialFile.remove(paths) }
                 throw error
             }
         }
 
         if let object = try paths.objectLocation(contentDisposition: finish.contentDisposition, finalURL: finish.url) {
-            return try await upload(file: file, paths: paths, to: object, size: size, body: body, finalURL: finish.url)
+            return try await upload(
+                file: file, paths: paths, to: object, size: size, validator: validator, body: body, finalURL: finish.url)
         }
         let destination = paths.destination(contentDisposition: finish.contentDisposition, finalURL: finish.url)
         let unwritten = body
@@ -519,7 +563,8 @@ package final class TransferOperation: Sendable {
     /// Puts the verified, staged file into its object (``ObjectUpload``), then removes the
     /// staged file: the object appears only now, complete.
     private func upload(
-        file: PartialFile, paths: PartialPaths, to object: S3Location, size: Int64, body: ByteBuffer?, finalURL: URL
+        file: PartialFile, paths: PartialPaths, to object: S3Location, size: Int64, validator: Validator?,
+        body: ByteBuffer?, finalURL: URL
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         guard let store = environment.objectStore, let settings = configuration.objectStorage else {
             throw DownloadError(
@@ -535,7 +580,7 @@ package final class TransferOperation: Sendable {
         }
         let upload = ObjectUpload(
             client: store, location: object, file: file, size: size, recordPath: paths.uploadRecord,
-            threadPool: threadPool, retry: configuration.retry, settings: settings)
+            threadPool: threadPool, retry: configuration.retry, settings: settings, validator: validator?.headerValue)
         let checkpointer = self.checkpointer
         do {
             _ = try await upload.run { () throws(DownloadError) in
