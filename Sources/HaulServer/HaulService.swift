@@ -43,6 +43,10 @@ package enum HaulService {
         package var directory: String
         /// Directories downloads may go into; the default directory alone when empty.
         package var roots: [String] = []
+        /// S3 prefixes downloads may go into (`--root s3://bucket/prefix/`), with the store
+        /// and credentials in ``network``'s ``DownloadManager/Configuration/objectStorage``.
+        /// Objects' bytes wait in `staging` beside the journal.
+        package var objectRoots: [String] = []
         /// More names the `Host` header may use (a host name the service is reached by).
         package var hostNames: [String] = []
         /// Other sites' origins whose pages may call the aria2 JSON-RPC interface, with CORS.
@@ -139,9 +143,25 @@ package enum HaulService {
     ) async throws {
         let batch: DownloadBatch
         do {
+            var objectRoots: [S3Location] = []
+            for root in options.objectRoots {
+                do throws(DownloadError) {
+                    objectRoots.append(try S3Location(parsing: root.hasSuffix("/") ? root : root + "/"))
+                } catch {
+                    throw StartError(description: "--root \(root): \(error.message)")
+                }
+            }
+            if !objectRoots.isEmpty, options.network.objectStorage == nil {
+                throw StartError(description: "--root s3://…: no object store is configured (AWS_* variables or ~/.aws)")
+            }
+            let staging = URL(fileURLWithPath: (options.journalPath as NSString).deletingLastPathComponent)
+                .appendingPathComponent("staging", isDirectory: true)
             batch = try DownloadBatch(
-                roots: options.roots.isEmpty ? [options.directory] : options.roots, defaultDirectory: options.directory)
-        } catch {
+                roots: options.roots.isEmpty ? [options.directory] : options.roots, defaultDirectory: options.directory,
+                objectRoots: objectRoots, staging: objectRoots.isEmpty ? nil : staging)
+        } catch let error as StartError {
+            throw error
+        } catch let error as FieldError {
             throw StartError(description: error.message)
         }
         let journal: Journal
@@ -156,6 +176,7 @@ package enum HaulService {
         configuration.netrc = options.network.netrc
         configuration.userAgent = options.network.userAgent
         configuration.addressFamily = options.network.addressFamily
+        configuration.objectStorage = options.network.objectStorage
         configuration.maxConcurrentDownloads = options.slots
         if let perHost = options.perHost { configuration.maxConnectionsPerHost = perHost }
         if let connections = options.connections { configuration.segmentedConnections = connections }

@@ -133,9 +133,9 @@ struct Get: AsyncParsableCommand {
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()
         let object = try objectDestination()
-        if object != nil, !backend.isJournal {
+        if object != nil, case .queue = backend {
             throw ValidationError(
-                "s3:// destinations run in this process, on the local journal: not with --queue or a running 'haul serve'.")
+                "s3:// destinations are not for --queue: a shared queue's objects go where its workers put them (haul worker -d s3://bucket/prefix/).")
         }
         // An object's key (not a prefix) takes one URL, as -o does: its last component stands
         // for the name in that rule.
@@ -177,7 +177,8 @@ struct Get: AsyncParsableCommand {
             run: options.$settings)
         batch.object = object
         batch.run.hooks = hookOptions.$hooks
-        if object != nil {
+        // (A running service stores objects with its own credentials, under its object roots.)
+        if object != nil, backend.isJournal {
             do throws(DownloadError) {
                 batch.run.configuration.objectStorage = try .fromEnvironment()
             } catch {

@@ -60,7 +60,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("root"),
         help: ArgumentHelp(
-            "A directory requests may save into (and below). Repeatable. (default: the -d directory only)",
+            "A directory requests may save into (and below), or an S3 prefix (s3://bucket/prefix/) objects may go under, with the AWS_* variables or ~/.aws saying which store. Repeatable. (default: the -d directory only)",
             valueName: "dir"))
     var roots: [String] = []
 
@@ -137,13 +137,24 @@ struct Serve: AsyncParsableCommand {
             Console.err(
                 "haul: warning: -x \(connections) is more than --per-host \(perHost): each download opens at most \(perHost) connections to its host.\n")
         }
-        options.roots = roots.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        let objectRoots = roots.filter(DownloadBatch.isObjectAddress)
+        options.roots = roots.filter { !DownloadBatch.isObjectAddress($0) }.map {
+            URL(fileURLWithPath: $0).standardizedFileURL.path
+        }
+        options.objectRoots = objectRoots
         options.hostNames = hostNames
         options.rpcOrigins = rpcOrigins
         options.maxBytesPerSecond = rates.maxOverallRate?.bytesPerSecond
         options.maxBytesPerSecondPerHost = rates.maxHostRate?.bytesPerSecond
         options.maxBytesPerSecondPerDownload = rates.limitRate?.bytesPerSecond
         try network.apply(to: &options.network)
+        if !objectRoots.isEmpty {
+            do throws(DownloadError) {
+                options.network.objectStorage = try .fromEnvironment()
+            } catch {
+                throw ValidationError("--root \(objectRoots[0]): \(error.message).")
+            }
+        }
         options.queue = try queueOptions.address(fromEnvironment: true)
         options.hooks = hookOptions.$hooks
         try applyWebhooks(to: &options)

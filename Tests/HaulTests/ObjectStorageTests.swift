@@ -231,6 +231,55 @@ extension HeavyProcessTests {
             }
         }
 
+        /// `haul serve --root s3://bucket/prefix/`: the service stores objects under its
+        /// object roots with its own credentials, for the API and for `haul get` through it,
+        /// and refuses a prefix outside them.
+        @Test func aServiceStoresObjectsUnderItsObjectRootsOnly() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    let big = f.serve("s.bin", count: 20_000_000, seed: 21)
+                    let small = f.serve("t.bin", count: 3_000, seed: 22)
+                    let directory = f.directory.path
+                    let service = try HaulProcess(
+                        [
+                            "serve", "--listen", "127.0.0.1:0", "--journal", journal, "-d", directory, "--root", directory,
+                            "--root", "s3://haul/in/",
+                        ], environment: server.environment)
+                    _ = try #require(await service.line { $0.contains("listening on http://") }, "\(service.errorText)")
+
+                    // haul get goes through the service, in a shell with no AWS credentials.
+                    var plain = Haul.environment
+                    for name in plain.keys where name.hasPrefix("AWS_") { plain.removeValue(forKey: name) }
+                    let get = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/in/x/s.bin", f.server.url("/files/s.bin").absoluteString],
+                        environment: plain)
+                    #expect(get.status == 0, "\(get.stderr)")
+                    #expect(get.stdout.contains("s3://haul/in/x/s.bin"), "\(get.stdout)")
+                    #expect(try await Self.object("in/x/s.bin", bucket: "haul", in: server, client: client) == big)
+                    let prefix = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-d", "s3://haul/in/", f.server.url("/files/t.bin").absoluteString],
+                        environment: plain)
+                    #expect(prefix.status == 0, "\(prefix.stderr)")
+                    #expect(try await Self.object("in/t.bin", bucket: "haul", in: server, client: client) == small)
+
+                    // Outside the object roots: refused, nothing stored.
+                    let outside = try await Haul.run(
+                        ["get", "--journal", journal, "-d", "s3://haul/out/", f.server.url("/files/t.bin").absoluteString],
+                        environment: plain)
+                    #expect(outside.status == 1)
+                    #expect(outside.stderr.contains("outside the download roots"), "\(outside.stderr)")
+                    #expect(try await Self.object("out/t.bin", bucket: "haul", in: server, client: client) == nil)
+
+                    let jobs = try await Haul.jobs(journal, all: true)
+                    #expect(Set(jobs.compactMap { $0["destination"] as? String }) == ["s3://haul/in/x/s.bin", "s3://haul/in/t.bin"])
+                    service.send(SIGTERM)
+                    #expect(await service.wait().status == 0)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                }
+            }
+        }
+
         @Test func aCancelledUploadIsAbortedAndNothingAppears() async throws {
             try await SeaweedFS.with { server, client in
                 try await Self.makeBucket("haul", client: client, server: server)

@@ -347,4 +347,44 @@ struct ServiceRulesTests {
             }
         }
     }
+
+    /// Object roots: `"directory": "s3://bucket/prefix/…"` goes under a root's prefix, and
+    /// nowhere else.
+    @Test func anObjectDirectoryMustLieUnderAnObjectRoot() throws {
+        try Self.withRoots { root, _, _ in
+            let staging = URL(fileURLWithPath: root + "/staging", isDirectory: true)
+            let batch = try DownloadBatch(
+                roots: [root], defaultDirectory: root,
+                objectRoots: [try S3Location(parsing: "s3://media/in/"), try S3Location(parsing: "s3://whole")],
+                staging: staging)
+            let requests = try batch.requests(for: [
+                DownloadInput(url: "http://example.com/a.bin", directory: "s3://media/in"),
+                DownloadInput(url: "http://example.com/b.bin", directory: "s3://media/in/2026/", name: "b.bin"),
+                DownloadInput(url: "http://example.com/c.bin", directory: "s3://whole/any/where/"),
+                DownloadInput(url: "http://example.com/d.bin", directory: "sub"),
+            ])
+            #expect(
+                requests.map(\.destination) == [
+                    .object(bucket: "media", key: "in/", staging: staging),
+                    .object(bucket: "media", key: "in/2026/b.bin", staging: staging),
+                    .object(bucket: "whole", key: "any/where/", staging: staging),
+                    .directory(URL(fileURLWithPath: root + "/sub", isDirectory: true), name: nil),
+                ])
+            for outside in ["s3://media/", "s3://media/inside/", "s3://media/in/../x/", "s3://other/in/", "s3://Bad_Bucket/in/"] {
+                let error = #expect(throws: FieldError.self) {
+                    try batch.requests(for: [DownloadInput(url: "http://example.com/a", directory: outside)])
+                }
+                #expect(error?.field == "downloads[0].directory", "\(outside)")
+            }
+            // A service without object roots says how to get them.
+            let plain = try DownloadBatch(roots: [root], defaultDirectory: root)
+            let error = #expect(throws: FieldError.self) {
+                try plain.requests(for: [DownloadInput(url: "http://example.com/a", directory: "s3://media/in/")])
+            }
+            #expect(error?.message.contains("--root s3://") == true)
+            #expect(throws: FieldError.self) {
+                try DownloadBatch(roots: [root], defaultDirectory: root, objectRoots: [try S3Location(parsing: "s3://media/in/")])
+            }
+        }
+    }
 }

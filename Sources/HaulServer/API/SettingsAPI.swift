@@ -40,7 +40,8 @@ package struct SettingsAPI: Sendable {
                 maxConcurrentDownloads: limits.slots, maxConnectionsPerHost: limits.perHost,
                 maxBytesPerSecond: core.manager.overallRateLimit ?? 0,
                 maxBytesPerSecondPerHost: core.manager.perHostRateLimit ?? 0,
-                defaultDirectory: batch.defaultDirectory, downloadRoots: batch.roots))
+                defaultDirectory: batch.defaultDirectory,
+                downloadRoots: batch.roots + batch.objectRoots.map(\.description)))
     }
 
     func change(_ request: Request) async throws -> Response {

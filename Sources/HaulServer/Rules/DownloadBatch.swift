@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 package import Haul
 
 #if canImport(Glibc)
@@ -37,7 +37,9 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         }
     }
     /// The directory to save into: absolute, or relative to the service's default
-    /// directory. Must lie inside one of the download roots.
+    /// directory. Must lie inside one of the download roots. Or an S3 prefix,
+    /// `s3://bucket/prefix/`, inside one of the service's object roots: the file is then an
+    /// object under it.
     package var directory: String?
     /// The file name; the server's or the URL's name when absent.
     package var name: String?
@@ -139,10 +141,28 @@ package struct DownloadBatch: Sendable {
     package let roots: [String]
     /// Where inputs without a directory go, and what relative directories start from.
     package let defaultDirectory: String
+    /// S3 prefixes downloads may go into (and below): `haul serve --root s3://bucket/prefix/`.
+    package let objectRoots: [S3Location]
+    /// Where objects' bytes wait until they are uploaded (with ``objectRoots``).
+    package let staging: URL?
 
+    /// - Parameters:
+    ///   - objectRoots: prefixes (``S3Location/isPrefix``) objects may go under.
+    ///   - staging: the local directory objects' bytes wait in; needed with `objectRoots`.
     /// - Throws: ``FieldError`` (field `roots`) when a root or the default directory does
-    ///   not exist, or the default directory lies outside the roots.
-    package init(roots: [String], defaultDirectory: String) throws(FieldError) {
+    ///   not exist, the default directory lies outside the roots, or object roots come
+    ///   without a staging directory or are not prefixes.
+    package init(
+        roots: [String], defaultDirectory: String, objectRoots: [S3Location] = [], staging: URL? = nil
+    ) throws(FieldError) {
+        if let root = objectRoots.first(where: { !$0.isPrefix }) {
+            throw FieldError(field: "roots", message: "the object root \(root) is not a prefix: end it with /")
+        }
+        if !objectRoots.isEmpty, staging == nil {
+            throw FieldError(field: "roots", message: "object roots need a staging directory")
+        }
+        self.objectRoots = objectRoots
+        self.staging = staging
         var resolved: [String] = []
         for root in roots {
             guard let path = Self.realPath(root) else {
@@ -172,6 +192,11 @@ package struct DownloadBatch: Sendable {
         for (index, input) in inputs.enumerated() {
             let field = "\(field)[\(index)]"
             let fields = try Self.checkedFields(of: input, field: field)
+            if let given = input.directory, Self.isObjectAddress(given) {
+                let destination = try object(given, name: fields.name, field: "\(field).directory")
+                requests.append(request(for: input, fields, destination: destination))
+                continue
+            }
             let directory: URL
             if let known = resolved[input.directory] {
                 directory = known
@@ -180,14 +205,44 @@ package struct DownloadBatch: Sendable {
                 directory = URL(fileURLWithPath: path, isDirectory: true)
                 resolved[input.directory] = directory
             }
-            requests.append(request(for: input, fields, in: directory))
+            requests.append(request(for: input, fields, destination: .directory(directory, name: fields.name)))
         }
         return requests
     }
 
-    private func request(for input: DownloadInput, _ fields: CheckedFields, in directory: URL) -> DownloadRequest {
+    /// Whether a directory names an S3 prefix (`s3://…`) rather than a local directory.
+    package static func isObjectAddress(_ directory: String) -> Bool {
+        directory.utf8.count >= 5 && directory.prefix(5).lowercased() == "s3://"
+    }
+
+    /// The object destination for `given` (`s3://bucket/prefix`, the final `/` optional) and
+    /// a file name, if one was given: inside an object root, or refused.
+    private func object(_ given: String, name: String?, field: String) throws(FieldError) -> DownloadDestination {
+        guard let staging, !objectRoots.isEmpty else {
+            throw FieldError(
+                field: field, message: "this service has no object roots: start it with --root s3://bucket/prefix/")
+        }
+        let prefix: S3Location
+        do throws(DownloadError) {
+            prefix = try S3Location(parsing: given.hasSuffix("/") ? given : given + "/")
+            // A name that would make the key too long or invalid is refused now, not later.
+            if let name { _ = try prefix.appending(name) }
+        } catch {
+            throw FieldError(field: field, message: error.message)
+        }
+        // Keys hold no `.` or `..` component (S3Location refuses them), so a prefix is inside
+        // a root exactly when its key starts with the root's, which ends with `/`.
+        guard objectRoots.contains(where: { $0.bucket == prefix.bucket && prefix.key.hasPrefix($0.key) }) else {
+            throw FieldError(field: field, message: "\(given) is outside the download roots")
+        }
+        return .object(bucket: prefix.bucket, key: prefix.key + (name ?? ""), staging: staging)
+    }
+
+    private func request(for input: DownloadInput, _ fields: CheckedFields, destination: DownloadDestination)
+        -> DownloadRequest
+    {
         var request = DownloadRequest(
-            url: fields.url, destination: .directory(directory, name: fields.name),
+            url: fields.url, destination: destination,
             priority: fields.priority, expectedSize: input.expectedSize, checksum: fields.checksum,
             headers: fields.headers)
         request.maxBytesPerSecond = input.maxBytesPerSecond

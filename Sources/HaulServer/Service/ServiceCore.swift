@@ -37,8 +37,9 @@ package final class ServiceCore: Sendable {
 
     /// Makes `directory` the default directory; it must lie inside a root.
     package func setDefaultDirectory(_ directory: String) throws(FieldError) {
-        let roots = batch.roots
-        let batch = try DownloadBatch(roots: roots, defaultDirectory: directory)
+        let current = batch
+        let batch = try DownloadBatch(
+            roots: current.roots, defaultDirectory: directory, objectRoots: current.objectRoots, staging: current.staging)
         batchBox.withLockedValue { $0 = batch }
     }
 

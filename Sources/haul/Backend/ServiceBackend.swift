@@ -30,35 +30,66 @@ struct ServiceBackend: CommandBackend {
     // MARK: - Downloads
 
     func get(_ batch: GetBatch) async throws -> Int32 {
+        if let object = batch.object { return try await get(batch, into: object) }
         let directory = try batch.createdDirectory()
-        let headers = batch.allHeaders.isEmpty ? nil : Dictionary(batch.allHeaders.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
         var inputs: [DownloadInput] = []
+        try await entries(of: batch) { entry in
+            // A Metalink file's name with folders: the folders are made here, beside the
+            // service, as the directory is.
+            var folder = directory
+            var name = entry.name
+            if entry.isPath, let path = entry.name {
+                let file = directory.appendingPathComponent(path, isDirectory: false)
+                folder = file.deletingLastPathComponent()
+                name = file.lastPathComponent
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            }
+            inputs.append(Self.input(entry, directory: folder.path, name: name, batch: batch))
+        }
+        return try await get(inputs, detach: batch.detach, quiet: batch.run.quiet)
+    }
+
+    /// `haul get -o s3://bucket/key` or `-d s3://bucket/prefix/`: the service stores the
+    /// objects, under one of its object roots (`haul serve --root s3://…`), with its own
+    /// credentials; it refuses a prefix outside them.
+    private func get(_ batch: GetBatch, into object: S3Location) async throws -> Int32 {
+        var inputs: [DownloadInput] = []
+        try await entries(of: batch) { entry in
+            // The key's folders (and a Metalink file's) go into the prefix, its last
+            // component is the name.
+            let key = object.isPrefix ? object.key + (entry.name ?? "") : object.key
+            let slash = key.lastIndex(of: "/")
+            let prefix = slash.map { String(key[...$0]) } ?? ""
+            let name = String(key[(slash.map { key.index(after: $0) } ?? key.startIndex)...])
+            inputs.append(
+                Self.input(
+                    entry, directory: "s3://\(object.bucket)/\(prefix)", name: name.isEmpty ? nil : name, batch: batch))
+        }
+        return try await get(inputs, detach: batch.detach, quiet: batch.run.quiet)
+    }
+
+    /// The batch's entries, each given to `body`; an input that changed while it was read is
+    /// said on standard error and exits with 1.
+    private func entries(of batch: GetBatch, _ body: (InputEntry) throws -> Void) async throws {
         do {
             try await batch.entries { entry in
-                // A Metalink file's name with folders: the folders are made here, beside the
-                // service, as the directory is.
-                var folder = directory
-                var name = entry.name
-                if entry.isPath, let path = entry.name {
-                    let file = directory.appendingPathComponent(path, isDirectory: false)
-                    folder = file.deletingLastPathComponent()
-                    name = file.lastPathComponent
-                    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                }
-                inputs.append(
-                    DownloadInput(
-                        url: entry.url.absoluteString, directory: folder.path, name: name,
-                        checksum: entry.checksum?.description, expectedSize: entry.expectedSize, headers: headers,
-                        maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
-                        mirrors: entry.mirrors.isEmpty ? nil : entry.mirrors.map(\.absoluteString),
-                        pieces: entry.pieces.map(DownloadInput.Pieces.init)))
+                try body(entry)
                 return true
             }
         } catch {
             Console.err("haul: \(error) (the input changed while it was read)\n")
             throw ExitCode.failure
         }
-        return try await get(inputs, detach: batch.detach, quiet: batch.run.quiet)
+    }
+
+    private static func input(_ entry: InputEntry, directory: String, name: String?, batch: GetBatch) -> DownloadInput {
+        let headers = batch.allHeaders.isEmpty ? nil : Dictionary(batch.allHeaders.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
+        return DownloadInput(
+            url: entry.url.absoluteString, directory: directory, name: name,
+            checksum: entry.checksum?.description, expectedSize: entry.expectedSize, headers: headers,
+            maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
+            mirrors: entry.mirrors.isEmpty ? nil : entry.mirrors.map(\.absoluteString),
+            pieces: entry.pieces.map(DownloadInput.Pieces.init))
     }
 
     /// Queues `inputs` with the service and, unless `detach`, follows them to their end,
@@ -68,7 +99,7 @@ struct ServiceBackend: CommandBackend {
     /// sent, as they do without a service; every one is checked here first, by the service's
     /// own rules (``DownloadBatch``), so that a bad one is refused before any is queued.
     private func get(_ inputs: [DownloadInput], detach: Bool, quiet: Bool) async throws -> Int32 {
-        if inputs.count > Self.firstPart, let directory = inputs.first?.directory {
+        if inputs.count > Self.firstPart, let directory = inputs.first?.directory, !DownloadBatch.isObjectAddress(directory) {
             do throws(FieldError) {
                 _ = try DownloadBatch(roots: [directory], defaultDirectory: directory).requests(for: inputs)
             } catch {
