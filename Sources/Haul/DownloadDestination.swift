@@ -12,9 +12,10 @@ public enum DownloadDestination: Sendable, Hashable {
     /// Memory, for small resources such as thumbnails: the body is returned as `Data`.
     /// A body larger than `limit` bytes fails with ``DownloadError/Code/tooLarge``.
     case memory(limit: Int)
-    /// An object in an S3-compatible bucket, put there once the download is complete and
-    /// verified: the object appears at its key only then (in one `PUT`, or by completing a
-    /// multipart upload whose parts survive a kill). The manager's
+    /// An object in an S3-compatible bucket, which appears at its key only once the download
+    /// is complete and verified (in one `PUT`, or by completing a multipart upload whose
+    /// parts survive a kill; a segmented download uploads each part as soon as its bytes
+    /// are in). The manager's
     /// ``DownloadManager/Configuration/objectStorage`` says which store and credentials.
     ///
     /// A `key` that ends with `/` is a prefix: the object's name is then taken from the
