@@ -34,6 +34,23 @@ extension HeavyProcessTests {
             return (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
         }
 
+        /// The part numbers the upload's sidecar in the journal's staging directory records,
+        /// once they are `expected` (or after 60 seconds, or once `process` has ended).
+        static func recordedParts(_ expected: Set<Int>, journal: String, while process: HaulProcess) async -> Set<Int> {
+            let staging = (journal as NSString).deletingLastPathComponent + "/staging"
+            var recorded: Set<Int> = []
+            let deadline = ContinuousClock.now + .seconds(60)
+            while recorded != expected, ContinuousClock.now < deadline, process.isRunning {
+                let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
+                    .first { $0.hasSuffix(".haul-upload") }
+                if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
+                    recorded = Set(record.parts.map(\.number))
+                }
+                await Task.yield()
+            }
+            return recorded
+        }
+
         @Test func smallFilesArePutWholeUnderTheirKeysAndAPrefix() async throws {
             try await SeaweedFS.with { server, client in
                 try await Self.makeBucket("haul", client: client, server: server)
@@ -99,17 +116,7 @@ extension HeavyProcessTests {
                     ]
                     let first = try HaulProcess(arguments, environment: environment)
                     // The upload stands still once parts 1 and 2 are in its record.
-                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
-                    var recorded: Set<Int> = []
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while recorded != [1, 2], ContinuousClock.now < deadline, first.isRunning {
-                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
-                            .first { $0.hasSuffix(".haul-upload") }
-                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
-                            recorded = Set(record.parts.map(\.number))
-                        }
-                        await Task.yield()
-                    }
+                    let recorded = await Self.recordedParts([1, 2], journal: journal, while: first)
                     #expect(recorded == [1, 2], "\(first.errorText)")
                     #expect(relay.held == [3, 4])
                     // Nothing at the key while the upload is unfinished.
@@ -156,17 +163,7 @@ extension HeavyProcessTests {
                         "get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-o", "s3://haul/big.bin", url,
                     ]
                     let first = try HaulProcess(arguments, environment: environment)
-                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
-                    var recorded: Set<Int> = []
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while recorded != [1, 2, 4], ContinuousClock.now < deadline, first.isRunning {
-                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
-                            .first { $0.hasSuffix(".haul-upload") }
-                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
-                            recorded = Set(record.parts.map(\.number))
-                        }
-                        await Task.yield()
-                    }
+                    let recorded = await Self.recordedParts([1, 2, 4], journal: journal, while: first)
                     #expect(recorded == [1, 2, 4], "\(first.errorText)")
                     #expect(relay.passed.sorted() == [1, 2, 4])
                     // The download stands still short of its end, and nothing is at the key.
@@ -204,17 +201,7 @@ extension HeavyProcessTests {
                     let first = try HaulProcess(
                         ["get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-o", "s3://haul/v.bin", url],
                         environment: server.environment)
-                    let staging = (journal as NSString).deletingLastPathComponent + "/staging"
-                    var recorded: Set<Int> = []
-                    let deadline = ContinuousClock.now + .seconds(60)
-                    while recorded != [1, 2, 4], ContinuousClock.now < deadline, first.isRunning {
-                        let sidecar = (try? FileManager.default.contentsOfDirectory(atPath: staging))?
-                            .first { $0.hasSuffix(".haul-upload") }
-                        if let sidecar, let record = ObjectUpload.load(staging + "/" + sidecar) {
-                            recorded = Set(record.parts.map(\.number))
-                        }
-                        await Task.yield()
-                    }
+                    let recorded = await Self.recordedParts([1, 2, 4], journal: journal, while: first)
                     #expect(recorded == [1, 2, 4], "\(first.errorText)")
                     first.send(SIGKILL)
                     _ = await first.wait()
