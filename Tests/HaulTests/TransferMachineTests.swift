@@ -213,6 +213,9 @@ struct TransferMachineTests {
         #expect(segments.remaining.map { [$0.0, $0.1] } == [[0, Int64(length)!]])
         #expect(segments.metadata.location == Self.url.absoluteString)
         #expect(segments.headers.map(\.name) == ["Authorization"])
+        // The name is kept in the sidecar, for a resumed run to use.
+        #expect(segments.contentDisposition == "attachment; filename=b.iso")
+        #expect(segments.metadata.contentDisposition == "attachment; filename=b.iso")
         // Complete: committed with the first response's name and validator.
         let finish = try #require(Self.finish(machine.segmentsEnded(.complete)))
         #expect(finish.size == Int64(length))
@@ -231,6 +234,20 @@ struct TransferMachineTests {
         // The same big response is now read, not segmented.
         let take = try #require(Self.take(machine.receivedHead(status: 200, headers: big)))
         #expect(take.offset == 0)
+    }
+
+    @Test func aResumedSegmentedPartialIsNamedAsTheFreshOneWas() throws {
+        let stored = PartialMetadata(
+            url: Self.url.absoluteString, validator: .etag(Self.etag), totalBytes: 4000, remaining: [[1000, 2000]],
+            location: "https://cdn.example.net/download?id=3", contentDisposition: "attachment; filename=report.pdf")
+        var (machine, action) = Self.file(length: 4000, stored: stored)
+        guard case .segment(let segments) = action else {
+            Issue.record("expected segments")
+            return
+        }
+        #expect(segments.contentDisposition == "attachment; filename=report.pdf")
+        let finish = try #require(Self.finish(machine.segmentsEnded(.complete)))
+        #expect(finish.contentDisposition == "attachment; filename=report.pdf")
     }
 
     @Test func aSegmentedPartialResumesItsSegmentsBeforeAnyRequest() throws {

@@ -33,6 +33,10 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// For a download with mirrors, what was learned of its sources (see ``SourceSet``):
     /// a resumed download does not ask again a source dropped before.
     var sources: [SourceSet.Health]?
+    /// For a segmented download, the first response's `Content-Disposition`: a resumed
+    /// download sends no such request first, and is named (or keyed, for an object) as the
+    /// fresh one would have been.
+    var contentDisposition: String?
 
     /// Whether the partial came from `requested`: the same URL, or, for signed URLs, the
     /// same object under another signature (the same scheme, host, port and path: a fresh

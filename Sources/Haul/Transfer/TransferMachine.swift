@@ -122,7 +122,8 @@ struct TransferMachine: Sendable {
         /// The headers for `url`, chosen by the redirect policy.
         var headers: [RedirectPolicy.Header]
         /// The `Content-Disposition` the finish will name the file by: the first
-        /// response's, for a fresh download; none for a resumed one (no response yet).
+        /// response's, for a fresh download; the one its sidecar kept, for a resumed one
+        /// (which sends no such request).
         var contentDisposition: String? = nil
     }
 
@@ -278,7 +279,8 @@ struct TransferMachine: Sendable {
             let url = location ?? settings.url
             resumableSegments = Segments(
                 url: url, total: total, validator: validator, remaining: remaining, metadata: metadata,
-                prepares: false, headers: settings.policy.headers(for: url))
+                prepares: false, headers: settings.policy.headers(for: url),
+                contentDisposition: metadata.contentDisposition)
             // Should the content have changed, the download starts from zero.
             length = 0
             stored = nil
@@ -485,7 +487,7 @@ struct TransferMachine: Sendable {
         switch outcome {
         case .complete:
             validator = segments.validator
-            if !segments.prepares { contentDisposition = nil }
+            contentDisposition = segments.contentDisposition
             return finish(size: segments.total, url: segments.url)
         case .changed(let reason):
             // Once more from zero, over one connection, from the URL first asked for (the
@@ -543,7 +545,7 @@ struct TransferMachine: Sendable {
         let metadata = PartialMetadata(
             url: (settings.recordedURL ?? settings.url).absoluteString, validator: validator, totalBytes: total,
             remaining: [[0, total]],
-            location: url.absoluteString)
+            location: url.absoluteString, contentDisposition: contentDisposition)
         return Segments(
             url: url, total: total, validator: validator, remaining: [(0, total)], metadata: metadata, prepares: true,
             headers: redirects.policy.headers(for: url), contentDisposition: contentDisposition)
