@@ -158,8 +158,11 @@ final class SeaweedFS: Sendable {
         return response.status == .ok
     }
 
+    /// Stops the server at once and removes its directory. (SIGKILL: its data goes with
+    /// the directory, and a graceful stop waited 30 s for connections a killed client had
+    /// left in flight.)
     func stop() async {
-        process.signal(SIGTERM)
+        process.signal(SIGKILL)
         _ = await process.wait()
         try? FileManager.default.removeItem(at: directory)
     }
