@@ -34,6 +34,29 @@ extension HeavyProcessTests {
             return (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
         }
 
+        /// Runs `body` with a fresh SeaweedFS that has a bucket `haul`, a ``PartRelay`` in
+        /// front of it, and the environment that sends `haul`'s requests through the relay.
+        static func withRelay(
+            _ body: (SeaweedFS, S3Client, PartRelay, [String: String]) async throws -> Void
+        ) async throws {
+            try await SeaweedFS.with { server, client in
+                try await makeBucket("haul", client: client, server: server)
+                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+                let relay = try await PartRelay.start(to: server.port, group: group)
+                var environment = server.environment
+                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+                do {
+                    try await body(server, client, relay, environment)
+                } catch {
+                    await relay.stop()
+                    try? await group.shutdownGracefully()
+                    throw error
+                }
+                await relay.stop()
+                try? await group.shutdownGracefully()
+            }
+        }
+
         /// The part numbers the upload's sidecar in the journal's staging directory records,
         /// once they are `expected` (or after 60 seconds, or once `process` has ended).
         static func recordedParts(_ expected: Set<Int>, journal: String, while process: HaulProcess) async -> Set<Int> {
@@ -101,12 +124,7 @@ extension HeavyProcessTests {
         }
 
         @Test func aKilledUploadResumesAtThePartItStoodAtAndTheObjectAppearsOnlyThen() async throws {
-            try await SeaweedFS.with { server, client in
-                try await Self.makeBucket("haul", client: client, server: server)
-                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-                let relay = try await PartRelay.start(to: server.port, group: group)
-                var environment = server.environment
-                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+            try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in
                     // Four parts of 8 MiB (the last 4.6 MiB); the third and fourth are held.
                     let bytes = f.serve("big.bin", count: 30_000_000, seed: 7)
@@ -135,8 +153,6 @@ extension HeavyProcessTests {
                     #expect(try await client.pendingUploads(location).isEmpty)
                     #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
                 }
-                await relay.stop()
-                try? await group.shutdownGracefully()
             }
         }
 
@@ -144,12 +160,7 @@ extension HeavyProcessTests {
         /// of the download still runs; a kill then costs neither those parts nor the bytes
         /// downloaded.
         @Test func partsGoUpWhileTheDownloadRunsAndAKillKeepsThem() async throws {
-            try await SeaweedFS.with { server, client in
-                try await Self.makeBucket("haul", client: client, server: server)
-                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-                let relay = try await PartRelay.start(to: server.port, group: group)
-                var environment = server.environment
-                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+            try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in
                     // 40 MB in 8 MiB parts: 1 [0, 8.4M), 2 [8.4M, 16.8M), 3 [16.8M, 25.2M),
                     // 4 [25.2M, 33.6M), 5 [33.6M, 40M). Two segments, [0, 20M) and [20M, 40M),
@@ -188,8 +199,6 @@ extension HeavyProcessTests {
                     #expect(try await client.pendingUploads(location).isEmpty)
                     #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
                 }
-                await relay.stop()
-                try? await group.shutdownGracefully()
             }
         }
 
@@ -272,12 +281,7 @@ extension HeavyProcessTests {
         }
 
         @Test func aCancelledUploadIsAbortedAndNothingAppears() async throws {
-            try await SeaweedFS.with { server, client in
-                try await Self.makeBucket("haul", client: client, server: server)
-                let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-                let relay = try await PartRelay.start(to: server.port, group: group)
-                var environment = server.environment
-                environment["AWS_ENDPOINT_URL"] = "http://127.0.0.1:\(relay.port)"
+            try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in
                     _ = f.serve("big.bin", count: 20_000_000, seed: 9)
                     relay.hold { $0 >= 2 }
@@ -301,8 +305,6 @@ extension HeavyProcessTests {
                     #expect(try await Self.object("gone.bin", bucket: "haul", in: server, client: client) == nil)
                     #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
                 }
-                await relay.stop()
-                try? await group.shutdownGracefully()
             }
         }
 
