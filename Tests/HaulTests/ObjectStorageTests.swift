@@ -280,6 +280,27 @@ extension HeavyProcessTests {
             }
         }
 
+        /// A busy store's `503 SlowDown` for a part is retried, and said as the download's
+        /// retries are (a `retrying` event).
+        @Test func aPartTheStoreRefusesAsBusyIsRetriedAndSaid() async throws {
+            try await Self.withRelay { server, client, relay, environment in
+                try await CLIFixture.with { f, journal in
+                    let bytes = f.serve("busy.bin", count: 20_000_000, seed: 31)
+                    relay.refuseOnce([2])
+                    let run = try await Haul.run(
+                        ["get", "--json", "--journal", journal, "-o", "s3://haul/busy.bin", f.server.url("/files/busy.bin").absoluteString],
+                        environment: environment)
+                    #expect(run.status == 0, "\(run.stderr)")
+                    #expect(relay.refused == [2])
+                    #expect(relay.passed.sorted() == [1, 2, 3])
+                    let retries = run.stdout.split(separator: "\n").filter { $0.contains(#""event":"retrying""#) }
+                    #expect(retries.count == 1, "\(run.stdout)")
+                    #expect(retries.first?.contains("SlowDown") == true, "\(retries)")
+                    #expect(try await Self.object("busy.bin", bucket: "haul", in: server, client: client) == bytes)
+                }
+            }
+        }
+
         @Test func aCancelledUploadIsAbortedAndNothingAppears() async throws {
             try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in

@@ -32,13 +32,18 @@ struct ObjectUpload: Sendable {
     let settings: DownloadManager.ObjectStorage
     /// The content's validator (see ``UploadRecord/validator``).
     let validator: String?
+    /// Told of each request to the store that is tried again (the download's `retrying`
+    /// events).
+    let onRetry: @Sendable (_ attempt: Int, _ error: DownloadError, _ delay: Duration) -> Void
     /// Serialises the sidecar's writes.
     private let saving = NIOLock()
 
     init(
         client: S3Client, location: S3Location, file: PartialFile, size: Int64, recordPath: String,
-        threadPool: NIOThreadPool, retry: RetryPolicy, settings: DownloadManager.ObjectStorage, validator: String?
+        threadPool: NIOThreadPool, retry: RetryPolicy, settings: DownloadManager.ObjectStorage, validator: String?,
+        onRetry: @escaping @Sendable (_ attempt: Int, _ error: DownloadError, _ delay: Duration) -> Void = { _, _, _ in }
     ) {
+        self.onRetry = onRetry
         self.client = client
         self.location = location
         self.file = file
@@ -304,7 +309,7 @@ struct ObjectUpload: Sendable {
 
     /// One S3 request under the retry policy.
     private func retrying<T: Sendable>(_ body: () async throws(DownloadError) -> T) async throws(DownloadError) -> T {
-        switch await withRetries(retry, body) {
+        switch await withRetries(retry, onRetry: onRetry, body) {
         case .succeeded(let value): return value
         case .failed(let error), .waitingForNetwork(let error): throw error
         case .interrupted(let error):

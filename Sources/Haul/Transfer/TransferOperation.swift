@@ -460,8 +460,16 @@ package final class TransferOperation: Sendable {
         let upload = ObjectUpload(
             client: store, location: object, file: file, size: segments.total, recordPath: paths.uploadRecord,
             threadPool: threadPool, retry: configuration.retry, settings: settings,
-            validator: segments.validator.headerValue)
+            validator: segments.validator.headerValue, onRetry: uploadRetried)
         return PartStream(upload: upload, logger: logger)
+    }
+
+    /// A request to the object store is tried again: said as the download's retries are.
+    private var uploadRetried: @Sendable (Int, DownloadError, Duration) -> Void {
+        { [core, logger, id = request.id] attempt, error, delay in
+            logger.debug("retrying the upload", metadata: ["id": "\(id)", "retry": "\(attempt)", "error": "\(error)"])
+            core.emit(.retrying(attempt: attempt, reason: error, delay: delay))
+        }
     }
 
     /// Aborts the upload an object destination's sidecar names, and forgets it: its parts
@@ -580,7 +588,8 @@ package final class TransferOperation: Sendable {
         }
         let upload = ObjectUpload(
             client: store, location: object, file: file, size: size, recordPath: paths.uploadRecord,
-            threadPool: threadPool, retry: configuration.retry, settings: settings, validator: validator?.headerValue)
+            threadPool: threadPool, retry: configuration.retry, settings: settings, validator: validator?.headerValue,
+            onRetry: uploadRetried)
         let checkpointer = self.checkpointer
         do {
             _ = try await upload.run { () throws(DownloadError) in
