@@ -34,6 +34,18 @@ extension HeavyProcessTests {
             return (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
         }
 
+        /// Expects the object at `key` in bucket `haul` to be `bytes`, with no unfinished
+        /// upload to the key and nothing left staged beside `journal`.
+        static func expectWhole(
+            _ key: String, _ bytes: [UInt8], in server: SeaweedFS, client: S3Client, journal: String,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async throws {
+            #expect(try await object(key, bucket: "haul", in: server, client: client) == bytes, sourceLocation: sourceLocation)
+            let location = try S3Location(bucket: "haul", key: key)
+            #expect(try await client.pendingUploads(location).isEmpty, sourceLocation: sourceLocation)
+            #expect(staged(journal).isEmpty, "\(staged(journal))", sourceLocation: sourceLocation)
+        }
+
         /// Runs `body` with a fresh SeaweedFS that has a bucket `haul`, a ``PartRelay`` in
         /// front of it, and the environment that sends `haul`'s requests through the relay.
         static func withRelay(
@@ -148,10 +160,7 @@ extension HeavyProcessTests {
                     #expect(second.status == 0, "\(second.stderr)")
                     // Only the parts the first run had not finished went again.
                     #expect(Array(relay.passed[before...]).sorted() == [3, 4])
-                    #expect(try await Self.object("big.bin", bucket: "haul", in: server, client: client) == bytes)
-                    let location = try S3Location(bucket: "haul", key: "big.bin")
-                    #expect(try await client.pendingUploads(location).isEmpty)
-                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                    try await Self.expectWhole("big.bin", bytes, in: server, client: client, journal: journal)
                 }
             }
         }
@@ -194,10 +203,7 @@ extension HeavyProcessTests {
                     #expect(relay.passed.count == 5)
                     #expect(Array(relay.passed.dropFirst(3)).sorted() == [3, 5])
                     #expect(f.server.bytesServed(path: "/files/big.bin") == 4_000_000)
-                    #expect(try await Self.object("in/named.bin", bucket: "haul", in: server, client: client) == bytes)
-                    let location = try S3Location(bucket: "haul", key: "in/named.bin")
-                    #expect(try await client.pendingUploads(location).isEmpty)
-                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                    try await Self.expectWhole("in/named.bin", bytes, in: server, client: client, journal: journal)
                 }
             }
         }
@@ -223,10 +229,7 @@ extension HeavyProcessTests {
                     let changed = f.serve("big.bin", count: 40_000_000, seed: 13)
                     let second = try await Haul.run(["resume", "-q", "--journal", journal], environment: server.environment)
                     #expect(second.status == 0, "\(second.stderr)")
-                    #expect(try await Self.object("v.bin", bucket: "haul", in: server, client: client) == changed)
-                    let location = try S3Location(bucket: "haul", key: "v.bin")
-                    #expect(try await client.pendingUploads(location).isEmpty)
-                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+                    try await Self.expectWhole("v.bin", changed, in: server, client: client, journal: journal)
                 }
             }
         }
