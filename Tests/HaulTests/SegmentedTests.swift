@@ -67,7 +67,9 @@ struct SegmentedTests {
             _ = try await f.manager.download(f.request("/files/wide?rate=\(4 << 20)")).result
             #expect(sha256(f.contents("wide")) == sha256(bytes))
             let ranged = Array(f.server.requests(path: "/files/wide").dropFirst())
-            #expect(Set(Self.ranges(Array(ranged.prefix(8)))) == Self.firstRanges(8), "\(Self.ranges(ranged))")
+            // (Each of the 8 first segments is asked for; a connection that finishes early may
+            // steal before the last of them is sent, so their order is not checked.)
+            #expect(Set(Self.ranges(ranged)).isSuperset(of: Self.firstRanges(8)), "\(Self.ranges(ranged))")
         }
     }
 
@@ -93,7 +95,9 @@ struct SegmentedTests {
             // Then it used its 8
             #expect(sha256(f.contents("own")) == sha256(bytes))
             let ranged = f.server.requests(path: "/files/own").filter { $0.header("Range") != nil }
-            #expect(Set(Self.ranges(Array(ranged.prefix(8)))) == Self.firstRanges(8), "\(Self.ranges(ranged))")
+            // (Each of the 8 first segments is asked for; a connection that finishes early may
+            // steal before the last of them is sent, so their order is not checked.)
+            #expect(Set(Self.ranges(ranged)).isSuperset(of: Self.firstRanges(8)), "\(Self.ranges(ranged))")
         }
     }
 
