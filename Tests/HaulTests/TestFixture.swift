@@ -120,6 +120,18 @@ func rangeStart(_ request: RecordedRequest?) -> Int? {
     return Int(range.dropFirst("bytes=".count).dropLast())
 }
 
+/// The first byte and the last (inclusive, `nil` when open-ended) a request asked for:
+/// `(0, nil)` without a `Range` header, `nil` for a range that is not one `bytes=S-[E]`.
+func rangeBounds(_ request: RecordedRequest) -> (start: Int, end: Int?)? {
+    guard let range = request.header("Range") else { return (0, nil) }
+    guard range.hasPrefix("bytes=") else { return nil }
+    let parts = range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+    guard parts.count == 2, let start = Int(parts[0]) else { return nil }
+    if parts[1].isEmpty { return (start, nil) }
+    guard let end = Int(parts[1]) else { return nil }
+    return (start, end)
+}
+
 /// Waits for the first event that `match` accepts; `nil` if the stream ends first.
 @discardableResult
 func firstEvent<T>(_ events: AsyncStream<DownloadEvent>, _ match: (DownloadEvent) -> T?) async -> T? {
