@@ -160,7 +160,6 @@ actor ProgressRenderer {
 
     private let mode: Mode
     private let nameLookup: @Sendable (DownloadID) -> String?
-    private let timestamps = ISO8601DateFormatter()
     private var expected = 0
     private var rejectedCount = 0
     private var rows: [DownloadID: Row] = [:]
@@ -174,7 +173,6 @@ actor ProgressRenderer {
     init(mode: Mode, nameLookup: @escaping @Sendable (DownloadID) -> String?) {
         self.mode = mode
         self.nameLookup = nameLookup
-        timestamps.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
     }
 
     // MARK: - Input
@@ -226,17 +224,13 @@ actor ProgressRenderer {
 
     /// Ends the display and shows the summary.
     func finish(_ summary: Summary) {
-        var parts = ["\(summary.completed) completed", "\(summary.failed) failed"]
-        if summary.paused > 0 { parts.append("\(summary.paused) paused") }
-        if summary.elsewhere > 0 { parts.append("\(summary.elsewhere) run by another process") }
-        let line = parts.joined(separator: ", ") + ", \(Format.bytes(summary.bytes)) in \(Format.elapsed(summary.elapsed))"
         switch mode {
         case .quiet:
             return
         case .json:
             emitSummary(summary)
         case .lines:
-            Console.out(line + "\n")
+            Console.out(Self.summaryLine(summary) + "\n")
         case .live:
             let paused = sortedRows().filter { if case .paused = $0.1.status { true } else { false } }
             for (_, row) in paused.prefix(Self.maxLiveRows) {
@@ -245,9 +239,17 @@ actor ProgressRenderer {
             if paused.count > Self.maxLiveRows {
                 pendingLines.append("… and \(paused.count - Self.maxLiveRows) more paused")
             }
-            pendingLines.append(line)
+            pendingLines.append(Self.summaryLine(summary))
             draw(live: [])
         }
+    }
+
+    /// `3 completed, 1 failed, 12.0 MiB in 2.3 s`.
+    private static func summaryLine(_ summary: Summary) -> String {
+        var parts = ["\(summary.completed) completed", "\(summary.failed) failed"]
+        if summary.paused > 0 { parts.append("\(summary.paused) paused") }
+        if summary.elsewhere > 0 { parts.append("\(summary.elsewhere) run by another process") }
+        return parts.joined(separator: ", ") + ", \(Format.bytes(summary.bytes)) in \(Format.elapsed(summary.elapsed))"
     }
 
     /// Ends a run that had nothing to do: `message` on a terminal or in lines, an all-zero
@@ -353,14 +355,14 @@ actor ProgressRenderer {
         var object = JSONLine()
         object["event"] = .string(event)
         object["id"] = .string(id.rawValue)
-        object["time"] = .string(timestamps.string(from: Date()))
+        object["time"] = .string(UTCDateText.rfc3339(Date()))
         return object
     }
 
     private func emitSummary(_ summary: Summary) {
         var object = JSONLine()
         object["event"] = .string("summary")
-        object["time"] = .string(timestamps.string(from: Date()))
+        object["time"] = .string(UTCDateText.rfc3339(Date()))
         object["completed"] = .int(Int64(summary.completed))
         object["failed"] = .int(Int64(summary.failed))
         object["paused"] = .int(Int64(summary.paused))

@@ -208,14 +208,8 @@ final class SyncRenderer: @unchecked Sendable {
         guard mode == .json else { return }
         var line = JSONLine()
         line["event"] = .string(event)
-        line["time"] = .string(Self.timestamp())
+        line["time"] = .string(UTCDateText.rfc3339(Date()))
         for (key, value) in fields { line[key] = value }
         Console.out(line.rendered() + "\n")
-    }
-
-    private static func timestamp() -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date())
     }
 }

@@ -308,7 +308,7 @@ struct SigV4Tests {
         let signer = SigV4Signer(credentials: Self.credentials, region: "us-east-1", service: "iam")
 
         // When
-        let key = signer.signingKey(day: "20120215").withUnsafeBytes { SigV4Signer.hex($0) }
+        let key = signer.signingKey(day: "20120215").withUnsafeBytes { Hex.lowercase($0) }
 
         // Then
         #expect(key == "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d")

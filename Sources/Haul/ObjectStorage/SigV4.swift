@@ -74,7 +74,7 @@ struct SigV4Signer: Sendable {
 
         /// The hash of `body`.
         static func sha256(of body: some DataProtocol) -> PayloadHash {
-            PayloadHash(value: SigV4Signer.hex(SHA256.hash(data: body)))
+            PayloadHash(value: Hex.lowercase(SHA256.hash(data: body)))
         }
 
         var description: String { value }
@@ -149,9 +149,9 @@ struct SigV4Signer: Sendable {
             payloadHash.value,
         ].joined(separator: "\n")
         let stringToSign = [
-            "AWS4-HMAC-SHA256", timestamp, scope, Self.hex(SHA256.hash(data: Data(canonicalRequest.utf8))),
+            "AWS4-HMAC-SHA256", timestamp, scope, Hex.lowercase(SHA256.hash(data: Data(canonicalRequest.utf8))),
         ].joined(separator: "\n")
-        let signature = Self.hex(
+        let signature = Hex.lowercase(
             HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: signingKey(day: day)))
         added.append(
             (
@@ -306,13 +306,5 @@ struct SigV4Signer: Sendable {
     /// Space, tab, carriage return or line feed: what header values collapse.
     private static func isWhiteSpace(_ character: Character) -> Bool {
         character == " " || character == "\t" || character == "\r" || character == "\n" || character == "\r\n"
-    }
-
-    /// `bytes` as lowercase hexadecimal.
-    static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]] }
-        return String(decoding: out, as: UTF8.self)
     }
 }

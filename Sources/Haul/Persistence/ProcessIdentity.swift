@@ -16,11 +16,15 @@ enum ProcessIdentity {
     /// length can be trusted; after a reboot only the fsynced bytes the journal recorded can.
     static let bootID: String? = {
         #if os(Linux)
-        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
-            return nil
-        }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        return trimmed.isEmpty ? nil : trimmed
+        // A UUID and a newline; read with one call, as the first thing every run asks.
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        let text = String(decoding: buffer[..<count], as: UTF8.self).filter { !$0.isWhitespace }
+        return text.isEmpty ? nil : text
         #elseif canImport(Darwin)
         var boottime = timeval()
         var size = MemoryLayout<timeval>.size

@@ -72,7 +72,7 @@ struct CredentialVault: Sendable {
                 canonical.append(0)
             }
             let code = HMAC<SHA256>.authenticationCode(for: canonical, using: SymmetricKey(data: key))
-            fingerprint = code.prefix(12).map { String(format: "%02x", $0) }.joined()
+            fingerprint = Hex.lowercase(code.prefix(12))
             if entries[fingerprint] == nil { entries[fingerprint] = secret }
             last = (secret, fingerprint)
         }

@@ -1,3 +1,5 @@
+package import Foundation
+
 /// Dates written as UTC text by hand, for the formats written once per journal row or
 /// service event, where `DateFormatter` and `gmtime_r` plus string building cost more than
 /// the rest of the row or event.
@@ -50,6 +52,17 @@ package enum UTCDateText {
             if zulu { put(UInt8(ascii: "Z")) }
             return count
         }
+    }
+
+    /// RFC 3339 in UTC with milliseconds, as events and log lines are stamped:
+    /// `2026-11-27T14:05:00.123Z`.
+    package static func rfc3339(_ date: Date) -> String {
+        text(
+            millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)),
+            separator: UInt8(ascii: "T"), milliseconds: true, zulu: true)
+            ?? ISO8601DateFormatter.string(
+                from: date, timeZone: TimeZone(identifier: "UTC")!,
+                formatOptions: [.withInternetDateTime, .withFractionalSeconds])
     }
 
     /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's

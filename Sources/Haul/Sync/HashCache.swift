@@ -112,6 +112,6 @@ struct HashCache: Sendable {
         guard FileStatus(after).isSameVersion(as: status) else {
             throw DownloadError(.fileSystem, "\(path) changed while it was being read: try again once it is stable")
         }
-        return (status, ContentDigest.hex(hasher.finalize()))
+        return (status, Hex.lowercase(hasher.finalize()))
     }
 }

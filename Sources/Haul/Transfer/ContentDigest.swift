@@ -57,18 +57,10 @@ final class ContentDigest: @unchecked Sendable {
     func hex() -> String {
         state.withLockedValue { state in
             switch state.function {
-            case .sha256(let hash): Self.hex(hash.finalize())
-            case .sha1(let hash): Self.hex(hash.finalize())
-            case .md5(let hash): Self.hex(hash.finalize())
+            case .sha256(let hash): Hex.lowercase(hash.finalize())
+            case .sha1(let hash): Hex.lowercase(hash.finalize())
+            case .md5(let hash): Hex.lowercase(hash.finalize())
             }
         }
-    }
-
-    /// `digest` as lowercase hexadecimal.
-    static func hex(_ digest: some Sequence<UInt8>) -> String {
-        digest.map { byte in
-            let text = String(byte, radix: 16)
-            return byte < 16 ? "0" + text : text
-        }.joined()
     }
 }

@@ -43,8 +43,7 @@ final class PartialPaths: Hashable, Sendable {
             directory = staging
             // Named for the object, so that two objects never share a staged file; a
             // prefix's object is named by the response, as a directory's file is.
-            let digest = SHA256.hash(data: Data("\(bucket)/\(key)".utf8)).prefix(10)
-                .map { String(format: "%02x", $0) }.joined()
+            let digest = Hex.lowercase(SHA256.hash(data: Data("\(bucket)/\(key)".utf8)).prefix(10))
             if location.isPrefix {
                 fixedName = nil
                 let name = FileNaming.urlName(url).flatMap(FileNaming.sanitize) ?? FileNaming.fallbackName

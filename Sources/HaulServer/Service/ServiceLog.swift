@@ -67,7 +67,7 @@ package struct ServiceLogHandler: LogHandler {
             return "\(name): \(message)\(details)\n"
         case .json:
             var fields: [(String, String)] = [
-                ("time", quoted(Self.timestamp(time))), ("level", quoted(event.level.rawValue)),
+                ("time", quoted(UTCDateText.rfc3339(time))), ("level", quoted(event.level.rawValue)),
                 ("label", quoted(label)), ("message", quoted(message)),
             ]
             var rest = values
@@ -89,12 +89,6 @@ package struct ServiceLogHandler: LogHandler {
         }
     }
 
-    /// RFC 3339 in UTC with milliseconds: `2026-11-27T14:05:00.123Z`.
-    static func timestamp(_ date: Date) -> String {
-        UTCDateText.text(
-            millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)), separator: UInt8(ascii: "T"),
-            milliseconds: true, zulu: true) ?? ISO8601DateFormatter().string(from: date)
-    }
 
     private static let lock = NIOLock()
 
