@@ -32,6 +32,7 @@ struct HaulCommand: AsyncParsableCommand {
     /// errors exit with ``usageExitCode``.
     static func main() async {
         MemoryTuning.keepFreedMemory()
+        ProcessResources.startEarly(for: CommandLine.arguments)
         do {
             var command = try await asyncParseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -50,7 +50,17 @@ struct CredentialVault: Sendable {
 
     /// This process's random key: references mean nothing elsewhere. (Kept as bytes:
     /// `SymmetricKey` is not `Sendable`.)
-    private let key = Data((0..<32).map { _ in UInt8.random(in: .min ... .max) })
+    private let key: Data = {
+        // Eight bytes a call to the system's generator, not one.
+        var generator = SystemRandomNumberGenerator()
+        var bytes = Data(count: 32)
+        bytes.withUnsafeMutableBytes { buffer in
+            for offset in stride(from: 0, to: 32, by: 8) {
+                buffer.storeBytes(of: generator.next() as UInt64, toByteOffset: offset, as: UInt64.self)
+            }
+        }
+        return bytes
+    }()
     private var entries: [String: [Header]] = [:]
     /// The last deposit, so that a long list sharing one header is hashed once.
     private var last: (headers: [Header], key: String)?
