@@ -15,6 +15,9 @@
 # gives the medians of the wall time, the throughput (SIZE / wall), the throughput as a
 # share of the sum of the three limits (what three connections, one per mirror, can take at
 # best), CPU (user + system) and the bytes each mirror sent (from nginx's access logs).
+# It also gives the transfer as the servers saw it, from nginx's log: from the start of the
+# first request (\$msec - \$request_time) to the end of the last, and SIZE over that time;
+# the difference from the wall time is each tool's own start and finish.
 #
 # Usage (from anywhere):
 #   Benchmarks/mirrors.sh
@@ -67,7 +70,7 @@ RATES=("$FAST" "$FAST" "$SLOW")
     echo "events { worker_connections 1024; }"
     echo "http {"
     nginx_http_basics "$WORK/nginx"
-    echo "    log_format sent '\$server_port \$body_bytes_sent';"
+    echo "    log_format sent '\$server_port \$body_bytes_sent \$msec \$request_time';"
     for index in 0 1 2; do
         echo "    server { listen 127.0.0.1:${PORTS[$index]}; root $WORK/www; limit_rate ${RATES[$index]};"
         echo "             access_log $WORK/nginx/logs/access.log sent; }"
@@ -78,7 +81,8 @@ nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" || die "nginx did not start"
 URLS=()
 for port in "${PORTS[@]}"; do URLS+=("http://127.0.0.1:$port/f.bin"); done
 
-# One run: TOOL into a fresh OUT; prints "wall cpu fast1 fast2 slow" (bytes per mirror).
+# One run: TOOL into a fresh OUT; prints "wall cpu fast1 fast2 slow transfer" (bytes per
+# mirror; transfer: seconds from the first request's start to the last one's end).
 run_one() {
     local tool=$1 out=$WORK/out/$1 start end times
     rm -rf "$out"
@@ -104,7 +108,8 @@ run_one() {
     # nginx writes its log lines as each request ends: all are there once the tool exited.
     awk -v p0="${PORTS[0]}" -v p1="${PORTS[1]}" -v p2="${PORTS[2]}" \
         -v wall="$(echo "$end - $start" | bc -l)" -v cpu="$(echo "$times" | awk '{print $1 + $2}')" '
-        { sent[$1] += $2 } END { printf "%.3f %.2f %d %d %d\n", wall, cpu, sent[p0], sent[p1], sent[p2] }' \
+        { sent[$1] += $2; start = $3 - $4; if (first == "" || start < first) first = start; if ($3 > last) last = $3 }
+        END { printf "%.3f %.2f %d %d %d %.3f\n", wall, cpu, sent[p0], sent[p1], sent[p2], last - first }' \
         "$WORK/nginx/logs/access.log"
 }
 
@@ -129,16 +134,19 @@ mkdir -p "$RESULTS_DIR"
     echo "$SIZE of random bytes on tmpfs from nginx on 127.0.0.1, three ports: two at \`limit_rate $FAST\`, one at \`limit_rate $SLOW\` per connection (together $(numfmt --to=iec "$LIMITS")/s, $(echo "scale=1; $LIMITS / 1000000" | bc) MB/s). Medians of $RUNS runs, the tools alternating; $(nproc) CPUs."
     [[ -n ${NOTE:-} ]] && { echo; echo "$NOTE"; }
     echo
-    echo "| | wall | MB/s | ÷ the sum of the limits | CPU (user + sys) | sent by fast 1, fast 2, slow (MiB) |"
-    echo "|---|---|---|---|---|---|"
+    echo "| | wall | MB/s | ÷ the sum of the limits | transfer (nginx's log) | its MB/s | ÷ the sum of the limits | CPU (user + sys) | sent by fast 1, fast 2, slow (MiB) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for tool in haul aria2c; do
         wall=$(column_median "$tool" 1)
         cpu=$(column_median "$tool" 2)
         rate=$(echo "scale=1; $SIZE_BYTES / $wall / 1000000" | bc -l)
         share=$(echo "scale=3; $SIZE_BYTES / $wall / $LIMITS" | bc -l)
+        transfer=$(column_median "$tool" 6)
+        transfer_rate=$(echo "scale=1; $SIZE_BYTES / $transfer / 1000000" | bc -l)
+        transfer_share=$(echo "scale=3; $SIZE_BYTES / $transfer / $LIMITS" | bc -l)
         sent=""
         for column in 3 4 5; do sent+="$(echo "scale=1; $(column_median "$tool" $column) / 1048576" | bc -l), "; done
-        echo "| $tool | ${wall} s | $rate | $share | ${cpu} s | ${sent%, } |"
+        echo "| $tool | ${wall} s | $rate | $share | ${transfer} s | $transfer_rate | $transfer_share | ${cpu} s | ${sent%, } |"
     done
     echo
     echo "Commands:"
@@ -146,7 +154,7 @@ mkdir -p "$RESULTS_DIR"
     echo "    haul get -q --journal J -d OUT -o f.bin -x 3 URL1 --mirror URL2 --mirror URL3"
     echo "    aria2c -q -x 3 -s 3 -k 1M --allow-overwrite=true --auto-file-renaming=false --file-allocation=none -d OUT -o f.bin URL1 URL2 URL3"
     echo
-    echo "Per run (wall s, CPU s, bytes sent by fast 1, fast 2, slow):"
+    echo "Per run (wall s, CPU s, bytes sent by fast 1, fast 2, slow, transfer s):"
     echo
     for tool in haul aria2c; do
         printf '%s' "${RESULTS[$tool]}" | awk -v t="$tool" 'NF { printf "    %-6s %s\n", t, $0 }'

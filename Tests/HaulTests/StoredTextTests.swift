@@ -47,6 +47,37 @@ import Testing
         #expect(abs(back.timeIntervalSince(now)) < 0.001)
     }
 
+    @Test func eventTimesAreFoundationsRFC3339WithMilliseconds() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var generator = SystemRandomNumberGenerator()
+        var dates: [Date] = [
+            Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.5),
+            Date(timeIntervalSince1970: 4_107_542_399.999), Date(),
+        ]
+        for _ in 0..<2_000 {
+            // Either side of a millisecond, where truncation and rounding differ.
+            let milliseconds = Double(Int64.random(in: 0...4_000_000_000_000, using: &generator))
+            for nudge in [-1e-7, 0, 1e-7, 0.4999, 0.5, 0.9999] {
+                dates.append(Date(timeIntervalSince1970: (milliseconds + nudge) / 1000))
+            }
+        }
+        for date in dates {
+            #expect(UTCDateText.rfc3339(date) == formatter.string(from: date), "\(date.timeIntervalSince1970)")
+        }
+        // Outside 1900-9999 Foundation writes it.
+        #expect(UTCDateText.rfc3339(Date(timeIntervalSince1970: -2_300_000_000)).hasPrefix("1897-"))
+        #expect(UTCDateText.rfc3339(Date(timeIntervalSince1970: 1_795_820_700.123)) == "2026-11-27T23:05:00.123Z")
+    }
+
+    @Test func hexIsTwoLowercaseDigitsAByte() {
+        #expect(Hex.lowercase([UInt8]()) == "")
+        #expect(Hex.lowercase([0x00, 0x0f, 0x10, 0xab, 0xff]) == "000f10abff")
+        let bytes = (0...255).map { UInt8($0) }
+        #expect(Hex.lowercase(bytes) == bytes.map { String(format: "%02x", $0) }.joined())
+        #expect(Hex.lowercase(bytes[250...]) == "fafbfcfdfeff")
+    }
+
     @Test func pathComponentsAreNSStrings() {
         let paths = [
             "", "/", "//", "a", "a/", "a//", "/a", "/a/", "/a/b", "/a/b/", "/a/b//", "a/b", "/dev/shm/x.bin",
