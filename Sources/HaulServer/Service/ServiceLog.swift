@@ -89,7 +89,6 @@ package struct ServiceLogHandler: LogHandler {
         }
     }
 
-
     private static let lock = NIOLock()
 
     /// Writes `line` to standard error whole: lines from different threads never interleave.
