@@ -15,8 +15,7 @@ enum JournalDate {
     /// `date` as stored text, or `nil` outside the years 1900 to 9999 (left to GRDB:
     /// ICU switches to the Julian calendar before 1582).
     static func text(_ date: Date) -> String? {
-        // Milliseconds since 1970, rounded to the nearest (halves up), as Foundation hands them to ICU.
-        let milliseconds = ((date.timeIntervalSinceReferenceDate + 978_307_200) * 1000 + 0.5).rounded(.down)
+        let milliseconds = UTCDateText.roundedMilliseconds(date)
         guard milliseconds.magnitude < 1e15 else { return nil }
         return UTCDateText.text(
             millisecondsSince1970: Int64(milliseconds), separator: UInt8(ascii: " "), milliseconds: true, zulu: false)

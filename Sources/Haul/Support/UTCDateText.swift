@@ -57,12 +57,17 @@ package enum UTCDateText {
     /// RFC 3339 in UTC with milliseconds, as events and log lines are stamped:
     /// `2026-11-27T14:05:00.123Z`.
     package static func rfc3339(_ date: Date) -> String {
-        // To the nearest millisecond (halves up), as Foundation's formatters hand it to ICU.
-        let milliseconds = ((date.timeIntervalSinceReferenceDate + 978_307_200) * 1000 + 0.5).rounded(.down)
+        let milliseconds = roundedMilliseconds(date)
         guard milliseconds.magnitude < 1e15 else { return foundationRFC3339(date) }
         return text(
             millisecondsSince1970: Int64(milliseconds), separator: UInt8(ascii: "T"), milliseconds: true, zulu: true)
             ?? foundationRFC3339(date)
+    }
+
+    /// Milliseconds since 1970 to the nearest (halves up), as Foundation's formatters hand
+    /// them to ICU: what both the journal's and the events' text show.
+    static func roundedMilliseconds(_ date: Date) -> Double {
+        ((date.timeIntervalSinceReferenceDate + 978_307_200) * 1000 + 0.5).rounded(.down)
     }
 
     private static func foundationRFC3339(_ date: Date) -> String {
