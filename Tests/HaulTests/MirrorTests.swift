@@ -127,6 +127,43 @@ struct MirrorTests {
         }
     }
 
+    @Test func aMirrorThatStallsNearTheEndHasItsRestTakenOverByAnotherMirror() async throws {
+        // (The idle timeout is far beyond the suite's time limit: a stalled range no other
+        // connection takes over fails the test by hanging, not by a retry.)
+        try await Fixture.with({
+            $0.segmentedConnections = 2
+            $0.maxConnectionsPerHost = 8
+            $0.idleTimeout = .seconds(600)
+            $0.segmentationThreshold = 1 << 20
+        }) { f in
+            // Given a file at two addresses, the second of which sends 64 KiB of each response
+            // and then nothing more
+            let size = 1 << 20
+            let bytes = f.serve("big", count: size)
+            f.server.setFile("copy", bytes)
+            let request = DownloadRequest(
+                urls: [f.server.url("/files/big"), f.server.url("/files/copy?stall_after=65536")],
+                destination: .directory(f.directory, name: "big"))
+            let dropped = Self.droppedSources(f.manager.events, id: request.id)
+
+            // When it is downloaded
+            let result = try await f.manager.download(request).result
+
+            // Then it is whole, with nothing retried or dropped: the first address split the
+            // stalled range until too little was left to split, then asked for the rest of
+            // it from where the stalled response stood, and the stalled request was stopped
+            #expect(result.byteCount == Int64(size))
+            #expect(sha256(f.contents("big")) == sha256(bytes))
+            #expect(await dropped.value.isEmpty)
+            let stalled = f.server.requests(path: "/files/copy")
+            #expect(stalled.count == 1)
+            let stalledStart = try #require(rangeBounds(stalled[0])?.start)
+            let starts = f.server.requests(path: "/files/big").compactMap { rangeBounds($0)?.start }
+            #expect(starts.contains(stalledStart + 65536))
+            #expect(f.server.bytesServed(path: "/files/copy") == 65536)
+        }
+    }
+
     @Test func theDownloadFailsOnlyWhenNoSourceIsLeft() async throws {
         try await Fixture.with { f in
             let request = DownloadRequest(

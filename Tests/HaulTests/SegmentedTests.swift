@@ -311,10 +311,131 @@ struct SegmentTableTests {
         #expect(stolen.end == 32 << 20)
         // Its old owner now stops at the split.
         let owner = claims.first { $0.start == 16 << 20 }!
-        let (offset, allowed) = table.reserve(owner.index, 64 << 20)
+        let reservation = table.reserve(owner.index, 64 << 20)
+        let (offset, allowed) = (reservation.offset, reservation.count)
         #expect(offset == 17 << 20)
         #expect(Int64(allowed) == stolen.start - (17 << 20))
         #expect(table.completed == (16 << 20) + (6 << 20))
+    }
+
+    /// Two segments of 192 KiB across sources 0 and 1 (too small to split at 128 KiB), the
+    /// second (source 1) 64 KiB into its request; the first is done.
+    private func endGame() -> (SegmentTable, fast: SegmentTable.Claim, slow: SegmentTable.Claim) {
+        let table = SegmentTable(total: 384 << 10, remaining: [(0, 384 << 10)], connections: 2, minimumSplit: 128 << 10)
+        let fast = table.claim()!
+        let slow = table.claim()!
+        table.hold(fast.index, by: 0)
+        table.hold(slow.index, by: 1)
+        _ = table.reserve(fast.index, 192 << 10)
+        table.wrote(fast.index, upTo: 192 << 10)
+        _ = table.reserve(slow.index, 64 << 10)
+        return (table, fast, slow)
+    }
+
+    @Test func anIdleConnectionChasesTheRestOfAnotherSourcesRangeAndTakesItOverOnceAhead() throws {
+        let (table, _, slow) = endGame()
+        // Nothing to split: source 0 is not given work by stealing, nor by a chase unless asked
+        #expect(table.claim(for: 0) == nil)
+        let chase = try #require(table.claim(for: 0, chasing: true))
+        #expect(chase.start == slow.start + (64 << 10))
+        #expect(chase.end == slow.end)
+        // No second chaser for the same range
+        #expect(table.claim(for: 2, chasing: true) == nil)
+
+        // While the chased connection takes 24 KiB more, the chaser's first 16 KiB are passed over
+        #expect(table.reserve(slow.index, 24 << 10).count == 24 << 10)
+        let behind = table.reserve(chase.index, 16 << 10)
+        #expect(behind.count == 0)
+        #expect(behind.skipped == 16 << 10)
+        #expect(!behind.stops)
+        #expect(behind.stopping == nil)
+        // Its next 32 KiB get ahead: the 24 KiB not taken are written, and the chased one stops
+        let ahead = table.reserve(chase.index, 32 << 10)
+        #expect(ahead.offset == slow.start + (88 << 10))
+        #expect(ahead.skipped == 8 << 10)
+        #expect(ahead.count == 24 << 10)
+        #expect(!ahead.stops)
+        #expect(ahead.stopping == slow.index)
+        #expect(table.reserve(slow.index, 16 << 10).count == 0)
+        // Each byte belongs to one of them: the chased one's reserved bytes, then the chaser's
+        table.wrote(slow.index, upTo: slow.start + (88 << 10))
+        #expect(table.isFinished(slow.index))
+        #expect(table.remaining().map { [$0.0, $0.1] } == [[slow.start + (88 << 10), slow.end]])
+        let rest = table.reserve(chase.index, 1 << 20)
+        #expect(rest.offset == slow.start + (112 << 10))
+        #expect(rest.count == 80 << 10)
+        #expect(rest.stops)
+        table.wrote(chase.index, upTo: slow.end)
+        #expect(table.isComplete)
+        #expect(table.completed == 384 << 10)
+    }
+
+    @Test func aChaseLostToTheChasedConnectionStopsAndLeavesNothingOfItsOwn() throws {
+        let (table, _, slow) = endGame()
+        let chase = try #require(table.claim(for: 0, chasing: true))
+        #expect(table.isWanted(chase.index))
+        // The chased connection takes its last 128 KiB first: the chaser is to stop
+        let last = table.reserve(slow.index, 128 << 10)
+        #expect(last.count == 128 << 10)
+        #expect(last.stopping == chase.index)
+        #expect(!table.isWanted(chase.index))
+        let late = table.reserve(chase.index, 16 << 10)
+        #expect(late.count == 0)
+        #expect(late.stops)
+        table.wrote(slow.index, upTo: slow.end)
+        #expect(table.isComplete)
+        #expect(table.remaining().isEmpty)
+    }
+
+    @Test func onlyAConnectionOnAnotherSourceThatHasReceivedSomethingIsChasedAndNotForTooLittle() throws {
+        let (table, _, slow) = endGame()
+        // Not from its own source
+        #expect(table.claim(for: 1, chasing: true) == nil)
+        // Not a request that has not received anything yet
+        table.hold(slow.index, by: 1)
+        #expect(table.claim(for: 0, chasing: true) == nil)
+        // Not for less than a quarter of the minimum split
+        _ = table.reserve(slow.index, (128 << 10) - (16 << 10))
+        #expect(table.claim(for: 0, chasing: true) == nil)
+        // Nor a source the range is to avoid
+        let other = SegmentTable(total: 1 << 20, remaining: [], connections: 1, minimumSplit: 128 << 10)
+        other.reopen(0..<(128 << 10), avoiding: [0])
+        let claim = other.claim(for: 1)!
+        other.hold(claim.index, by: 1)
+        _ = other.reserve(claim.index, 1 << 10)
+        #expect(other.claim(for: 0, chasing: true) == nil)
+        #expect(other.claim(for: 2, chasing: true) != nil)
+    }
+
+    @Test func aChasedConnectionThatFailsLeavesItsUnwrittenBytesToBeClaimedAndTheChaserTheRest() throws {
+        let (table, _, slow) = endGame()
+        let chase = try #require(table.claim(for: 0, chasing: true))
+        // The chaser has 32 KiB, behind, when the chased connection fails with 16 of its 96 KiB
+        // written
+        #expect(table.reserve(slow.index, 32 << 10).count == 32 << 10)
+        #expect(table.reserve(chase.index, 32 << 10).count == 0)
+        table.wrote(slow.index, upTo: slow.start + (16 << 10))
+        table.release(slow.index)
+        // The chaser's next part is ahead of what was written: it takes the range from there
+        let ahead = table.reserve(chase.index, 16 << 10)
+        #expect(ahead.offset == slow.start + (96 << 10))
+        #expect(ahead.count == 16 << 10)
+        #expect(ahead.stopping == nil)
+        // The bytes in between are claimed again, from what was written
+        let again = try #require(table.claim(for: 1))
+        #expect(again.index == slow.index)
+        #expect(again.start == slow.start + (16 << 10))
+        #expect(again.end == slow.start + (96 << 10))
+    }
+
+    @Test func aChaserThatFailsEndsItsChaseAndTheRangeCanBeChasedAgain() throws {
+        let (table, _, slow) = endGame()
+        let chase = try #require(table.claim(for: 0, chasing: true))
+        table.release(chase.index)
+        #expect(!table.isWanted(chase.index))
+        #expect(table.remaining().map { [$0.0, $0.1] } == [[slow.start, slow.end]])
+        let again = try #require(table.claim(for: 2, chasing: true))
+        #expect(again.start == slow.start + (64 << 10))
     }
 
     @Test func releasedSegmentsAreClaimedAgainFromWhatWasWritten() {

@@ -9,7 +9,9 @@ import NIOPosix
 /// carrying out what its ``TransferMachine/SegmentResponse`` decides.
 ///
 /// The segment's end can shrink while the response runs (another connection took half of
-/// it): the delegate writes up to the end and then cancels the request.
+/// it): the delegate writes up to the end and then cancels the request. A response chasing
+/// another connection's rest (``SegmentTable``'s end game) passes over what that one has
+/// taken, and a chase decided here stops the losing connection (`stopFetch`).
 final class SegmentDelegate: ResponseReceiver {
 
     private struct State {
@@ -23,14 +25,18 @@ final class SegmentDelegate: ResponseReceiver {
     private let core: JobCore
     private let state: NIOLockedValueBox<State>
     private let writer: BatchWriter
+    private let stopFetch: @Sendable (Int) -> Void
 
-    /// - Parameter onWrite: Runs on the I/O pool after each write, with the range written and
-    ///   the time: the checkpointing hook.
+    /// - Parameters:
+    ///   - stopFetch: Stops the request of the segment at an index: one whose chase was decided.
+    ///   - onWrite: Runs on the I/O pool after each write, with the range written and the
+    ///     time: the checkpointing hook.
     init(
         _ machine: TransferMachine.SegmentResponse, claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile,
-        core: JobCore, threadPool: NIOThreadPool,
+        core: JobCore, threadPool: NIOThreadPool, stopFetch: @escaping @Sendable (Int) -> Void,
         onWrite: @escaping @Sendable (Range<Int64>, ContinuousClock.Instant) throws -> Void
     ) {
+        self.stopFetch = stopFetch
         self.claim = claim
         self.table = table
         self.url = machine.url
@@ -90,14 +96,19 @@ final class SegmentDelegate: ResponseReceiver {
     func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let (writing, requestEnd) = state.withLockedValue { ($0.machine.isWriting, $0.machine.requestEnd) }
         guard writing else { return task.eventLoop.makeSucceededVoidFuture() }
-        let (offset, allowed) = table.reserve(claim.index, buffer.readableBytes)
-        guard allowed > 0 else {
-            stop(task)
+        let reservation = table.reserve(claim.index, buffer.readableBytes)
+        if let other = reservation.stopping { stopFetch(other) }
+        guard reservation.count > 0 else {
+            // Nothing to write: the end is reached, or a chase is still behind.
+            if reservation.stops { stop(task) }
             return task.eventLoop.makeSucceededVoidFuture()
         }
-        let part = allowed == buffer.readableBytes ? buffer : buffer.getSlice(at: buffer.readerIndex, length: allowed)!
+        let (offset, allowed) = (reservation.offset, reservation.count)
+        let part =
+            allowed == buffer.readableBytes
+            ? buffer : buffer.getSlice(at: buffer.readerIndex + reservation.skipped, length: allowed)!
         let future = writer.add(part, at: offset, on: task.eventLoop)
-        if allowed < buffer.readableBytes { stop(task) }
+        if reservation.stops { stop(task) }
         let written = future.flatMapErrorThrowing { [weak self] error in
             self?.record(error)
             throw error

@@ -8,6 +8,14 @@ import NIOConcurrencyHelpers
 /// and an `end` (exclusive). A connection that runs out of work takes half of the largest
 /// remaining segment ("work stealing"): the victim's `end` shrinks, and its connection stops
 /// there. All of it is behind one lock, touched once per body part.
+///
+/// **The end game.** With several sources, the last segments are too small to split, and
+/// the slowest source's connection would finish alone while the others wait. An idle
+/// connection on another source then *chases* the largest of them: it asks its own source
+/// for the same rest of the range, passes over the bytes the chased connection has already
+/// taken, and takes the rest of the range over when its response gets ahead. Whichever
+/// wins, the other connection is stopped (``Reservation/stopping``). Every byte is still
+/// written once, by one connection, so what the table says is in the file stays true.
 final class SegmentTable: Sendable {
     struct Segment: Hashable, Sendable {
         var next: Int64
@@ -17,6 +25,24 @@ final class SegmentTable: Sendable {
         /// Sources (indices in the download's ``SourceSet``) this segment is not to be
         /// fetched from: those that served a piece of it that did not match.
         var avoiding: Set<Int> = []
+        /// The source its connection fetches from (see ``SegmentTable/hold(_:by:)``).
+        var source: Int?
+        /// Where the connection's current request began to reserve: a connection that has
+        /// reserved nothing since is not chased (it may only be starting).
+        var requestStart: Int64 = 0
+        /// For a connection chasing another segment's rest: which, and how far its own
+        /// response has come. Its own range is empty (`written == end`) until it overtakes.
+        var chase: Chase?
+        /// The segment chasing this one, if any.
+        var chaser: Int?
+    }
+
+    /// A chase in the end game (see the type's discussion).
+    struct Chase: Hashable, Sendable {
+        /// The segment chased.
+        var target: Int
+        /// The offset of the next byte the chasing response will bring.
+        var position: Int64
     }
 
     /// One connection's assignment.
@@ -26,10 +52,30 @@ final class SegmentTable: Sendable {
         var end: Int64
     }
 
+    /// What to do with a body part: pass over `skipped` bytes, write the `count` after
+    /// them at `offset`, and stop the request after it if `stops`.
+    struct Reservation: Hashable, Sendable {
+        /// Where the bytes kept are written.
+        var offset: Int64
+        /// Bytes at the start of the part not to write: a chased connection took them.
+        var skipped: Int
+        /// Bytes to write, after the skipped ones.
+        var count: Int
+        /// Whether the request stops after this part: its segment's end is reached, or the
+        /// connection it chased finished first.
+        var stops: Bool
+        /// A segment whose connection is to be stopped now: the chase between the two is
+        /// decided, and that connection has nothing left to write.
+        var stopping: Int?
+    }
+
     /// The full size of the content.
     let total: Int64
     /// Ranges smaller than this are never split.
     let minimumSplit: Int64
+    /// A connection with less than this left is not chased: a new request would cost more
+    /// than it can save.
+    var minimumChase: Int64 { max(minimumSplit / 4, 1) }
     private let state: NIOLockedValueBox<[Segment]>
 
     /// A table for `remaining` ranges (start, end exclusive) of a `total`-byte content,
@@ -60,38 +106,107 @@ final class SegmentTable: Sendable {
     }
 
     /// Work for an idle connection fetching from `source`: an unclaimed segment (not one
-    /// to avoid that source for), else half of the largest claimed one, else `nil` when
-    /// nothing is left to take.
-    func claim(for source: Int? = nil) -> Claim? {
+    /// to avoid that source for), else half of the largest claimed one, else, if `chasing`,
+    /// a chase of the connection on another source with the most left (see the type's
+    /// discussion), else `nil` when nothing is left to take.
+    func claim(for source: Int? = nil, chasing: Bool = false) -> Claim? {
         state.withLockedValue { segments in
             if let index = segments.firstIndex(where: {
                 !$0.claimed && $0.next < $0.end && !(source.map($0.avoiding.contains) ?? false)
             }) {
                 segments[index].claimed = true
+                segments[index].source = source
                 return Claim(index: index, start: segments[index].next, end: segments[index].end)
             }
-            guard let (index, victim) = segments.enumerated()
-                .filter({ $0.1.claimed && !(source.map($0.1.avoiding.contains) ?? false) })
+            if let (index, victim) = segments.enumerated()
+                .filter({ $0.1.claimed && $0.1.chaser == nil && !(source.map($0.1.avoiding.contains) ?? false) })
                 .max(by: { ($0.1.end - $0.1.next) < ($1.1.end - $1.1.next) }),
                 victim.end - victim.next >= 2 * minimumSplit
+            {
+                let middle = Self.middle(victim)
+                segments[index].end = middle
+                segments.append(
+                    Segment(
+                        next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding,
+                        source: source, requestStart: middle))
+                return Claim(index: segments.count - 1, start: middle, end: victim.end)
+            }
+            guard chasing, let source,
+                let (index, target) = segments.enumerated()
+                    .filter({
+                        $0.1.claimed && $0.1.chase == nil && $0.1.chaser == nil && $0.1.source != nil
+                            && $0.1.source != source && !$0.1.avoiding.contains(source)
+                            && $0.1.next > $0.1.requestStart
+                    })
+                    .max(by: { ($0.1.end - $0.1.next) < ($1.1.end - $1.1.next) }),
+                target.end - target.next >= minimumChase
             else { return nil }
-            let middle = Self.middle(victim)
-            segments[index].end = middle
+            segments[index].chaser = segments.count
             segments.append(
-                Segment(next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding))
-            return Claim(index: segments.count - 1, start: middle, end: victim.end)
+                Segment(
+                    next: target.next, written: target.next, end: target.next, claimed: true,
+                    avoiding: target.avoiding, source: source, requestStart: target.next,
+                    chase: Chase(target: index, position: target.next)))
+            return Claim(index: segments.count - 1, start: target.next, end: target.end)
         }
     }
 
-    /// Reserves up to `count` bytes of segment `index` for a body part; returns the offset
-    /// to write at and how many bytes of the part belong to the segment (0: stop).
-    func reserve(_ index: Int, _ count: Int) -> (offset: Int64, allowed: Int) {
+    /// Records that segment `index` is fetched from `source` by a request that starts now.
+    func hold(_ index: Int, by source: Int) {
         state.withLockedValue { segments in
+            segments[index].source = source
+            if segments[index].chase == nil { segments[index].requestStart = segments[index].next }
+        }
+    }
+
+    /// Reserves the next `count` bytes of segment `index`'s response (a body part): what
+    /// of it to write, and where.
+    func reserve(_ index: Int, _ count: Int) -> Reservation {
+        state.withLockedValue { segments in
+            if let chase = segments[index].chase {
+                return Self.reserve(chasing: chase, index, count, in: &segments)
+            }
             let segment = segments[index]
             let allowed = Int(max(0, min(Int64(count), segment.end - segment.next)))
             segments[index].next += Int64(allowed)
-            return (segment.next, allowed)
+            var stopping: Int?
+            if allowed > 0, segments[index].next == segment.end, let chaser = segment.chaser {
+                // Every byte of the range is taken: the chase is lost, and its request ends.
+                segments[chaser].chase = nil
+                segments[index].chaser = nil
+                stopping = chaser
+            }
+            return Reservation(
+                offset: segment.next, skipped: 0, count: allowed, stops: allowed < count, stopping: stopping)
         }
+    }
+
+    /// A chasing connection's body part: passed over while it is behind the chased one;
+    /// once ahead, the rest of the range is this connection's own segment.
+    private static func reserve(chasing chase: Chase, _ index: Int, _ count: Int, in segments: inout [Segment])
+        -> Reservation
+    {
+        let position = chase.position
+        segments[index].chase?.position += Int64(count)
+        let target = segments[chase.target]
+        if position + Int64(count) <= target.next {
+            return Reservation(offset: position, skipped: count, count: 0, stops: false, stopping: nil)
+        }
+        // Ahead: the chased segment ends where this response takes over.
+        let from = max(position, target.next)
+        let end = target.end
+        segments[chase.target].end = from
+        segments[chase.target].chaser = nil
+        let skipped = Int(from - position)
+        let allowed = Int(max(0, min(Int64(count - skipped), end - from)))
+        segments[index].chase = nil
+        segments[index].written = from
+        segments[index].end = max(from, end)
+        segments[index].next = from + Int64(allowed)
+        // The chased connection has reserved all it now has to write: it stops.
+        let stopping = target.claimed && target.next == from ? chase.target : nil
+        return Reservation(
+            offset: from, skipped: skipped, count: allowed, stops: skipped + allowed < count, stopping: stopping)
     }
 
     /// Records that segment `index` is in the file up to `position`.
@@ -135,12 +250,22 @@ final class SegmentTable: Sendable {
     }
 
     /// Gives a segment back after its connection failed: unwritten reserved bytes are
-    /// requested again by whoever claims it next.
+    /// requested again by whoever claims it next. A chase simply ends.
     func release(_ index: Int) {
         state.withLockedValue { segments in
+            if let chase = segments[index].chase {
+                segments[chase.target].chaser = nil
+                segments[index].chase = nil
+            }
             segments[index].next = segments[index].written
             segments[index].claimed = false
         }
+    }
+
+    /// Whether segment `index`'s connection still has something to fetch: bytes of its
+    /// own, or a chase going on.
+    func isWanted(_ index: Int) -> Bool {
+        state.withLockedValue { $0[index].chase != nil || $0[index].written < $0[index].end }
     }
 
     /// Whether segment `index` is fully written.

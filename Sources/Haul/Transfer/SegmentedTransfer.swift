@@ -18,7 +18,9 @@ import NIOPosix
 /// sources still in use; a source that fails
 /// or answers with other content is dropped (``SourceSet``) and its connections move to the
 /// others without spending a retry. Work stealing moves the tail to whichever connection
-/// runs out of work first: the fastest source's.
+/// runs out of work first: the fastest source's. When what is left is too small to split,
+/// an idle connection chases the rest of another source's range from its own, and the
+/// first to get there writes it (the end game: ``SegmentTable``); the other is stopped.
 ///
 /// With piece checksums (``DownloadRequest/pieces``) each piece is checked on the I/O pool
 /// as soon as its last byte is written (``PieceLedger``); a bad piece is fetched again, not
@@ -65,6 +67,9 @@ struct SegmentedTransfer: Sendable {
     /// completed.
     let parts: PartStream?
 
+    /// The request running for each segment, by index: the end game stops the one that
+    /// lost a chase.
+    private let fetches = NIOLockedValueBox<[Int: Task<(WorkerResult, Validator?), Never>]>([:])
     /// Serialises sidecar saves, which several I/O threads may find due at once.
     private let checkpointLock = NIOLock()
     /// When the sidecar last recorded progress.
@@ -330,7 +335,7 @@ struct SegmentedTransfer: Sendable {
                         sources.withLockedValue { [source] in $0.release(source) }
                         source = other
                     }
-                    guard let claim = next ?? table.claim(for: source.index) else {
+                    guard let claim = next ?? table.claim(for: source.index, chasing: core.pacedRequestSize == nil) else {
                         // What is left is to be fetched from another source (a bad piece).
                         guard table.hasWork(avoiding: source.index),
                             let other = sources.withLockedValue({ [source] in
@@ -345,7 +350,7 @@ struct SegmentedTransfer: Sendable {
                     if source.validator == nil {
                         source.validator = sources.withLockedValue { [source] in $0.validator(of: source) }
                     }
-                    let (ending, validator) = await fetch(claim, from: source)
+                    let (ending, validator) = await stoppableFetch(claim, from: source)
                     let verdict: SourceSet.Failure
                     switch ending {
                     case .done:
@@ -391,6 +396,30 @@ struct SegmentedTransfer: Sendable {
         return .done
     }
 
+    /// ``fetch(_:from:)`` in a task of its own, which another connection's delegate can
+    /// cancel through ``stopFetch(_:)`` when the end game's chase between them is decided.
+    private func stoppableFetch(_ claim: SegmentTable.Claim, from source: SourceSet.Assignment) async -> (
+        WorkerResult, Validator?
+    ) {
+        table.hold(claim.index, by: source.index)
+        let fetching = Task { await fetch(claim, from: source) }
+        fetches.withLockedValue { $0[claim.index] = fetching }
+        // A chase decided before its fetch was recorded here.
+        if !table.isWanted(claim.index) { fetching.cancel() }
+        let result = await withTaskCancellationHandler {
+            await fetching.value
+        } onCancel: {
+            fetching.cancel()
+        }
+        fetches.withLockedValue { $0[claim.index] = nil }
+        return result
+    }
+
+    /// Stops the request running for segment `index`, if one is.
+    private func stopFetch(_ index: Int) {
+        fetches.withLockedValue { $0[index] }?.cancel()
+    }
+
     /// Fetches (part of) `claim` from `source`; returns how it went and the validator its
     /// response showed.
     private func fetch(_ claim: SegmentTable.Claim, from source: SourceSet.Assignment) async -> (
@@ -420,7 +449,8 @@ struct SegmentedTransfer: Sendable {
         let delegate = SegmentDelegate(
             TransferMachine.SegmentResponse(
                 url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
-            claim: claim, table: table, file: file, core: core, threadPool: threadPool
+            claim: claim, table: table, file: file, core: core, threadPool: threadPool,
+            stopFetch: { [self] index in stopFetch(index) }
         ) { written, now in
             if let ledger {
                 let ready = ledger.withLockedValue { ledger in
