@@ -114,14 +114,19 @@ struct MirrorTests {
                 #expect([nil, f.server.etag(forFile: "copy")].contains(request.header("If-Range")))
             }
             // Nothing was asked for twice: after the first request (whose headers chose the
-            // segments), every range asked of the two good sources began at its own offset (a
+            // segments), every range asked of each good source began at its own offset (a
             // range handed to a second connection, or fetched again from its start, repeats
-            // one). What a request had in flight when its tail was taken over depends on the
-            // socket buffers, so the bytes served are only bounded.
-            let ranged = (f.server.requests(path: "/files/big") + copy).filter { $0.header("Range") != nil }
-            let starts = ranged.map { rangeBounds($0)?.start }
-            #expect(!starts.contains(nil))
-            #expect(Set(starts).count == starts.count)
+            // one). Across the two a start may repeat: the end game asks one source for the
+            // rest of a range the other holds, from where that one stands. What a request
+            // had in flight when its tail was taken over depends on the socket buffers, so
+            // the bytes served are only bounded.
+            for path in ["/files/big", "/files/copy"] {
+                let starts = f.server.requests(path: path).filter { $0.header("Range") != nil }.map {
+                    rangeBounds($0)?.start
+                }
+                #expect(!starts.contains(nil))
+                #expect(Set(starts).count == starts.count, "\(path): \(starts)")
+            }
             let served = f.server.bytesServed(path: "/files/big") + f.server.bytesServed(path: "/files/copy")
             #expect(served < 2 * size)
         }
@@ -151,16 +156,17 @@ struct MirrorTests {
 
             // Then it is whole, with nothing retried or dropped: the first address split the
             // stalled range until too little was left to split, then asked for the rest of
-            // it from where the stalled response stood, and the stalled request was stopped
+            // it from where the stalled response stood (at most 64 KiB in), and the stalled
+            // request was stopped, not asked again
             #expect(result.byteCount == Int64(size))
             #expect(sha256(f.contents("big")) == sha256(bytes))
             #expect(await dropped.value.isEmpty)
             let stalled = f.server.requests(path: "/files/copy")
-            #expect(stalled.count == 1)
+            try #require(stalled.count == 1)
             let stalledStart = try #require(rangeBounds(stalled[0])?.start)
             let starts = f.server.requests(path: "/files/big").compactMap { rangeBounds($0)?.start }
-            #expect(starts.contains(stalledStart + 65536))
-            #expect(f.server.bytesServed(path: "/files/copy") == 65536)
+            #expect(starts.contains { (stalledStart...stalledStart + 65536).contains($0) }, "\(stalledStart): \(starts)")
+            #expect(f.server.bytesServed(path: "/files/copy") <= 65536)
         }
     }
 

@@ -387,13 +387,10 @@ struct SegmentTableTests {
         #expect(table.remaining().isEmpty)
     }
 
-    @Test func onlyAConnectionOnAnotherSourceThatHasReceivedSomethingIsChasedAndNotForTooLittle() throws {
+    @Test func onlyAConnectionOnAnotherSourceIsChasedOnceAndNotForTooLittle() throws {
         let (table, _, slow) = endGame()
         // Not from its own source
         #expect(table.claim(for: 1, chasing: true) == nil)
-        // Not a request that has not received anything yet
-        table.hold(slow.index, by: 1)
-        #expect(table.claim(for: 0, chasing: true) == nil)
         // Not for less than a quarter of the minimum split
         _ = table.reserve(slow.index, (128 << 10) - (16 << 10))
         #expect(table.claim(for: 0, chasing: true) == nil)
@@ -401,10 +398,16 @@ struct SegmentTableTests {
         let other = SegmentTable(total: 1 << 20, remaining: [], connections: 1, minimumSplit: 128 << 10)
         other.reopen(0..<(128 << 10), avoiding: [0])
         let claim = other.claim(for: 1)!
-        other.hold(claim.index, by: 1)
-        _ = other.reserve(claim.index, 1 << 10)
         #expect(other.claim(for: 0, chasing: true) == nil)
-        #expect(other.claim(for: 2, chasing: true) != nil)
+        // (A request that has not received anything yet may be chased: it may never start.)
+        let chase = try #require(other.claim(for: 2, chasing: true))
+        #expect(chase.start == 0)
+        // The chaser, once ahead, is not chased back by the connection it stopped
+        let ahead = other.reserve(chase.index, 16 << 10)
+        #expect(ahead.stopping == claim.index)
+        #expect(other.reserve(claim.index, 16 << 10).stops)
+        other.release(claim.index)
+        #expect(other.claim(for: 1, chasing: true) == nil)
     }
 
     @Test func aChasedConnectionThatFailsLeavesItsUnwrittenBytesToBeClaimedAndTheChaserTheRest() throws {

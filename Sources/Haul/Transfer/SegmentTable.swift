@@ -27,9 +27,10 @@ final class SegmentTable: Sendable {
         var avoiding: Set<Int> = []
         /// The source its connection fetches from (see ``SegmentTable/hold(_:by:)``).
         var source: Int?
-        /// Where the connection's current request began to reserve: a connection that has
-        /// reserved nothing since is not chased (it may only be starting).
-        var requestStart: Int64 = 0
+        /// Whether its range is in the end game already: chased, or taken over by a chase.
+        /// It is not chased again (unless its chaser fails): a connection that just lost a
+        /// chase would otherwise chase the winner back.
+        var chased = false
         /// For a connection chasing another segment's rest: which, and how far its own
         /// response has come. Its own range is empty (`written == end`) until it overtakes.
         var chase: Chase?
@@ -128,35 +129,32 @@ final class SegmentTable: Sendable {
                 segments.append(
                     Segment(
                         next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding,
-                        source: source, requestStart: middle))
+                        source: source))
                 return Claim(index: segments.count - 1, start: middle, end: victim.end)
             }
             guard chasing, let source,
                 let (index, target) = segments.enumerated()
                     .filter({
-                        $0.1.claimed && $0.1.chase == nil && $0.1.chaser == nil && $0.1.source != nil
+                        $0.1.claimed && $0.1.chase == nil && !$0.1.chased && $0.1.source != nil
                             && $0.1.source != source && !$0.1.avoiding.contains(source)
-                            && $0.1.next > $0.1.requestStart
                     })
                     .max(by: { ($0.1.end - $0.1.next) < ($1.1.end - $1.1.next) }),
                 target.end - target.next >= minimumChase
             else { return nil }
             segments[index].chaser = segments.count
+            segments[index].chased = true
             segments.append(
                 Segment(
                     next: target.next, written: target.next, end: target.next, claimed: true,
-                    avoiding: target.avoiding, source: source, requestStart: target.next,
+                    avoiding: target.avoiding, source: source, chased: true,
                     chase: Chase(target: index, position: target.next)))
             return Claim(index: segments.count - 1, start: target.next, end: target.end)
         }
     }
 
-    /// Records that segment `index` is fetched from `source` by a request that starts now.
+    /// Records that segment `index` is fetched from `source`.
     func hold(_ index: Int, by source: Int) {
-        state.withLockedValue { segments in
-            segments[index].source = source
-            if segments[index].chase == nil { segments[index].requestStart = segments[index].next }
-        }
+        state.withLockedValue { $0[index].source = source }
     }
 
     /// Reserves the next `count` bytes of segment `index`'s response (a body part): what
@@ -255,6 +253,7 @@ final class SegmentTable: Sendable {
         state.withLockedValue { segments in
             if let chase = segments[index].chase {
                 segments[chase.target].chaser = nil
+                segments[chase.target].chased = false
                 segments[index].chase = nil
             }
             segments[index].next = segments[index].written
