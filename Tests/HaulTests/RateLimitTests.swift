@@ -56,7 +56,10 @@ struct RateLimitTests {
             $0.segmentedConnections = 2
             $0.segmentationThreshold = 1 << 20
         }) { f in
-            let bytes = f.serve("lowered", count: 8 << 20)
+            // (32 MiB at 8 MiB/s: the rest takes about 4 s after the first MiB, so the limit is
+            // lowered while the long requests run even when this loop sees the progress event
+            // late, as in a loaded parallel run; with 8 MiB it once came too late.)
+            let bytes = f.serve("lowered", count: 32 << 20)
             var request = DownloadRequest(url: f.server.url("/files/lowered"), destination: .directory(f.directory))
             request.maxBytesPerSecond = 8 << 20
             let handle = try await f.manager.download(request)

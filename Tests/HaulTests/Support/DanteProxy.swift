@@ -166,7 +166,7 @@ final class DanteProxy: Sendable {
                 if text.contains("Address already in use") { return nil }
                 throw Failure.failedToStart("it \(termination): \(text)")
             }
-            if NginxServer.canConnect(port: port) { return proxy }
+            if NginxServer.isListening(port: port, pid: process.pid) { return proxy }
             if ContinuousClock.now > deadline {
                 await proxy.stop()
                 throw Failure.failedToStart("not listening on port \(port) after 10 s: \(proxy.log())")

@@ -377,6 +377,52 @@ final class NginxServer: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// Whether process `pid` itself listens on `port` of 127.0.0.1, not merely someone: a
+    /// port probed free can be taken by another test's server before the process binds it,
+    /// and a connection to it then succeeds although the process failed to start. On Linux
+    /// the listening socket's inode (`/proc/net/tcp`) is looked for among the process's
+    /// descriptors; elsewhere only the connection is tried.
+    static func isListening(port: Int, pid: Int32) -> Bool {
+        #if os(Linux)
+            guard let table = readToEnd("/proc/net/tcp") else { return false }
+            let local = "0100007F:" + String(format: "%04X", port)
+            let inodes = Set(
+                table.split(separator: "\n").dropFirst().compactMap { line -> String? in
+                    let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+                    guard fields.count > 9, fields[1] == local, fields[3] == "0A" else { return nil }
+                    return "socket:[\(fields[9])]"
+                })
+            guard !inodes.isEmpty,
+                let descriptors = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+            else { return false }
+            return descriptors.contains { descriptor in
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(descriptor)"))
+                    .map(inodes.contains) ?? false
+            }
+        #else
+            return canConnect(port: port)
+        #endif
+    }
+
+    #if os(Linux)
+        /// A file of `/proc`, read to its end: Foundation's `String(contentsOfFile:)` stops
+        /// after the first page of these files, which report a size of 0.
+        private static func readToEnd(_ path: String) -> String? {
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return nil }
+            defer { close(descriptor) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0 { return nil }
+                if count == 0 { break }
+                bytes.append(contentsOf: buffer[0..<count])
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    #endif
+
     static func canConnect(port: Int) -> Bool {
         guard let socket = try? openSocket() else { return false }
         defer { close(socket) }

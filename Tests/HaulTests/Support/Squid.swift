@@ -232,7 +232,7 @@ final class Squid: Sendable {
                 if text.contains("Address already in use") { return nil }
                 throw Failure.failedToStart("it \(termination): \(text)")
             }
-            if NginxServer.canConnect(port: port) { return squid }
+            if NginxServer.isListening(port: port, pid: process.pid) { return squid }
             if ContinuousClock.now > deadline {
                 await squid.stop()
                 throw Failure.failedToStart("not listening on port \(port) after 20 s: \(squid.log())")
