@@ -25,6 +25,8 @@ struct FaultKnobs: Sendable {
     var retryAfter: String?
     var disposition: String?
     var gate: String?
+    var gateAfter: Int?
+    var gateRate: Int?
     var token: String?
     var expireAfter: Int?
     var corruptAt: [Int] = []
@@ -71,6 +73,8 @@ struct FaultKnobs: Sendable {
         }
         self.disposition = query["disposition"]
         self.gate = query["gate"]
+        self.gateAfter = try count("gate_after")
+        self.gateRate = try count("gate_rate", minimum: 1)
         self.token = query["token"]
         self.expireAfter = try count("expire_after")
         if let raw = query["corrupt_at"] {

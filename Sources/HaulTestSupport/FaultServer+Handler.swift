@@ -32,6 +32,11 @@ final class FaultConnectionHandler: ChannelInboundHandler {
         var ending: ResponsePlan.Ending
         var keepAlive: Bool
         var path: String
+        /// With `gate_after=N`: the gate the body waits at once `N` bytes are sent, `N`, and
+        /// the rate it trickles at meanwhile (`gate_rate`).
+        var hold: (gate: String, at: Int, rate: Int)?
+        /// Trickling at ``hold``'s gate, until it is released.
+        var held = false
 
         var isDone: Bool { self.sent >= self.limit }
     }
@@ -131,7 +136,8 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     }
 
     private func process(_ request: ActiveRequest, context: ChannelHandlerContext) {
-        if let gate = request.target.query["gate"] {
+        // With `gate_after`, the gate holds the body part way instead (see ``pumpOnce()``).
+        if let gate = request.target.query["gate"], request.target.query["gate_after"] == nil {
             let id = self.core.makeID()
             let eventLoop = context.eventLoop
             let handler = NIOLoopBound(self, eventLoop: eventLoop)
@@ -149,7 +155,19 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     private func gateOpened(id: Int) {
         guard let gateWait = self.gateWait, gateWait.id == id, let request = self.current else { return }
         self.gateWait = nil
-        self.respond(to: request)
+        if var job = self.job, job.held {
+            // At full speed again.
+            job.held = false
+            job.hold = nil
+            job.rate = nil
+            job.budget = .max
+            self.job = job
+            self.rateTimer?.cancel()
+            self.rateTimer = nil
+            self.pump()
+        } else {
+            self.respond(to: request)
+        }
     }
 
     private func respond(to request: ActiveRequest) {
@@ -176,6 +194,10 @@ final class FaultConnectionHandler: ChannelInboundHandler {
             keepAlive: keepAlive,
             path: request.target.path
         )
+        if let gate = request.target.query["gate"], let after = request.target.query["gate_after"].flatMap(Int.init) {
+            let rate = request.target.query["gate_rate"].flatMap(Int.init) ?? Self.trickleRate
+            self.job?.hold = (gate, max(0, after), max(1, rate))
+        }
         if plan.rate != nil {
             self.job?.budget = 0
             self.rateTick()
@@ -205,13 +227,44 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     private func pumpOnce() {
         guard let context = self.context, self.job != nil else { return }
         while let job = self.job, !job.isDone, job.budget > 0, context.channel.isWritable {
-            self.writeSlice(length: min(job.chunkSize, job.limit - job.sent, job.budget), context: context)
+            if let hold = job.hold, !job.held, job.sent >= hold.at {
+                self.waitAtGate(hold.gate, trickling: hold.rate, context: context)
+                continue
+            }
+            let beforeHold = job.hold.flatMap { job.held ? nil : $0.at - job.sent } ?? .max
+            self.writeSlice(length: min(job.chunkSize, job.limit - job.sent, job.budget, beforeHold), context: context)
         }
         context.flush()
         if let job = self.job, job.isDone {
             self.bodyLimitReached()
         }
     }
+
+    /// The body has reached its `gate_after` point: it goes on at once if the gate is open,
+    /// else it trickles at `rate` until the gate is released (``gateOpened(id:)``), so that
+    /// the client keeps receiving parts and can act on each.
+    private func waitAtGate(_ gate: String, trickling rate: Int, context: ChannelHandlerContext) {
+        let id = self.core.makeID()
+        let eventLoop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
+        let open = self.core.enterGate(gate, id: id) {
+            eventLoop.execute { handler.value.gateOpened(id: id) }
+        }
+        if open {
+            self.job?.hold = nil
+        } else {
+            self.job?.held = true
+            self.job?.rate = rate
+            self.job?.budget = 0
+            self.gateWait = (gate, id)
+            self.rateTimer?.cancel()
+            self.rateTick()
+        }
+    }
+
+    /// How fast a body waiting at its `gate_after` gate goes on unless `gate_rate` says:
+    /// 4 KiB every 100 ms.
+    static let trickleRate = 40 << 10
 
     /// Runs every 100 ms while a trickled body is being sent: refills the budget to
     /// `rate / 10` bytes (unused budget does not accumulate) and writes.

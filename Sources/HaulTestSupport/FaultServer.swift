@@ -48,6 +48,11 @@ import NIOPosix
 ///
 /// - `gate=G` (any route): the response is held, with nothing sent, until ``release(_:)`` is
 ///   called for `G`; then the request is answered normally. A released gate stays open.
+///   With `gate_after=N`, the head and the first N body bytes are sent at once, then the
+///   rest trickles at `gate_rate=R` bytes per second (default 40 KiB/s, sent every 100 ms)
+///   until `G` is released, and goes on at full speed (every response of that URL, ranges
+///   too, counting from its own first byte): the client keeps receiving parts, and a body
+///   longer than R times the wait cannot end before the release.
 /// - `fail=S` (any route, 200...999), `fail_times=K`: the first K requests answer status S with
 ///   a 512-byte `text/plain` body; `retry_after=X` adds `Retry-After: X` (to these and to
 ///   `/status`). Evaluated after the gate, before routing; HEAD requests count too.

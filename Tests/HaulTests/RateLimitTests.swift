@@ -56,11 +56,15 @@ struct RateLimitTests {
             $0.segmentedConnections = 2
             $0.segmentationThreshold = 1 << 20
         }) { f in
-            // (32 MiB at 8 MiB/s: the rest takes about 4 s after the first MiB, so the limit is
-            // lowered while the long requests run even when this loop sees the progress event
-            // late, as in a loaded parallel run; with 8 MiB it once came too late.)
+            // Every response sends its first MiB, then trickles at 512 KiB/s (above the lowered
+            // limit, so the limit holds it back) until the gate opens: the long requests cannot
+            // end within the suite's time limit, so they are still running whenever this loop
+            // sees the progress past 1 MiB, however late. The paced requests (16 KiB) never
+            // reach the gate; it opens once the limit is lifted.
             let bytes = f.serve("lowered", count: 32 << 20)
-            var request = DownloadRequest(url: f.server.url("/files/lowered"), destination: .directory(f.directory))
+            var request = DownloadRequest(
+                url: f.server.url("/files/lowered?gate=lowered&gate_after=\(1 << 20)&gate_rate=\(512 << 10)"),
+                destination: .directory(f.directory))
             request.maxBytesPerSecond = 8 << 20
             let handle = try await f.manager.download(request)
             var lowered = false
@@ -76,6 +80,7 @@ struct RateLimitTests {
                     lowered = true
                 } else if lowered, !lifted, pacedRanges(f.server.requests(path: "/files/lowered")).count >= 4 {
                     await handle.setRateLimit(nil)
+                    f.server.release("lowered")
                     lifted = true
                 }
             }
