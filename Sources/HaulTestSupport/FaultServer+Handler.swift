@@ -137,19 +137,25 @@ final class FaultConnectionHandler: ChannelInboundHandler {
 
     private func process(_ request: ActiveRequest, context: ChannelHandlerContext) {
         // With `gate_after`, the gate holds the body part way instead (see ``pumpOnce()``).
-        if let gate = request.target.query["gate"], request.target.query["gate_after"] == nil {
-            let id = self.core.makeID()
-            let eventLoop = context.eventLoop
-            let handler = NIOLoopBound(self, eventLoop: eventLoop)
-            let open = self.core.enterGate(gate, id: id) {
-                eventLoop.execute { handler.value.gateOpened(id: id) }
-            }
-            if !open {
-                self.gateWait = (gate, id)
-                return
-            }
+        if let gate = request.target.query["gate"], request.target.query["gate_after"] == nil,
+            !self.enterGate(gate, context: context)
+        {
+            return
         }
         self.respond(to: request)
+    }
+
+    /// Whether `gate` is open; if not, the current request waits at it, and
+    /// ``gateOpened(id:)`` runs once it is released.
+    private func enterGate(_ gate: String, context: ChannelHandlerContext) -> Bool {
+        let id = self.core.makeID()
+        let eventLoop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: eventLoop)
+        let open = self.core.enterGate(gate, id: id) {
+            eventLoop.execute { handler.value.gateOpened(id: id) }
+        }
+        if !open { self.gateWait = (gate, id) }
+        return open
     }
 
     private func gateOpened(id: Int) {
@@ -244,19 +250,12 @@ final class FaultConnectionHandler: ChannelInboundHandler {
     /// else it trickles at `rate` until the gate is released (``gateOpened(id:)``), so that
     /// the client keeps receiving parts and can act on each.
     private func waitAtGate(_ gate: String, trickling rate: Int, context: ChannelHandlerContext) {
-        let id = self.core.makeID()
-        let eventLoop = context.eventLoop
-        let handler = NIOLoopBound(self, eventLoop: eventLoop)
-        let open = self.core.enterGate(gate, id: id) {
-            eventLoop.execute { handler.value.gateOpened(id: id) }
-        }
-        if open {
+        if self.enterGate(gate, context: context) {
             self.job?.hold = nil
         } else {
             self.job?.held = true
             self.job?.rate = rate
             self.job?.budget = 0
-            self.gateWait = (gate, id)
             self.rateTimer?.cancel()
             self.rateTick()
         }
