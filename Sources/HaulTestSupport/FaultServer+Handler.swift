@@ -200,10 +200,7 @@ final class FaultConnectionHandler: ChannelInboundHandler {
             keepAlive: keepAlive,
             path: request.target.path
         )
-        if let gate = request.target.query["gate"], let after = request.target.query["gate_after"].flatMap(Int.init) {
-            let rate = request.target.query["gate_rate"].flatMap(Int.init) ?? Self.trickleRate
-            self.job?.hold = (gate, max(0, after), max(1, rate))
-        }
+        self.job?.hold = plan.hold.map { ($0.gate, $0.after, $0.rate) }
         if plan.rate != nil {
             self.job?.budget = 0
             self.rateTick()
@@ -260,10 +257,6 @@ final class FaultConnectionHandler: ChannelInboundHandler {
             self.rateTick()
         }
     }
-
-    /// How fast a body waiting at its `gate_after` gate goes on unless `gate_rate` says:
-    /// 4 KiB every 100 ms.
-    static let trickleRate = 40 << 10
 
     /// Runs every 100 ms while a trickled body is being sent: refills the budget to
     /// `rate / 10` bytes (unused budget does not accumulate) and writes.

@@ -198,6 +198,9 @@ extension ServerCore {
         }
         var plan = ResponsePlan(status: status, headers: headers, body: body)
         plan.rate = knobs.rate
+        if let gate = knobs.gate, let after = knobs.gateAfter {
+            plan.hold = (gate, after, knobs.gateRate ?? ResponsePlan.trickleRate)
+        }
         if knobs.chunked {
             plan.chunkSize = max(1, min(ResponsePlan.defaultChunkSize, (length + 3) / 4))
         }

@@ -29,7 +29,14 @@ struct ResponsePlan {
     var chunkSize = ResponsePlan.defaultChunkSize
     /// Bytes per second, if the body is to be trickled.
     var rate: Int?
+    /// With `gate=G&gate_after=N`: after `after` body bytes, the body trickles at `rate`
+    /// until the gate is released (`gate_rate`, else ``trickleRate``).
+    var hold: (gate: String, after: Int, rate: Int)?
     var ending: Ending = .complete
+
+    /// How fast a body waiting at its `gate_after` gate goes on unless `gate_rate` says:
+    /// 4 KiB every 100 ms.
+    static let trickleRate = 40 << 10
 
     init(status: HTTPResponseStatus, headers: HTTPHeaders = HTTPHeaders(), body: ByteBuffer?) {
         self.status = status
