@@ -83,6 +83,52 @@ struct TLSTests {
         }
     }
 
+    /// A segmented download over TLS is over when its last byte is: the requests it cuts
+    /// short (the first, cut after its head, and any whose range another connection takes
+    /// over) close their connections at once. NIOSSL's default was to wait up to 5 s for the
+    /// server's `close_notify`, which nginx, busy sending, never answers: the manager's
+    /// shutdown, and a `haul get` process, waited those 5 s after the file was complete.
+    ///
+    /// The bound is half of that wait, so the test fails on the old behaviour whatever the
+    /// machine's load, and does not race anything when the connections close at once.
+    @Test func segmentedDownloadIsOverWhenItsLastByteIs() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                // Given a 32 MiB file over https, split across 4 connections, whose first
+                // response (no Range) crawls: it is still being sent when it is cut short
+                let bytes = FaultServer.randomBytes(count: 32 << 20, seed: 21)
+                try nginx.write(bytes, at: "/slow/big.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                configuration.segmentedConnections = 4
+                configuration.maxConnectionsPerHost = 4
+                configuration.segmentationThreshold = 1 << 20
+                let manager = DownloadManager(
+                    configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+                let directory = certificates.directory.appendingPathComponent("out")
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+
+                // When it completes, and the manager is shut down
+                let result = try await manager.download(
+                    DownloadRequest(url: nginx.url("/slow/big.bin"), destination: .directory(directory))
+                ).result
+                let clock = ContinuousClock()
+                let completed = clock.now
+                await manager.shutdown()
+                let lingered = clock.now - completed
+
+                // Then the file is whole, fetched in ranges after a first response cut short,
+                // and no connection kept the manager waiting
+                let written = try #require(result.fileURL.flatMap { FileManager.default.contents(atPath: $0.path) })
+                #expect(sha256(written) == sha256(bytes))
+                let requests = try nginx.accessLog().filter { $0.path == "/slow/big.bin" }
+                #expect(requests.contains { $0.status == 200 && !$0.completed }, "\(requests)")
+                #expect(requests.filter { $0.status == 206 }.count >= 4, "\(requests)")
+                #expect(lingered < .milliseconds(2500), "the shutdown took \(lingered) after the last byte")
+            }
+        }
+    }
+
     @Test func commandLineTrustsTheAuthorityGivenWithCACertificate() async throws {
         try await TestCertificates.with { certificates in
             try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import NIOSSL
 
 #if canImport(Glibc)
@@ -93,14 +94,25 @@ extension DownloadManager {
         }
     }
 
-    /// The HTTP client's TLS configuration for `options`: `nil` (the client's default)
-    /// when there is nothing to change. Blocking: it reads the files.
+    /// How long a connection Haul closes waits for the server's own `close_notify` after
+    /// sending its own: not at all.
+    ///
+    /// NIOSSL waits up to 5 s by default. A request Haul stops in the middle of a body (a
+    /// segment whose range another connection took over, a cancelled or paused download)
+    /// closes its connection while the server is still sending, and a server busy writing
+    /// (nginx) does not answer `close_notify`: the connection stayed open for those 5 s,
+    /// and the process with it, after the download's last byte. Nothing is read from a
+    /// connection Haul closes, so there is nothing to protect by waiting: the
+    /// `close_notify` is still sent, and the socket closed on the next turn of its loop.
+    static let tlsShutdownTimeout = TimeAmount.zero
+
+    /// The HTTP client's TLS configuration for `options`. Blocking: it reads the files.
     ///
     /// - Throws: ``DownloadError/Code/tls`` naming a file that cannot be read or holds no
     ///   PEM certificate or key, or when no authority at all would be trusted.
-    static func tlsConfiguration(_ options: TLSOptions) throws(DownloadError) -> TLSConfiguration? {
-        guard options != TLSOptions(allowsHTTP2: options.allowsHTTP2) else { return nil }
+    static func tlsConfiguration(_ options: TLSOptions) throws(DownloadError) -> TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.shutdownTimeout = tlsShutdownTimeout
         var certificates: [NIOSSLCertificate] = []
         for path in options.additionalTrustRoots {
             try checkReadable(path, what: "CA certificate file")
