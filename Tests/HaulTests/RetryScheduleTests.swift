@@ -125,6 +125,79 @@ struct RetryScheduleTests {
     }
 }
 
+/// Attempts that made progress before failing: a resume at once, and the count afresh.
+@Suite("Retry schedule after progress (rules)")
+struct RetryAfterProgressTests {
+    static let policy = RetryScheduleTests.policy
+    typealias Failure = RetryScheduleTests.Failure
+
+    @Test(arguments: [
+        // failure, decision after an attempt that received bytes first
+        (Failure.reset, RetryAfterProgressTests.Outcome.atOnce),
+        (.timeout, .atOnce),
+        (.badRange, .atOnce),
+        (.busy, .backedOff),
+        (.tooMany, .backedOff),
+        (.notFound, .giveUp),
+        (.checksum, .giveUp),
+    ])
+    func progressMakesARetryImmediateUnlessTheServerAskedToWait(failure: Failure, expected: Outcome) {
+        var schedule = RetrySchedule(policy: Self.policy)
+        let decision = schedule.decide(after: failure.error, network: .unchecked, progressed: true)
+        #expect(Outcome(decision) == expected, "\(decision)")
+    }
+
+    @Test func aRetryAfterIsWaitedForEvenAfterProgress() {
+        var schedule = RetrySchedule(policy: Self.policy)
+        let error = DownloadError(.httpStatus, "HTTP 500", statusCode: 500, retryAfter: .seconds(3))
+        #expect(schedule.decide(after: error, network: .unwatched, progressed: true) == .retry(attempt: 1, after: .seconds(3)))
+    }
+
+    @Test func progressStartsTheCountAndTheBackoffAfresh() {
+        // Given two failures without progress (the budget of 3 is two thirds spent)
+        var schedule = RetrySchedule(policy: Self.policy)
+        let reset = Failure.reset.error
+        #expect(RetryScheduleTests.kind(schedule.decide(after: reset, network: .unwatched)) == .retry(attempt: 1))
+        #expect(RetryScheduleTests.kind(schedule.decide(after: reset, network: .unwatched)) == .retry(attempt: 2))
+        #expect(schedule.retries == 2)
+
+        // When an attempt makes progress and then fails
+        #expect(schedule.decide(after: reset, network: .unwatched, progressed: true) == .retry(attempt: 3, after: .zero))
+
+        // Then the count starts again: three more failures without progress are retried,
+        // the first after the base delay again, and only the fourth gives up
+        #expect(schedule.retries == 0)
+        guard case .retry(4, let delay) = schedule.decide(after: reset, network: .unwatched) else {
+            Issue.record("expected retry 4")
+            return
+        }
+        #expect(delay >= .milliseconds(500) && delay <= .seconds(1))
+        #expect(RetryScheduleTests.kind(schedule.decide(after: reset, network: .unwatched)) == .retry(attempt: 5))
+        #expect(RetryScheduleTests.kind(schedule.decide(after: reset, network: .unwatched)) == .retry(attempt: 6))
+        #expect(schedule.decide(after: reset, network: .unwatched) == .giveUp)
+    }
+
+    @Test func attemptsThatKeepMakingProgressNeverRunOutOfRetries() {
+        var schedule = RetrySchedule(policy: RetryPolicy(maxRetries: 0))
+        for number in 1...50 {
+            #expect(schedule.decide(after: Failure.reset.error, network: .unwatched, progressed: true) == .retry(attempt: number, after: .zero))
+        }
+        #expect(schedule.decide(after: Failure.reset.error, network: .unwatched) == .giveUp)
+    }
+
+    enum Outcome: Hashable, Sendable {
+        case atOnce, backedOff, giveUp, other
+
+        init(_ decision: RetrySchedule.Decision) {
+            switch decision {
+            case .retry(_, let delay): self = delay == .zero ? .atOnce : .backedOff
+            case .giveUp: self = .giveUp
+            case .checkNetwork, .waitForNetwork: self = .other
+            }
+        }
+    }
+}
+
 /// The one attempt loop, run with attempts that fail on cue: no sockets.
 @Suite("Attempt loop")
 struct AttemptLoopTests {
@@ -214,6 +287,27 @@ struct AttemptLoopTests {
             }
         ) { () throws(DownloadError) -> Int in throw Self.busy }
         #expect(checks == 0)
+    }
+
+    @Test func anAttemptThatMadeProgressIsRetriedWithoutWaiting() async {
+        // Given a policy whose first wait is a minute, and an attempt that receives bytes
+        // and then fails, then one that succeeds
+        let slow = RetryPolicy(maxRetries: 1, baseDelay: .seconds(60), maxDelay: .seconds(60))
+        var received: Int64 = 0
+        var delays: [Duration] = []
+        // When they run in the loop
+        let outcome = await withRetries(slow, progress: { received }, onRetry: { _, _, delay in delays.append(delay) }) {
+            () throws(DownloadError) -> String in
+            received += 1000
+            if received < 3000 { throw DownloadError(.network, "connection reset") }
+            return "done"
+        }
+        // Then both retries were made at once, and the one retry allowed was never spent
+        guard case .succeeded("done") = outcome else {
+            Issue.record("expected success, got \(outcome)")
+            return
+        }
+        #expect(delays == [.zero, .zero])
     }
 
     @Test func cancellationInterrupts() async {

@@ -147,6 +147,28 @@ struct TransferTests {
         }
     }
 
+    /// A connection that drops after bytes arrived is a resume to make at once: no backoff,
+    /// and no retry spent. With one retry allowed, a download cut five times completes,
+    /// each retry announced without a delay (before, the second cut failed it).
+    @Test func dropsAfterProgressAreResumedAtOnceWithoutSpendingRetries() async throws {
+        try await Fixture.with({ $0.retry = RetryPolicy(maxRetries: 1, baseDelay: .milliseconds(5)) }) { f in
+            let size = 4 << 20
+            let bytes = f.serve("drops", count: size)
+            let handle = try await f.manager.download(
+                f.request("/files/drops?reset_after=300000&reset_times=5&reset_fin=1"))
+            let events = handle.events
+            let result = try await handle.result
+            #expect(result.byteCount == Int64(size))
+            #expect(sha256(f.contents("drops")) == sha256(bytes))
+            #expect(f.server.requests(path: "/files/drops").count == 6)
+            var delays: [Duration] = []
+            for await event in events {
+                if case .retrying(_, _, let delay) = event { delays.append(delay) }
+            }
+            #expect(delays == Array(repeating: .zero, count: 5))
+        }
+    }
+
     /// A reset costs only what had not reached the file: the next request asks for the rest,
     /// from exactly where the partial stood, and nothing else is served twice. (How much had
     /// reached the file when the connection ended depends on how far the disk was behind:

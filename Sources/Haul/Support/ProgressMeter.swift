@@ -25,6 +25,8 @@ final class ProgressMeter: Sendable {
 
     private struct State {
         var completed: Int64 = 0
+        /// The most bytes ever held complete: what only new bytes raise.
+        var furthest: Int64 = 0
         var total: Int64?
         var transferred: Int64 = 0
         var rate: Double = 0
@@ -52,6 +54,7 @@ final class ProgressMeter: Sendable {
         let now = ContinuousClock.now
         state.withLockedValue { state in
             state.completed = completed
+            state.furthest = max(state.furthest, completed)
             state.total = total
             state.sampleBytes = 0
             state.sampleStart = now
@@ -71,6 +74,7 @@ final class ProgressMeter: Sendable {
     func add(_ count: Int, at now: ContinuousClock.Instant) -> Report {
         state.withLockedValue { state in
             state.completed += Int64(count)
+            state.furthest = max(state.furthest, state.completed)
             state.transferred += Int64(count)
             state.sampleBytes += Int64(count)
             state.lastByte = now
@@ -133,4 +137,9 @@ final class ProgressMeter: Sendable {
 
     /// Bytes received over the network since the meter was made.
     var bytesTransferred: Int64 { state.withLockedValue { $0.transferred } }
+
+    /// The most bytes of the content the download has ever held complete: it grows only
+    /// with bytes never had before, not with bytes fetched again after a restart from
+    /// zero. An attempt that raised it made progress (see ``RetrySchedule``).
+    var furthestCompleted: Int64 { state.withLockedValue { $0.furthest } }
 }

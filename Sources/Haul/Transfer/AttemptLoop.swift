@@ -18,7 +18,9 @@ enum AttemptOutcome<Success> {
 /// and try again (`onRetry` hears of each retry first, with its number, the error and
 /// the delay), check the network (with `checkNetwork`, which tells apart a host that
 /// failed from a network that is gone; without it the network is not watched), wait for
-/// the network, or give up.
+/// the network, or give up. `progress` is a count that grows with what attempts receive
+/// (bytes written, say): an attempt that raised it before failing made progress, and is
+/// retried at once (see ``RetrySchedule``).
 ///
 /// ```swift
 /// switch await withRetries(configuration.retry) { () throws(DownloadError) in try await fetchOnce() } {
@@ -30,24 +32,29 @@ enum AttemptOutcome<Success> {
 func withRetries<Success>(
     _ policy: RetryPolicy,
     checkingNetwork checkNetwork: (() async -> RetrySchedule.Network)? = nil,
+    progress: () -> Int64 = { 0 },
     onRetry: (_ attempt: Int, _ error: DownloadError, _ delay: Duration) -> Void = { _, _, _ in },
     _ attempt: () async throws(DownloadError) -> Success
 ) async -> AttemptOutcome<Success> {
     var schedule = RetrySchedule(policy: policy)
     while true {
         let error: DownloadError
+        let before = progress()
         do {
             return .succeeded(try await attempt())
         } catch let failure {
             error = failure
         }
         if Task.isCancelled { return .interrupted(error) }
+        let progressed = progress() > before
         var network: RetrySchedule.Network = checkNetwork == nil ? .unwatched : .unchecked
         deciding: while true {
-            switch schedule.decide(after: error, network: network) {
+            switch schedule.decide(after: error, network: network, progressed: progressed) {
             case .retry(let number, let delay):
                 onRetry(number, error, delay)
-                do { try await Task.sleep(for: delay) } catch { return .interrupted(nil) }
+                if delay > .zero {
+                    do { try await Task.sleep(for: delay) } catch { return .interrupted(nil) }
+                }
                 break deciding
             case .checkNetwork:
                 network = await checkNetwork?() ?? .unwatched

@@ -5,6 +5,12 @@
 ///   retried up to ``RetryPolicy/maxRetries`` times, after exponential backoff with jitter
 ///   or the server's `Retry-After` (capped by ``RetryPolicy/maxDelay``); other errors end
 ///   the attempts at once.
+/// - An attempt that made progress before it failed (a connection that dropped after
+///   bytes arrived) is a resume to make at once: it is retried without waiting, and it
+///   starts the count and the backoff afresh, so a link that drops now and then costs a
+///   reconnection each time, not a growing wait, and never runs out of retries while
+///   bytes keep coming. A server that asked to wait (429, 503, `Retry-After`) is waited
+///   for all the same.
 /// - Where the network is watched (downloads), a failure to reach a host that answered
 ///   before is checked first: if the network is gone, the attempts wait for it without
 ///   spending retries. Elsewhere (segments, manifests) it is an ordinary failure.
@@ -40,16 +46,26 @@ struct RetrySchedule: Sendable {
     }
 
     let policy: RetryPolicy
-    /// Retries decided so far.
+    /// Retries decided since the last attempt that made progress: what the policy's
+    /// ``RetryPolicy/maxRetries`` bounds, and what the backoff grows with.
     private(set) var retries = 0
+    /// Every retry decided, progress or not: the number a retry is announced with.
+    private(set) var retriesMade = 0
 
     init(policy: RetryPolicy) {
         self.policy = policy
     }
 
-    /// Decides what follows an attempt that failed with `error`; a retry counts against
-    /// the policy's ``RetryPolicy/maxRetries``.
-    mutating func decide(after error: DownloadError, network: Network) -> Decision {
+    /// Decides what follows an attempt that failed with `error`; `progressed` says whether
+    /// that attempt received anything before it failed. A retry after no progress counts
+    /// against the policy's ``RetryPolicy/maxRetries``; one after progress is made at once
+    /// and starts the count afresh, unless the server asked to wait.
+    mutating func decide(after error: DownloadError, network: Network, progressed: Bool = false) -> Decision {
+        if progressed, error.isRetryable, !Self.serverAskedToWait(error) {
+            retries = 0
+            retriesMade += 1
+            return .retry(attempt: retriesMade, after: .zero)
+        }
         if error.isConnectivity {
             switch network {
             case .unchecked: return .checkNetwork
@@ -59,6 +75,13 @@ struct RetrySchedule: Sendable {
         }
         guard error.isRetryable, retries < policy.maxRetries else { return .giveUp }
         retries += 1
-        return .retry(attempt: retries, after: policy.delay(beforeRetry: retries, retryAfter: error.retryAfter))
+        retriesMade += 1
+        return .retry(attempt: retriesMade, after: policy.delay(beforeRetry: retries, retryAfter: error.retryAfter))
+    }
+
+    /// Whether the server said it is busy or asked for a delay: 429, 503, or a
+    /// `Retry-After` on any answer. Such a failure is backed off from even after progress.
+    private static func serverAskedToWait(_ error: DownloadError) -> Bool {
+        error.retryAfter != nil || error.statusCode == 429 || error.statusCode == 503
     }
 }

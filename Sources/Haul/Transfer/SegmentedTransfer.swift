@@ -316,9 +316,13 @@ struct SegmentedTransfer: Sendable {
             return .done
         }
         defer { sources.withLockedValue { [source] in $0.release(source) } }
+        // What this worker's failed requests wrote before they failed: a request that
+        // dropped after bytes arrived is retried at once (see `RetrySchedule`).
+        var writtenBeforeFailing: Int64 = 0
         while !Task.isCancelled {
             let step = await withRetries(
                 configuration.retry,
+                progress: { writtenBeforeFailing },
                 onRetry: { _, error, _ in
                     logger.debug(
                         "segment retry", metadata: ["url": "\(url)", "start": "\(failedStart)", "error": "\(error)"])
@@ -367,6 +371,7 @@ struct SegmentedTransfer: Sendable {
                         guard case .dropped = verdict else { return .changed(reason) }
                         table.release(claim.index)
                     case .failed(let error):
+                        writtenBeforeFailing += max(0, table.written(claim.index) - claim.start)
                         table.release(claim.index)
                         failedStart = claim.start
                         verdict = sources.withLockedValue { [source] in $0.failed(error, from: source) }

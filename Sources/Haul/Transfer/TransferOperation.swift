@@ -132,6 +132,7 @@ package final class TransferOperation: Sendable {
             let transferred = core.meter.bytesTransferred
             outcome = await withRetries(
                 configuration.retry, checkingNetwork: checkNetwork,
+                progress: { core.meter.furthestCompleted },
                 onRetry: { retry, error, delay in
                     logger.debug("retrying", metadata: ["id": "\(request.id)", "retry": "\(retry)", "error": "\(error)"])
                     core.emit(.retrying(attempt: retry, reason: error, delay: delay))
