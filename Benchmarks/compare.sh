@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks/compare.sh: Haul against curl, wget2 and aria2c, downloading from nginx on
-# 127.0.0.1. Runs five workloads, each RUNS times, writing to tmpfs and then (unless
+# 127.0.0.1. Runs up to seven workloads, each RUNS times, writing to tmpfs and then (unless
 # SKIP_DISK=1) to the real disk, and writes a Markdown report of the medians to
 # Benchmarks/results/compare-YYYY-MM-DD.md and Benchmarks/results/latest.md (the raw
 # per-run numbers go next to it as compare-YYYY-MM-DD.tsv).
@@ -9,8 +9,9 @@
 #   2. The same over 4 and 8 connections: haul -x N (once `haul get` has it; until then
 #      its rows say "n/a (no -x yet)") and aria2c -x N -s N -k 1M; as a reference, N curls
 #      fetching a range each into separate files (the machine's ceiling for N connections).
-#   3. SMALL_COUNT (5,000) files of 16 KiB, 16 in flight: haul -j 16 --per-host 16,
-#      curl --parallel --parallel-max 16, wget2 --max-threads=16, aria2c -j 16 -x1.
+#   3. SMALL_COUNT (5,000) files of 16 KiB, at each number in flight of TUNED (16 and 64):
+#      haul -j N --per-host N, curl --parallel --parallel-max N, wget2 --max-threads=N,
+#      aria2c -j N -x1.
 #   4. QUEUE_COUNT (100,000) queued URLs: time to first byte and peak RSS, haul against
 #      aria2c -i, both 16 in flight, over a capped window (see the workload).
 #   5. Resume: a SIZE file interrupted at about half (SIGTERM), then continued: haul (the
@@ -19,24 +20,54 @@
 #   6. One LIMITED_SIZE file (default 256 MiB) from a server that allows LIMIT_RATE (20m:
 #      20 MB/s) per connection (nginx limit_rate), over 8 connections: haul -x 8 (its
 #      per-host cap left at the default, 6) and aria2c -x 8 -s 8 -k 1M. Not in the default
-#      ONLY: each run takes about 13 s per tool at best.
+#      ONLY: each run takes about 13 s per tool at best (50 s with the rows at defaults).
+#   7. A flaky link: FLAKY_COUNT (200) files of FLAKY_SIZE (1 MiB), FLAKY_JOBS (10) in
+#      flight, through Benchmarks/relay.py with a FLAKY_RTT_MS (10 ms) round trip that
+#      resets the connection before FLAKY_RESET_RATE (0.02) of the server's 64 KiB pieces;
+#      every tool told to retry and resume where it can (the flags and what each tool does
+#      are at workload_flaky below). Per run: wall time, the files whose sha256 matches
+#      the corpus, the body bytes nginx served ($body_bytes_sent), the relay's resets; the
+#      report gives them against aria2c's. Not in the default ONLY.
 #
-# With HTTPS=1, workloads 1 and 3 (those of them in ONLY) run again over HTTPS, same corpus
-# and same commands: nginx also listens with TLS on two more ports, one offering HTTP/1.1
-# only and one offering HTTP/2 as well (ALPN), with a certificate signed by a throwaway
-# certificate authority that the script makes with openssl. Every tool is given that
-# authority through its own option (haul --ca-certificate, curl --cacert, wget2
+# Rows at each tool's defaults (DEFAULTS=1, the default; 0 leaves them out): workloads 1, 3
+# and 6 also run every tool with only what it needs to run at all (the URL or list, the
+# output directory, the test CA, quiet output; Haul its journal path): `haul get URL` /
+# `haul get -i LIST` (10 downloads, 6 per host, 4 connections per big file), `curl URL` /
+# `curl --parallel -K LIST` (50 in flight: plain curl over a list is one at a time),
+# `wget2 URL` / `wget2 -i LIST` (5 threads), `aria2c URL` / `aria2c -i LIST` (5 at once, one
+# connection each), and over HTTPS no protocol option: each negotiates what it does by
+# default, and the row says what nginx logged. These are what people type.
+#
+# RTT_MS (default 0) puts a far link in front of nginx: for each value above 0, a relay
+# (Benchmarks/relay.py, a TCP relay on 127.0.0.1 that holds each direction's bytes for
+# RTT/2 ms, pipelined, no bandwidth cap) stands in front of every nginx listener the
+# workloads use (plain HTTP and, with HTTPS=1, both TLS listeners), and every tool is
+# pointed at the relay's port: all of them meet the same link. RTT_MS="0 40" runs the
+# chosen workloads once per value within each run (interleaved), and the report has a
+# section per value ("round trip 40 ms"); the raw rows carry it as "@40" after the
+# workload ("3-h2@40"). 0 is nginx directly, with no relay. What the relay models and
+# what not (TCP's window over the far link) is in relay.py's header and the README.
+#
+# With HTTPS=1, workloads 1, 2, 3 and 6 (those of them in ONLY) run again over HTTPS, same
+# corpus and same commands: nginx also listens with TLS on two more ports, one offering
+# HTTP/1.1 only and one offering HTTP/2 as well (ALPN), with a certificate signed by a
+# throwaway certificate authority that the script makes with openssl. Every tool is given
+# that authority through its own option (haul --ca-certificate, curl --cacert, wget2
 # --ca-certificate, aria2c --ca-certificate); nothing turns verification off. The HTTP/1.1
-# rows run every tool; the HTTP/2 rows run haul --http2 (Haul's default is HTTP/1.1),
-# curl --http2 and wget2 when it was built with HTTP/2 (aria2c has none: its row says so). nginx logs the protocol of every TLS
-# request, and a run served over another protocol than its row's is reported as a problem.
-# Off by default: it roughly doubles the time of workloads 1 and 3.
+# rows run every tool (haul with --http1.1 once `haul get --help` lists it); the HTTP/2
+# rows run haul --http2 (Haul's default is HTTP/1.1), curl --http2 and wget2 when it was
+# built with HTTP/2 (aria2c has none: its row says so); the rows at defaults run every
+# tool with no protocol option. nginx logs the protocol of every TLS request, and a run
+# served over another protocol than its row's is reported as a problem. Off by default:
+# it roughly triples the time of those workloads.
 #
 # Usage (from anywhere; needs root or sudo the first time, to install packages):
 #   Benchmarks/compare.sh
 #   RUNS=5 SIZE=256M SMALL_COUNT=2000 QUEUE_COUNT=20000 SKIP_DISK=1 ONLY="1,3" Benchmarks/compare.sh
 #   HAUL_BIN=/path/to/haul Benchmarks/compare.sh        # skip the release build
 #   HTTPS=1 ONLY="1,3" Benchmarks/compare.sh            # add workloads 1 and 3 over HTTPS
+#   HTTPS=1 RTT_MS="0 40" ONLY="1,2,3,6" Benchmarks/compare.sh   # the far link, HTTP and HTTPS
+#   ONLY=7 SKIP_DISK=1 Benchmarks/compare.sh            # the flaky link
 #   NOTE="a Swift build ran at the same time" Benchmarks/compare.sh   # added to the report
 #   AHC_BIN=.build-bench/release/haul-client-baseline Benchmarks/compare.sh
 #       # adds two reference rows to workload 3 (and its HTTPS runs): a plain
@@ -51,9 +82,12 @@
 #       # fsynced before its rename, one directory fsync and one transaction marking the
 #       # rows completed per batch of files). Floors for Haul's cost per file, not peers:
 #       # never the "best peer" of the summary. The report then gives Haul's own CPU per
-#       # file above the ahc-1hop and ahc-journal floors.
+#       # file above the ahc-1hop and ahc-journal floors. (At 16 in flight only.)
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
+# TUNED ("16 64") the numbers in flight of workload 3's tuned rows; FLAKY_SEED (1) seeds
+# workload 7's resets (run N uses FLAKY_SEED + N, for every tool alike) and FLAKY_TIMEOUT
+# (300 s) stops a run of it that has not ended;
 # RESULTS_DIR (Benchmarks/results) is where the report goes; KEEP_WORK=1 keeps the temporary
 # directory's logs (every command's output, nginx's logs) for a look afterwards.
 #
@@ -115,6 +149,7 @@ read -r -a RTTS <<<"${RTT_MS//,/ }"
 ((${#RTTS[@]})) || RTTS=(0)
 for rtt in "${RTTS[@]}"; do [[ $rtt =~ ^[0-9]+$ ]] || die "RTT_MS must be whole milliseconds, such as 0 or \"0 40\""; done
 read -r -a TUNED_N <<<"${TUNED//,/ }"
+TUNED_TEXT=$(printf '%s\n' "${TUNED_N[@]}" | paste -sd, - | sed 's/,\([^,]*\)$/ and \1/; s/,/, /g') # "16 and 64"
 ((${#TUNED_N[@]})) || die "TUNED must name at least one number of downloads in flight, such as \"16 64\""
 for n in "${TUNED_N[@]}"; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "TUNED must be numbers of downloads in flight, such as \"16 64\""; done
 FLAKY_BYTES=$(numfmt --from=iec "$FLAKY_SIZE") || die "FLAKY_SIZE=$FLAKY_SIZE is not a size like 1M"
@@ -402,6 +437,7 @@ start_relay() {
     : >"$out"
     python3 "$RELAY_PY" --listen 0 --upstream "$upstream" "$@" >"$out" 2>>"$LOGS/relay-$name.log" &
     R_PID=$!
+    disown "$R_PID" # (no "Killed" line from bash when the clean-up ends it)
     BG_PIDS+=("$R_PID")
     for _ in {1..100}; do
         R_PORT=$(head -n 1 "$out")
@@ -412,10 +448,11 @@ start_relay() {
     cat "$LOGS/relay-$name.log" >&2
     die "relay.py ($name) did not start"
 }
-# stop_relay PID: SIGTERM (it then logs its counts) and wait.
+# stop_relay PID: SIGTERM (it then logs its counts) and wait (at most 5 s) until it is gone.
 stop_relay() {
     kill -TERM "$1" 2>/dev/null || true
-    wait "$1" 2>/dev/null || true
+    for _ in {1..100}; do kill -0 "$1" 2>/dev/null || break; nap 0.05; done
+    kill -KILL "$1" 2>/dev/null || true
     forget_bg "$1"
 }
 for rtt in "${RTTS[@]}"; do
@@ -519,7 +556,7 @@ sample_anon() {
     done
     for ((i = 0; i < 2000; i++)); do
         [[ -n $timer ]] || break
-        read -r child _ <"/proc/$timer/task/$timer/children" 2>/dev/null || true
+        read -r child _ 2>/dev/null <"/proc/$timer/task/$timer/children" || true
         [[ -n $child ]] && break
         read -r -t 0.001 -u "$never" || true
     done
@@ -529,7 +566,7 @@ sample_anon() {
                 ((value > peak)) && peak=$value
                 break
             fi
-        done <"/proc/$child/status" 2>/dev/null || true
+        done 2>/dev/null <"/proc/$child/status" || true
         read -r -t 0.005 -u "$never" || true
     done
     exec {never}<&-
@@ -1123,7 +1160,7 @@ for target in "${TARGETS[@]}"; do
                     done
                 fi
                 if want 3; then
-                    log "$where: workload 3 ($SMALL_COUNT x 16 KiB; in flight: $TUNED$( ((DEFAULTS)) && echo ', defaults'))"
+                    log "$where: workload 3 ($SMALL_COUNT x 16 KiB; $TUNED_TEXT in flight$( ((DEFAULTS)) && echo ', defaults'))"
                     for row in "${SMALL_ROWS[@]}"; do
                         read -r tool n mode <<<"$row"
                         workload_small "$(key 3)" "$target" "$run" "$tool" "$n" "$mode"
@@ -1157,9 +1194,11 @@ T_TOTAL=$(elapsed "$T_START" "$(now)")
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------------------------------
-# 6. Report. Fields of raw.tsv: workload, target, tool, run, status, wall s, CPU s,
-# peak RSS KiB, sync s, then per workload: (3) anonymous memory peak KiB; (4) TTFB s, files
-# done; (5) bytes sent in the first run, bytes sent in the second.
+# 6. Report. Fields of raw.tsv: workload (with "@RTT" for a round trip above 0), target,
+# tool, run, status, wall s, CPU s, peak RSS KiB, sync s, then per workload: (3) anonymous
+# memory peak KiB; (1, 2, 3, 6) in field 11 the protocols nginx logged ("-" for plain
+# HTTP); (4) TTFB s, files done; (5) bytes sent in the first run, bytes sent in the second;
+# (7) files right, body bytes served, the relay's resets.
 
 # med W TARGET TOOL FIELD: the median of FIELD over the runs that went right. W is taken
 # with the current round trip's suffix (SFX), as record wrote it; so are the helpers below.
@@ -1271,7 +1310,10 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "| wget2 | $(wget2 --version 2>/dev/null | head -n1 | sed 's/^GNU Wget2 //; s/ - .*//') |"
     echo "| aria2c | $(aria2c --version | head -n1 | sed 's/^aria2 version //') |"
     echo "| nginx | $(nginx -v 2>&1 | sed 's/^nginx version: nginx\///') |"
-    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS |"
+    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS RTT_MS=\"$RTT_MS\" DEFAULTS=$DEFAULTS TUNED=\"$TUNED\"$(want 6 && echo " LIMITED_SIZE=$LIMITED_SIZE LIMIT_RATE=$LIMIT_RATE")$(want 7 && echo " FLAKY_COUNT=$FLAKY_COUNT FLAKY_SIZE=$FLAKY_SIZE FLAKY_JOBS=$FLAKY_JOBS FLAKY_RTT_MS=$FLAKY_RTT_MS FLAKY_RESET_RATE=$FLAKY_RESET_RATE FLAKY_SEED=$FLAKY_SEED") |"
+    if ((NEED_RELAY)); then
+        echo "| far link | Benchmarks/relay.py ($(python3 --version 2>&1)) in front of nginx: each direction held RTT/2, pipelined, no bandwidth cap; a connection's first bytes held one RTT (the handshake); TCP's window over the far link not modelled |"
+    fi
     if [[ $HTTPS == 1 ]]; then
         echo "| https | $(openssl version | cut -d' ' -f1-2), P-256 certificate from a throwaway CA; wget2 HTTP/2: $( ((WGET2_HAS_H2)) && echo yes || echo no); aria2c: no HTTP/2 |"
     fi
@@ -1404,7 +1446,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 k="" title="" plain_col=""
                 if [[ $v != http ]]; then k=-$v title=" over $(variant_name "$v")" plain_col=1; fi
                 echo
-                echo "### Workload 3$title: $SMALL_COUNT files of 16 KiB ($TUNED in flight$( ((DEFAULTS)) && echo ', and each tool at its defaults'))"
+                echo "### Workload 3$title: $SMALL_COUNT files of 16 KiB ($TUNED_TEXT in flight$( ((DEFAULTS)) && echo ', and each tool at its defaults'))"
                 echo
                 head="| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | sync s"
                 [[ -n $plain_col ]] && head+=" | protocol | wall ÷ plain HTTP"
@@ -1548,10 +1590,27 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     if [[ $HTTPS == 1 ]]; then
-        echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
+        echo "- HTTPS (\`HTTPS=1\`): workloads 1, 2, 3 and 6 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
     fi
     if want 6; then
         echo "- Workload 6: nginx serves the file under \`/limited/\` with \`limit_rate $LIMIT_RATE\` (per connection); \`haul get URL -x 8\` (the per-host cap left at its default, 6) and \`aria2c -x 8 -s 8 -k 1M\`. Eight connections at $LIMIT_RATE each can at best take $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 8)")") s, six $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 6)")") s."
+    fi
+    if ((DEFAULTS)); then
+        echo "- Rows at defaults (\"(defaults)\"): every tool with only what it needs to run: \`haul get URL\` / \`haul get -i LIST\` (10 downloads, 6 per host, 4 connections for a big file), \`curl URL\` / \`curl --parallel -K CONFIG\` (50 in flight), \`wget2 URL\` / \`wget2 -i LIST\` (5 threads), \`aria2c URL\` / \`aria2c -i LIST\` (5 at once), plus the output directory, quiet output and (HTTPS) the CA; no protocol option, so over HTTPS each negotiates what it does by default (the protocol column says what nginx logged)."
+    fi
+    if want 3; then
+        echo "- Workload 3 at $TUNED_TEXT in flight: rows \"tool\" (16) and \"tool (N)\" run \`haul get -j N --per-host N\`, \`curl --parallel --parallel-max N\`, \`wget2 --max-threads=N\`, \`aria2c -j N -x1\`."
+    fi
+    if [[ $HTTPS == 1 ]]; then
+        echo "- Haul's HTTP/1.1 rows pass $( ((${#HAUL_H1[@]})) && echo "\`${HAUL_H1[*]}\`" || echo "no protocol option (HTTP/1.1 is its default)"); workload 2's and 6's \`-x N\` rows take the same TLS options as workload 1's."
+    fi
+    for rtt in "${RTTS[@]}"; do
+        if ((rtt > 0)); then
+            echo "- Round trip $rtt ms: every tool downloads through \`Benchmarks/relay.py --rtt-ms $rtt\`, one relay per nginx listener (started once): each direction's bytes are held $((rtt / 2)) ms (read, timestamped, written at read time + $((rtt / 2)) ms, in order, while later ones are read), and a new connection's first bytes are held one round trip more (the TCP handshake the relay completed at once). No bandwidth cap and no loss; each TCP connection is on loopback, so TCP's window over the far link (window ÷ RTT) is not modelled, while HTTP/2's flow-control windows are. The relay's own ceiling, measured with curl at no delay, is in Benchmarks/README.md: rows near it measure the relay."
+        fi
+    done
+    if want 7; then
+        echo "- Workload 7: \`haul get -i LIST -j $FLAKY_JOBS --per-host $FLAKY_JOBS ${HAUL_RETRIES[*]}\`, \`curl --parallel --parallel-max $FLAKY_JOBS --retry 100 --retry-all-errors --retry-delay 1 -K CONFIG\` (curl starts a file over on a retry), \`wget2 --max-threads=$FLAKY_JOBS --tries=100 --retry-connrefused --waitretry=0 --continue -i LIST\` (wget2 does not retry a body cut short: it keeps the short file), \`aria2c -j $FLAKY_JOBS -x1 --max-tries=0 --retry-wait=0 -c -i LIST\`, each stopped after ${FLAKY_TIMEOUT} s. The relay (\`--rtt-ms $FLAKY_RTT_MS --reset-rate $FLAKY_RESET_RATE --seed FLAKY_SEED+run\`) is restarted for each run, so every tool's n-th connection meets the same resets. Files right: sha256 against the corpus. Bytes served: the sum of nginx's \`\$body_bytes_sent\` over the run's requests (reset ones included; on loopback nginx hands a 1 MiB response to the kernel at once, so a reset request counts whole from where it started)."
     fi
     echo "- Workloads 1, 2, 5 and 6 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
@@ -1566,7 +1625,7 @@ mkdir -p "$RESULTS_DIR"
 cp "$REPORT" "$RESULTS_DIR/compare-$DATE.md"
 cp "$REPORT" "$RESULTS_DIR/latest.md"
 {
-    printf 'workload\ttarget\ttool\trun\tstatus\twall_s\tcpu_s\tpeak_rss_kib\tsync_s\tx1\tx2\n'
+    printf 'workload\ttarget\ttool\trun\tstatus\twall_s\tcpu_s\tpeak_rss_kib\tsync_s\tx1\tx2\tx3\n'
     cat "$RAW"
 } >"$RESULTS_DIR/compare-$DATE.tsv"
 cat "$REPORT"
