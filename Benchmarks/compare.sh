@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks/compare.sh: Haul against curl, wget2 and aria2c, downloading from nginx on
-# 127.0.0.1. Runs five workloads, each RUNS times, writing to tmpfs and then (unless
+# 127.0.0.1. Runs up to seven workloads, each RUNS times, writing to tmpfs and then (unless
 # SKIP_DISK=1) to the real disk, and writes a Markdown report of the medians to
 # Benchmarks/results/compare-YYYY-MM-DD.md and Benchmarks/results/latest.md (the raw
 # per-run numbers go next to it as compare-YYYY-MM-DD.tsv).
@@ -9,8 +9,9 @@
 #   2. The same over 4 and 8 connections: haul -x N (once `haul get` has it; until then
 #      its rows say "n/a (no -x yet)") and aria2c -x N -s N -k 1M; as a reference, N curls
 #      fetching a range each into separate files (the machine's ceiling for N connections).
-#   3. SMALL_COUNT (5,000) files of 16 KiB, 16 in flight: haul -j 16 --per-host 16,
-#      curl --parallel --parallel-max 16, wget2 --max-threads=16, aria2c -j 16 -x1.
+#   3. SMALL_COUNT (5,000) files of 16 KiB, at each number in flight of TUNED (16 and 64):
+#      haul -j N --per-host N, curl --parallel --parallel-max N, wget2 --max-threads=N,
+#      aria2c -j N -x1.
 #   4. QUEUE_COUNT (100,000) queued URLs: time to first byte and peak RSS, haul against
 #      aria2c -i, both 16 in flight, over a capped window (see the workload).
 #   5. Resume: a SIZE file interrupted at about half (SIGTERM), then continued: haul (the
@@ -19,24 +20,54 @@
 #   6. One LIMITED_SIZE file (default 256 MiB) from a server that allows LIMIT_RATE (20m:
 #      20 MB/s) per connection (nginx limit_rate), over 8 connections: haul -x 8 (its
 #      per-host cap left at the default, 6) and aria2c -x 8 -s 8 -k 1M. Not in the default
-#      ONLY: each run takes about 13 s per tool at best.
+#      ONLY: each run takes about 13 s per tool at best (50 s with the rows at defaults).
+#   7. A flaky link: FLAKY_COUNT (200) files of FLAKY_SIZE (1 MiB), FLAKY_JOBS (10) in
+#      flight, through Benchmarks/relay.py with a FLAKY_RTT_MS (10 ms) round trip that
+#      resets the connection before FLAKY_RESET_RATE (0.02) of the server's 64 KiB pieces;
+#      every tool told to retry and resume where it can (the flags and what each tool does
+#      are at workload_flaky below). Per run: wall time, the files whose sha256 matches
+#      the corpus, the body bytes nginx served ($body_bytes_sent), the relay's resets; the
+#      report gives them against aria2c's. Not in the default ONLY.
 #
-# With HTTPS=1, workloads 1 and 3 (those of them in ONLY) run again over HTTPS, same corpus
-# and same commands: nginx also listens with TLS on two more ports, one offering HTTP/1.1
-# only and one offering HTTP/2 as well (ALPN), with a certificate signed by a throwaway
-# certificate authority that the script makes with openssl. Every tool is given that
-# authority through its own option (haul --ca-certificate, curl --cacert, wget2
+# Rows at each tool's defaults (DEFAULTS=1, the default; 0 leaves them out): workloads 1, 3
+# and 6 also run every tool with only what it needs to run at all (the URL or list, the
+# output directory, the test CA, quiet output; Haul its journal path): `haul get URL` /
+# `haul get -i LIST` (10 downloads, 6 per host, 4 connections per big file), `curl URL` /
+# `curl --parallel -K LIST` (50 in flight: plain curl over a list is one at a time),
+# `wget2 URL` / `wget2 -i LIST` (5 threads), `aria2c URL` / `aria2c -i LIST` (5 at once, one
+# connection each), and over HTTPS no protocol option: each negotiates what it does by
+# default, and the row says what nginx logged. These are what people type.
+#
+# RTT_MS (default 0) puts a far link in front of nginx: for each value above 0, a relay
+# (Benchmarks/relay.py, a TCP relay on 127.0.0.1 that holds each direction's bytes for
+# RTT/2 ms, pipelined, no bandwidth cap) stands in front of every nginx listener the
+# workloads use (plain HTTP and, with HTTPS=1, both TLS listeners), and every tool is
+# pointed at the relay's port: all of them meet the same link. RTT_MS="0 40" runs the
+# chosen workloads once per value within each run (interleaved), and the report has a
+# section per value ("round trip 40 ms"); the raw rows carry it as "@40" after the
+# workload ("3-h2@40"). 0 is nginx directly, with no relay. What the relay models and
+# what not (TCP's window over the far link) is in relay.py's header and the README.
+#
+# With HTTPS=1, workloads 1, 2, 3 and 6 (those of them in ONLY) run again over HTTPS, same
+# corpus and same commands: nginx also listens with TLS on two more ports, one offering
+# HTTP/1.1 only and one offering HTTP/2 as well (ALPN), with a certificate signed by a
+# throwaway certificate authority that the script makes with openssl. Every tool is given
+# that authority through its own option (haul --ca-certificate, curl --cacert, wget2
 # --ca-certificate, aria2c --ca-certificate); nothing turns verification off. The HTTP/1.1
-# rows run every tool; the HTTP/2 rows run haul --http2 (Haul's default is HTTP/1.1),
-# curl --http2 and wget2 when it was built with HTTP/2 (aria2c has none: its row says so). nginx logs the protocol of every TLS
-# request, and a run served over another protocol than its row's is reported as a problem.
-# Off by default: it roughly doubles the time of workloads 1 and 3.
+# rows run every tool (haul with --http1.1 once `haul get --help` lists it); the HTTP/2
+# rows run haul --http2 (Haul's default is HTTP/1.1), curl --http2 and wget2 when it was
+# built with HTTP/2 (aria2c has none: its row says so); the rows at defaults run every
+# tool with no protocol option. nginx logs the protocol of every TLS request, and a run
+# served over another protocol than its row's is reported as a problem. Off by default:
+# it roughly triples the time of those workloads.
 #
 # Usage (from anywhere; needs root or sudo the first time, to install packages):
 #   Benchmarks/compare.sh
 #   RUNS=5 SIZE=256M SMALL_COUNT=2000 QUEUE_COUNT=20000 SKIP_DISK=1 ONLY="1,3" Benchmarks/compare.sh
 #   HAUL_BIN=/path/to/haul Benchmarks/compare.sh        # skip the release build
 #   HTTPS=1 ONLY="1,3" Benchmarks/compare.sh            # add workloads 1 and 3 over HTTPS
+#   HTTPS=1 RTT_MS="0 40" ONLY="1,2,3,6" Benchmarks/compare.sh   # the far link, HTTP and HTTPS
+#   ONLY=7 SKIP_DISK=1 Benchmarks/compare.sh            # the flaky link
 #   NOTE="a Swift build ran at the same time" Benchmarks/compare.sh   # added to the report
 #   AHC_BIN=.build-bench/release/haul-client-baseline Benchmarks/compare.sh
 #       # adds two reference rows to workload 3 (and its HTTPS runs): a plain
@@ -51,9 +82,12 @@
 #       # fsynced before its rename, one directory fsync and one transaction marking the
 #       # rows completed per batch of files). Floors for Haul's cost per file, not peers:
 #       # never the "best peer" of the summary. The report then gives Haul's own CPU per
-#       # file above the ahc-1hop and ahc-journal floors.
+#       # file above the ahc-1hop and ahc-journal floors. (At 16 in flight only.)
 #
 # Other knobs: QUEUE_STOP_FILES (2000) and QUEUE_MAX_SECONDS (20) end workload 4's window;
+# TUNED ("16 64") the numbers in flight of workload 3's tuned rows; FLAKY_SEED (1) seeds
+# workload 7's resets (run N uses FLAKY_SEED + N, for every tool alike) and FLAKY_TIMEOUT
+# (300 s) stops a run of it that has not ended;
 # RESULTS_DIR (Benchmarks/results) is where the report goes; KEEP_WORK=1 keeps the temporary
 # directory's logs (every command's output, nginx's logs) for a look afterwards.
 #
@@ -87,6 +121,16 @@ LIMITED_SIZE=${LIMITED_SIZE:-256M}
 LIMIT_RATE=${LIMIT_RATE:-20m}
 RESULTS_DIR=${RESULTS_DIR:-$REPO/Benchmarks/results}
 SMALL_SIZE=16384 # workload 3 and 4 file size
+RTT_MS=${RTT_MS:-0}
+DEFAULTS=${DEFAULTS:-1}
+TUNED=${TUNED:-16 64}
+FLAKY_COUNT=${FLAKY_COUNT:-200}
+FLAKY_SIZE=${FLAKY_SIZE:-1M}
+FLAKY_RTT_MS=${FLAKY_RTT_MS:-10}
+FLAKY_RESET_RATE=${FLAKY_RESET_RATE:-0.02}
+FLAKY_JOBS=${FLAKY_JOBS:-10}
+FLAKY_SEED=${FLAKY_SEED:-1}
+FLAKY_TIMEOUT=${FLAKY_TIMEOUT:-300}
 
 log() { printf '[compare %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -100,6 +144,23 @@ LIMITED_BYTES=$(numfmt --from=iec "$LIMITED_SIZE") || die "LIMITED_SIZE=$LIMITED
 LIMIT_BYTES=$(numfmt --from=iec "${LIMIT_RATE^^}")
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 [[ $HTTPS == 0 || $HTTPS == 1 ]] || die "HTTPS must be 0 or 1"
+[[ $DEFAULTS == 0 || $DEFAULTS == 1 ]] || die "DEFAULTS must be 0 or 1"
+read -r -a RTTS <<<"${RTT_MS//,/ }"
+((${#RTTS[@]})) || RTTS=(0)
+for rtt in "${RTTS[@]}"; do [[ $rtt =~ ^[0-9]+$ ]] || die "RTT_MS must be whole milliseconds, such as 0 or \"0 40\""; done
+read -r -a TUNED_N <<<"${TUNED//,/ }"
+TUNED_TEXT=$(printf '%s\n' "${TUNED_N[@]}" | paste -sd, - | sed 's/,\([^,]*\)$/ and \1/; s/,/, /g') # "16 and 64"
+((${#TUNED_N[@]})) || die "TUNED must name at least one number of downloads in flight, such as \"16 64\""
+for n in "${TUNED_N[@]}"; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "TUNED must be numbers of downloads in flight, such as \"16 64\""; done
+FLAKY_BYTES=$(numfmt --from=iec "$FLAKY_SIZE") || die "FLAKY_SIZE=$FLAKY_SIZE is not a size like 1M"
+[[ $FLAKY_COUNT =~ ^[1-9][0-9]*$ && $FLAKY_JOBS =~ ^[1-9][0-9]*$ && $FLAKY_RTT_MS =~ ^[0-9]+$ && $FLAKY_SEED =~ ^[0-9]+$ ]] ||
+    die "FLAKY_COUNT, FLAKY_JOBS, FLAKY_RTT_MS and FLAKY_SEED must be whole numbers"
+[[ $FLAKY_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "FLAKY_TIMEOUT must be whole seconds"
+[[ $FLAKY_RESET_RATE =~ ^(0|1|0?\.[0-9]+)$ ]] || die "FLAKY_RESET_RATE must be a probability such as 0.02"
+# A relay (Benchmarks/relay.py) is needed for a round trip above 0 and for workload 7.
+NEED_RELAY=0
+for rtt in "${RTTS[@]}"; do ((rtt > 0)) && NEED_RELAY=1; done
+if want 7; then NEED_RELAY=1; fi
 
 SUDO=()
 if [[ $EUID -ne 0 ]]; then SUDO=(sudo); fi
@@ -143,9 +204,12 @@ trap 'exit 143' TERM
 # 1. Tools: install from Debian only what is missing.
 
 install_tools() {
-    local -A package_for=([nginx]=nginx [curl]=curl [wget2]=wget2 [aria2c]=aria2 [/usr/bin/time]=time [openssl]=openssl)
+    local -A package_for=([nginx]=nginx [curl]=curl [wget2]=wget2 [aria2c]=aria2 [/usr/bin/time]=time [openssl]=openssl
+        [python3]=python3 [timeout]=coreutils [sha256sum]=coreutils)
     local missing=() tool tools=(nginx curl wget2 aria2c /usr/bin/time)
     if [[ $HTTPS == 1 ]]; then tools+=(openssl); fi
+    if ((NEED_RELAY)); then tools+=(python3); fi
+    if want 7; then tools+=(timeout sha256sum); fi
     for tool in "${tools[@]}"; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("${package_for[$tool]}")
     done
@@ -237,6 +301,14 @@ if want 6; then
         head -c "$LIMITED_BYTES" /dev/urandom >"$WWW/limited.bin"
     fi
 fi
+if want 7; then
+    # Workload 7: FLAKY_COUNT files of FLAKY_SIZE, and their sha256 sums to check against.
+    mkdir -p "$WWW/flaky"
+    head -c $((FLAKY_COUNT * FLAKY_BYTES)) /dev/urandom |
+        (cd "$WWW/flaky" && split -b "$FLAKY_BYTES" -a 4 -d --additional-suffix=.bin - f)
+    (cd "$WWW/flaky" && sha256sum -- *.bin) >"$WORK/flaky.sha256"
+    [[ $(wc -l <"$WORK/flaky.sha256") -eq $FLAKY_COUNT ]] || die "expected $FLAKY_COUNT flaky files"
+fi
 if want 3; then
     head -c $((SMALL_COUNT * SMALL_SIZE)) /dev/urandom |
         (cd "$WWW/small" && split -b "$SMALL_SIZE" -a 6 -d --additional-suffix=.bin - f)
@@ -284,7 +356,8 @@ CNF
 
 # The TLS servers (HTTPS=1), included by nginx.conf: TLS_PORT offers HTTP/1.1 only,
 # TLS_PORT + 1 HTTP/2 as well. `listen ... ssl http2`, not nginx 1.25's `http2 on`, so
-# Debian 12's nginx 1.22 takes it. Each logs the protocol of every request to TLS_LOG.
+# Debian 12's nginx 1.22 takes it. Each logs the protocol of every request to TLS_LOG, and
+# serves workload 6's /limited/ as the plain server does.
 TLS_LOG=$WORK/nginx/tls.log
 write_tls_conf() { # FILE
     if [[ $HTTPS != 1 ]]; then : >"$1"; return; fi
@@ -302,6 +375,10 @@ server {
     ssl_certificate $TLS_DIR/server.pem;
     ssl_certificate_key $TLS_DIR/server.key;
     access_log $TLS_LOG protocol;
+    location /limited/ {
+        alias $WWW/;
+        limit_rate $LIMIT_RATE;
+    }
 }
 CONF
         done
@@ -340,37 +417,88 @@ start_nginx() {
 }
 if [[ $HTTPS == 1 ]]; then make_certificates; fi
 start_nginx
-BASE=http://127.0.0.1:$PORT
-BIG_URL=$BASE/big.bin
-RESUME_URL=$BASE/resume/big.bin
 RESUME_LOG=$WORK/nginx/resume.log
-log "nginx on $BASE"
+FLAKY_LOG=$WORK/nginx/flaky.log
+log "nginx on http://127.0.0.1:$PORT$( [[ $HTTPS == 1 ]] && echo " and https://127.0.0.1:$TLS_PORT (HTTP/1.1), :$((TLS_PORT + 1)) (HTTP/2)")"
 
-# URL lists. Haul and wget2 and aria2c read one URL per line; curl reads a config file.
-SMALL_LIST=$WORK/small.txt
-SMALL_CURL=$WORK/small.curl
-QUEUE_LIST=$WORK/queue.txt
-if want 3; then
-    (cd "$WWW/small" && ls) | awk -v b="$BASE/small/" '{ print b $0 }' >"$SMALL_LIST"
-    awk '{ print "url = \"" $0 "\"" }' "$SMALL_LIST" >"$SMALL_CURL"
-    [[ $(wc -l <"$SMALL_LIST") -eq $SMALL_COUNT ]] || die "expected $SMALL_COUNT small files"
-fi
-# HTTPS=1: the same lists for the two TLS servers (small-h1.txt, small-h2.curl, ...).
-if [[ $HTTPS == 1 ]] && want 3; then
-    for v in h1 h2; do
-        port=$TLS_PORT
-        [[ $v == h2 ]] && port=$((TLS_PORT + 1))
-        sed "s|^$BASE/|https://127.0.0.1:$port/|" "$SMALL_LIST" >"$WORK/small-$v.txt"
-        awk '{ print "url = \"" $0 "\"" }' "$WORK/small-$v.txt" >"$WORK/small-$v.curl"
+# ---------------------------------------------------------------------------------------
+# Relays (Benchmarks/relay.py) for RTT_MS above 0: one in front of each nginx listener the
+# workloads use, for each round trip, started once for the whole run. Every tool is given
+# the relay's port instead of nginx's, so all of them meet the same far link.
+# RELAY_PORTS[VARIANT@RTT] is the port to use; VARIANT http, h1 or h2.
+
+declare -A RELAY_PORTS=()
+RELAY_PY=$SCRIPT_DIR/relay.py
+# start_relay NAME UPSTREAM ARGS...: starts relay.py, waits for its port (R_PORT) and
+# keeps its pid (R_PID) for the clean-up; its standard error goes to LOGS/relay-NAME.log.
+start_relay() {
+    local name=$1 upstream=$2 out=$WORK/relay-$1.port
+    shift 2
+    : >"$out"
+    python3 "$RELAY_PY" --listen 0 --upstream "$upstream" "$@" >"$out" 2>>"$LOGS/relay-$name.log" &
+    R_PID=$!
+    disown "$R_PID" # (no "Killed" line from bash when the clean-up ends it)
+    BG_PIDS+=("$R_PID")
+    for _ in {1..100}; do
+        R_PORT=$(head -n 1 "$out")
+        [[ -n $R_PORT ]] && return 0
+        kill -0 "$R_PID" 2>/dev/null || break
+        sleep 0.05
     done
+    cat "$LOGS/relay-$name.log" >&2
+    die "relay.py ($name) did not start"
+}
+# stop_relay PID: SIGTERM (it then logs its counts) and wait (at most 5 s) until it is gone.
+stop_relay() {
+    kill -TERM "$1" 2>/dev/null || true
+    for _ in {1..100}; do kill -0 "$1" 2>/dev/null || break; nap 0.05; done
+    kill -KILL "$1" 2>/dev/null || true
+    forget_bg "$1"
+}
+for rtt in "${RTTS[@]}"; do
+    variants=(http)
+    if [[ $HTTPS == 1 ]]; then variants+=(h1 h2); fi
+    for v in "${variants[@]}"; do
+        case $v in http) upstream=$PORT ;; h1) upstream=$TLS_PORT ;; h2) upstream=$((TLS_PORT + 1)) ;; esac
+        if ((rtt == 0)); then RELAY_PORTS[$v@$rtt]=$upstream; continue; fi
+        start_relay "$v-$rtt" "$upstream" --rtt-ms "$rtt"
+        RELAY_PORTS[$v@$rtt]=$R_PORT
+        # A first request through it, so a relay that does not forward stops the run here.
+        probe=(curl -sf -o /dev/null "http://127.0.0.1:$R_PORT/q.bin")
+        [[ $v == http ]] || probe=(curl -sf --cacert "$CA_FILE" -o /dev/null "https://127.0.0.1:$R_PORT/q.bin")
+        "${probe[@]}" ||
+            die "no answer through the relay on port $R_PORT (round trip $rtt ms, $v)"
+        log "relay for $v with a round trip of $rtt ms on 127.0.0.1:$R_PORT"
+    done
+done
+
+# URL lists, made on first use for each variant and round trip (list_for). Haul and wget2
+# and aria2c read one URL per line; curl reads a config file.
+mkdir -p "$WORK/lists"
+if want 3; then
+    (cd "$WWW/small" && ls) | awk '{ print "small/" $0 }' >"$WORK/lists/small.paths"
+    [[ $(wc -l <"$WORK/lists/small.paths") -eq $SMALL_COUNT ]] || die "expected $SMALL_COUNT small files"
 fi
-if want 4; then
-    awk -v b="$BASE/q/" -v n="$QUEUE_COUNT" 'BEGIN { for (i = 0; i < n; i++) printf "%sq%07d.bin\n", b, i }' >"$QUEUE_LIST"
-fi
+# list_for NAME BASE: prints the path of the list of NAME's URLs under BASE, making it
+# (and the curl configuration next to it, same name with .curl) if it is not there yet.
+list_for() {
+    local name=$1 base=$2 file
+    file=$WORK/lists/$name-${base//[^0-9a-z]/_}.txt
+    if [[ ! -e $file ]]; then
+        case $name in
+        small) awk -v b="$base/" '{ print b $0 }' "$WORK/lists/small.paths" >"$file" ;;
+        queue) awk -v b="$base/q/" -v n="$QUEUE_COUNT" 'BEGIN { for (i = 0; i < n; i++) printf "%sq%07d.bin\n", b, i }' >"$file" ;;
+        flaky) awk -v b="$base/flaky/" '{ print b $2 }' "$WORK/flaky.sha256" >"$file" ;;
+        esac
+        awk '{ print "url = \"" $0 "\"" }' "$file" >"${file%.txt}.curl"
+    fi
+    echo "$file"
+}
 
 # Warm the page cache, so every run reads the corpus from memory.
 cat "$WWW"/*.bin >/dev/null
 if want 3; then cat "$WWW"/small/* >/dev/null; fi
+if want 7; then cat "$WWW"/flaky/* >/dev/null; fi
 
 # ---------------------------------------------------------------------------------------
 # Measurement helpers.
@@ -428,7 +556,7 @@ sample_anon() {
     done
     for ((i = 0; i < 2000; i++)); do
         [[ -n $timer ]] || break
-        read -r child _ <"/proc/$timer/task/$timer/children" 2>/dev/null || true
+        read -r child _ 2>/dev/null <"/proc/$timer/task/$timer/children" || true
         [[ -n $child ]] && break
         read -r -t 0.001 -u "$never" || true
     done
@@ -438,7 +566,7 @@ sample_anon() {
                 ((value > peak)) && peak=$value
                 break
             fi
-        done <"/proc/$child/status" 2>/dev/null || true
+        done 2>/dev/null <"/proc/$child/status" || true
         read -r -t 0.005 -u "$never" || true
     done
     exec {never}<&-
@@ -461,17 +589,19 @@ after_run() {
     fi
 }
 
-# record WORKLOAD TARGET TOOL RUN STATUS WALL CPU RSS SYNC [X1 X2 X3]
+# record WORKLOAD TARGET TOOL RUN STATUS WALL CPU RSS SYNC [X1 X2 X3]: the workload is
+# recorded with the round trip's suffix (SFX, "@40"; none at 0).
 record() {
-    local IFS=$'\t'
-    echo "$*" >>"$RAW"
+    local IFS=$'\t' w=$1
+    shift
+    echo "$w$SFX$IFS$*" >>"$RAW"
 }
 NOTES=()
 note_failure() { # workload target tool run status log
     local first
     first=$(grep -m1 -v '^\s*$' "$6" 2>/dev/null | cut -c1-200 || true)
-    NOTES+=("workload $1, $2, $3, run $4: $5${first:+ — \`$first\`}")
-    log "workload $1 $2 $3 run $4: $5 ${first}"
+    NOTES+=("workload $1$SFX, $2, $3, run $4: $5${first:+ — \`$first\`}")
+    log "workload $1$SFX $2 $3 run $4: $5 ${first}"
 }
 
 # The status of a run: ok, or what went wrong.
@@ -486,64 +616,93 @@ check_big() { # file: right size, and (first run only) the same bytes
 }
 
 # ---------------------------------------------------------------------------------------
-# HTTPS variants of workloads 1 and 3 (HTTPS=1). use_variant http|h1|h2 points their URLs
-# and lists at the plain server or at one of the TLS servers, and sets each tool's extra
-# options: the CA (all of them) and, for curl and wget2, the protocol asked for. On the
-# HTTP/1.1 server nginx offers only http/1.1 by ALPN, so every tool speaks HTTP/1.1
-# there; on the other the tools that can speak HTTP/2 do. Results are recorded under
-# workload "1-h1", "3-h2" and so on.
+# Variants and round trips. use_variant http|h1|h2 RTT points every workload's URLs and
+# lists at the plain server or at one of the TLS servers (HTTPS=1: workloads 1, 2, 3 and
+# 6), directly (RTT 0) or through the relay with that round trip, and sets each tool's
+# extra options: the CA (TLS_*_CA: all of them) and the protocol asked for (TLS_*: the
+# CA and the protocol, for the tuned rows; the rows at each tool's defaults get the CA
+# alone and negotiate what they will). On the HTTP/1.1 server nginx offers only http/1.1
+# by ALPN, so every tool speaks HTTP/1.1 there; on the other the tools that can speak
+# HTTP/2 do. Results are recorded under workload "1-h1", "3-h2" and so on, and with
+# "@RTT" after it for a round trip above 0 ("3-h2@40"): SFX is that suffix.
 
 WGET2_HAS_H2=0
 if [[ $HTTPS == 1 ]] && wget2 --version 2>/dev/null | grep -q -- '+http2'; then WGET2_HAS_H2=1; fi
-PLAIN_BIG_URL=$BIG_URL PLAIN_SMALL_LIST=$SMALL_LIST PLAIN_SMALL_CURL=$SMALL_CURL
-VARIANT=http
+# Haul's HTTP/1.1 rows pass --http1.1 once `haul get` has it (when HTTP/2 becomes its
+# default); today HTTP/1.1 is the default and --http2 asks for HTTP/2.
+HAUL_H1=()
+if "$HAUL" get --help 2>&1 | grep -q -- '--http1\.1'; then HAUL_H1=(--http1.1); fi
+VARIANT=http RTT=0 SFX=""
+BASE_URL="" BIG_URL="" RESUME_URL="" LIMITED_URL="" SMALL_LIST="" SMALL_CURL="" QUEUE_LIST=""
 TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=() TLS_CA=
-use_variant() {
-    VARIANT=$1
+TLS_HAUL_CA=() TLS_CURL_CA=() TLS_WGET2_CA=()
+use_variant() { # VARIANT RTT
+    VARIANT=$1 RTT=$2 SFX=""
+    if ((RTT > 0)); then SFX=@$RTT; fi
+    local port=${RELAY_PORTS[$1@$2]} scheme=https
+    [[ $1 == http ]] && scheme=http
+    BASE_URL=$scheme://127.0.0.1:$port
+    BIG_URL=$BASE_URL/big.bin
+    RESUME_URL=$BASE_URL/resume/big.bin
+    LIMITED_URL=$BASE_URL/limited/limited.bin
+    if want 3; then SMALL_LIST=$(list_for small "$BASE_URL") SMALL_CURL=${SMALL_LIST%.txt}.curl; fi
+    if want 4 && [[ $1 == http ]]; then QUEUE_LIST=$(list_for queue "$BASE_URL"); fi
     TLS_HAUL=() TLS_CURL=() TLS_WGET2=() TLS_ARIA2C=() TLS_CA=
-    if [[ $1 == http ]]; then
-        BIG_URL=$PLAIN_BIG_URL SMALL_LIST=$PLAIN_SMALL_LIST SMALL_CURL=$PLAIN_SMALL_CURL
-        return
-    fi
-    local port=$TLS_PORT
-    if [[ $1 == h2 ]]; then port=$((TLS_PORT + 1)); fi
-    BIG_URL=https://127.0.0.1:$port/big.bin
-    SMALL_LIST=$WORK/small-$1.txt SMALL_CURL=$WORK/small-$1.curl
+    TLS_HAUL_CA=() TLS_CURL_CA=() TLS_WGET2_CA=()
+    if [[ $1 == http ]]; then return; fi
     # Every tool trusts this authority alone, as `curl --cacert` does: Haul's
     # `--ca-certificate` adds to the system's authorities unless `--no-system-ca`. (With
     # the system's too, AsyncHTTPClient 1.37 loads them once per connection that starts
     # before the first TLS context is cached: 16 copies, about 15 MiB, here.)
-    TLS_HAUL=(--ca-certificate "$CA_FILE" --no-system-ca)
+    TLS_HAUL_CA=(--ca-certificate "$CA_FILE" --no-system-ca)
+    TLS_CURL_CA=(--cacert "$CA_FILE")
+    TLS_WGET2_CA=(--ca-certificate="$CA_FILE")
     TLS_ARIA2C=(--ca-certificate="$CA_FILE")
     TLS_CA=$CA_FILE
     if [[ $1 == h1 ]]; then
-        TLS_CURL=(--cacert "$CA_FILE" --http1.1)
-        TLS_WGET2=(--ca-certificate="$CA_FILE" --no-http2)
+        TLS_HAUL=("${TLS_HAUL_CA[@]}" "${HAUL_H1[@]}")
+        TLS_CURL=("${TLS_CURL_CA[@]}" --http1.1)
+        TLS_WGET2=("${TLS_WGET2_CA[@]}" --no-http2)
     else
-        TLS_CURL=(--cacert "$CA_FILE" --http2)
-        TLS_WGET2=(--ca-certificate="$CA_FILE" --http2)
         # Haul speaks HTTP/1.1 unless told otherwise (it is faster on AsyncHTTPClient).
-        TLS_HAUL+=(--http2)
+        TLS_HAUL=("${TLS_HAUL_CA[@]}" --http2)
+        TLS_CURL=("${TLS_CURL_CA[@]}" --http2)
+        TLS_WGET2=("${TLS_WGET2_CA[@]}" --http2)
     fi
 }
+# "HTTPS, HTTP/2" and so on, for titles; the round trip after it when above 0.
+variant_name() { # VARIANT
+    case $1 in http) printf 'HTTP' ;; h1) printf 'HTTPS, HTTP/1.1' ;; h2) printf 'HTTPS, HTTP/2' ;; esac
+}
+rtt_name() { if (($1 > 0)); then printf ', %s ms round trip' "$1"; fi; }
 
-# Why TOOL has no row in the current variant, if it has none.
-variant_gap() {
-    if [[ $VARIANT != h2 ]]; then return; fi
+# Why TOOL has no row in the current variant, if it has none. MODE "defaults": the row at
+# the tool's defaults, which runs whatever protocol the tool negotiates.
+variant_gap() { # TOOL [MODE]
+    if [[ $VARIANT != h2 || ${2:-} == defaults ]]; then return; fi
     case $1 in
     aria2c) echo "n/a (aria2c has no HTTP/2)" ;;
     wget2) ((WGET2_HAS_H2)) || echo "n/a (this wget2 has no HTTP/2)" ;;
     esac
 }
 
-# Before a TLS run: empty nginx's protocol log. After it: ok if nginx served every
-# request of the run over the variant's protocol, else what it did.
+# Before a TLS run: empty nginx's protocol log. After it: check_protocol says ok if nginx
+# served every request of the run over the variant's protocol (any, for MODE defaults),
+# else what it did; run_protocols lists the protocols nginx logged ("HTTP/2.0",
+# "HTTP/1.1+HTTP/2.0"; "-" for plain HTTP), which the rows at defaults report.
 reset_protocol_log() { if [[ $VARIANT != http ]]; then : >"$TLS_LOG"; fi; }
-check_protocol() {
+run_protocols() {
+    if [[ $VARIANT == http ]]; then echo -; return; fi
+    local seen
+    seen=$(awk '{ print $1 }' "$TLS_LOG" | sort -u | paste -sd+ -)
+    echo "${seen:-none}"
+}
+check_protocol() { # [MODE]
     if [[ $VARIANT == http ]]; then echo ok; return; fi
     local want=HTTP/1.1
     if [[ $VARIANT == h2 ]]; then want=HTTP/2.0; fi
-    awk -v want="$want" '{ n++; if ($1 != want) { bad++; got = $1 } }
+    if [[ ${1:-} == defaults ]]; then want=any; fi
+    awk -v want="$want" '{ n++; if (want != "any" && $1 != want) { bad++; got = $1 } }
         END { if (n == 0) print "nginx logged no TLS request"; else if (bad) printf "%d of %d requests over %s\n", bad, n, got; else print "ok" }' "$TLS_LOG"
 }
 
@@ -551,44 +710,56 @@ check_protocol() {
 # Workloads 1 and 2: one big file, one connection and then 4 and 8. Measured: wall time,
 # CPU time (user + sys) and peak RSS of the downloading process.
 
-big_cmd() { # TOOL CONNECTIONS -> CMD
-    local tool=$1 n=$2
+big_cmd() { # TOOL CONNECTIONS [MODE] -> CMD; MODE defaults: the tool at its defaults
+    local tool=$1 n=$2 mode=${3:-}
+    if [[ $mode == defaults ]]; then
+        # Only what it takes to run: the URL, where to write, the test CA, and quiet
+        # output (Haul: its journal next to the output, as in every row).
+        case $tool in
+        haul) CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${TLS_HAUL_CA[@]}") ;;
+        curl) CMD=(curl -sS --fail "${TLS_CURL_CA[@]}" -o "$OUT/big.bin" "$BIG_URL") ;;
+        wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2_CA[@]}" -P "$OUT" "$BIG_URL") ;;
+        aria2c) CMD=(aria2c -q "${TLS_ARIA2C[@]}" -d "$OUT" "$BIG_URL") ;;
+        esac
+        return
+    fi
     case $tool in
     haul)
         if ((n == 1)); then CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${HAUL_ONE[@]}" "${TLS_HAUL[@]}")
         # (-x N gives N connections: the default per-host cap, 6, does not clamp it.)
-        else CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x "$n"); fi ;;
+        else CMD=("$HAUL" get "$BIG_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x "$n" "${TLS_HAUL[@]}"); fi ;;
     curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" -o "$OUT/big.bin" "$BIG_URL") ;;
     wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" -P "$OUT" "$BIG_URL") ;;
     aria2c)
         # -k 1M: aria2c splits only pieces of at least --min-split-size (default 20M).
         if ((n == 1)); then CMD=(aria2c -q -x1 -s1 "${TLS_ARIA2C[@]}" -d "$OUT" -o big.bin "$BIG_URL")
-        else CMD=(aria2c -q -x "$n" -s "$n" -k 1M -d "$OUT" -o big.bin "$BIG_URL"); fi ;;
+        else CMD=(aria2c -q -x "$n" -s "$n" -k 1M "${TLS_ARIA2C[@]}" -d "$OUT" -o big.bin "$BIG_URL"); fi ;;
     curl-ranges)
         # A reference, not a peer: N curls at once, each fetching 1/N of the file into a
         # file of its own (nothing joins them). What this machine allows N connections
         # writing to this target, with no download manager at all.
         CMD=(bash -c 'n=$1 url=$2 out=$3 size=$4 part=$(( ($4 + $1 - 1) / $1 )) failed=0
+            shift 4
             for ((i = 0; i < n; i++)); do
                 a=$((i * part)) b=$(((i + 1) * part - 1)); ((b >= size)) && b=$((size - 1))
-                curl -sS --fail -r "$a-$b" -o "$out/part.$i" "$url" &
+                curl -sS --fail "$@" -r "$a-$b" -o "$out/part.$i" "$url" &
             done
             for job in $(jobs -p); do wait "$job" || failed=1; done
-            exit $failed' _ "$n" "$BIG_URL" "$OUT" "$SIZE_BYTES") ;;
+            exit $failed' _ "$n" "$BIG_URL" "$OUT" "$SIZE_BYTES" "${TLS_CURL[@]}") ;;
     esac
 }
 
-workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
-    local w=$1 target=$2 run=$3 tool=$4 n=$5 label=$6 logfile status
-    logfile=$LOGS/w$w-$target-${label// /_}-$run.log
+workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL [MODE]
+    local w=$1 target=$2 run=$3 tool=$4 n=$5 label=$6 mode=${7:-} logfile status proto
+    logfile=$LOGS/w$w$SFX-$target-${label//[ ()]/_}-$run.log
     if [[ $tool == haul && $n -gt 1 && $HAUL_HAS_X -eq 0 ]]; then
         record "$w" "$target" "$label" "$run" "n/a (no -x yet)" 0 0 0 0
         return
     fi
-    status=$(variant_gap "$tool")
+    status=$(variant_gap "$tool" "$mode")
     if [[ -n $status ]]; then record "$w" "$target" "$label" "$run" "$status" 0 0 0 0; return; fi
     prepare "$target"
-    big_cmd "$tool" "$n"
+    big_cmd "$tool" "$n" "$mode"
     reset_protocol_log
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
@@ -600,24 +771,40 @@ workload_big() { # WORKLOAD TARGET RUN TOOL CONNECTIONS LABEL
     elif [[ $status == ok ]]; then
         status=$(check_big "$OUT/big.bin" "$run")
     fi
-    if [[ $status == ok ]]; then status=$(check_protocol); fi
+    if [[ $status == ok ]]; then status=$(check_protocol "$mode"); fi
+    proto=$(run_protocols)
     [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
-    record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
+    record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "" "$proto"
 }
 
 # ---------------------------------------------------------------------------------------
 # Workload 6: one LIMITED_SIZE file at LIMIT_RATE per connection, over 8 connections.
 
-workload_limited() { # TARGET RUN TOOL
-    local target=$1 run=$2 tool=$3 logfile status url label
+# The tuned rows: haul -x 8 (its per-host cap left at the default, 6) and aria2c -x 8
+# -s 8 -k 1M; the rows at defaults (DEFAULTS=1): every tool with only the URL, where to
+# write and the CA.
+workload_limited() { # WORKLOAD TARGET RUN TOOL [MODE]
+    local w=$1 target=$2 run=$3 tool=$4 mode=${5:-} logfile status label proto
     label="$tool -x8"
-    logfile=$LOGS/w6-$target-$tool-$run.log
-    url="http://127.0.0.1:$PORT/limited/limited.bin"
+    [[ $mode == defaults ]] && label="$tool (defaults)"
+    logfile=$LOGS/w$w$SFX-$target-${label//[ ()]/_}-$run.log
+    status=$(variant_gap "$tool" "$mode")
+    if [[ -n $status ]]; then record "$w" "$target" "$label" "$run" "$status" 0 0 0 0; return; fi
     prepare "$target"
-    case $tool in
-    haul) CMD=("$HAUL" get "$url" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x 8) ;;
-    aria2c) CMD=(aria2c -q -x 8 -s 8 -k 1M -d "$OUT" -o limited.bin "$url") ;;
-    esac
+    if [[ $mode == defaults ]]; then
+        case $tool in
+        haul) CMD=("$HAUL" get "$LIMITED_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${TLS_HAUL_CA[@]}") ;;
+        curl) CMD=(curl -sS --fail "${TLS_CURL_CA[@]}" -o "$OUT/limited.bin" "$LIMITED_URL") ;;
+        wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2_CA[@]}" -P "$OUT" "$LIMITED_URL") ;;
+        aria2c) CMD=(aria2c -q "${TLS_ARIA2C[@]}" -d "$OUT" "$LIMITED_URL") ;;
+        esac
+    else
+        case $tool in
+        haul) CMD=("$HAUL" get "$LIMITED_URL" -d "$OUT" -q --journal "$STATE/journal.sqlite" -x 8 "${TLS_HAUL[@]}") ;;
+        aria2c) CMD=(aria2c -q -x 8 -s 8 -k 1M "${TLS_ARIA2C[@]}" -d "$OUT" -o limited.bin "$LIMITED_URL") ;;
+        esac
+    fi
+    reset_protocol_log
     run_timed "$logfile" "${CMD[@]}"
     after_run "$target"
     status=$(status_of "$R_RC")
@@ -630,33 +817,68 @@ workload_limited() { # TARGET RUN TOOL
             status="content differs"
         fi
     fi
-    [[ $status == ok ]] || note_failure 6 "$target" "$label" "$run" "$status" "$logfile"
-    record 6 "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC"
+    if [[ $status == ok ]]; then status=$(check_protocol "$mode"); fi
+    proto=$(run_protocols)
+    [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
+    record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "" "$proto"
 }
 
 # ---------------------------------------------------------------------------------------
 # Workload 3: SMALL_COUNT files of 16 KiB, 16 in flight, all to one host. Measured: wall
 # time (so files/s), CPU time and peak RSS.
 
-small_cmd() {
+# Rows: every tool at each number in flight of TUNED (16 and 64; the client floors at 16
+# only), then (DEFAULTS=1) every tool at its own defaults. A row's label is the tool at 16
+# ("haul", as in reports before TUNED), "haul (64)" at another number, "haul (defaults)".
+small_label() { # TOOL N MODE
+    if [[ $3 == defaults ]]; then echo "$1 (defaults)"; elif (($2 == 16)); then echo "$1"; else echo "$1 ($2)"; fi
+}
+SMALL_ROWS=() # "TOOL N MODE", MODE tuned or defaults
+for n in "${TUNED_N[@]}"; do
+    for tool in "${SMALL_TOOLS[@]}"; do
+        [[ $tool == ahc-* && $n -ne 16 ]] && continue
+        SMALL_ROWS+=("$tool $n tuned")
+    done
+done
+if ((DEFAULTS)); then
+    for tool in haul curl wget2 aria2c; do SMALL_ROWS+=("$tool 0 defaults"); done
+fi
+
+small_cmd() { # TOOL N MODE
+    local n=$2
+    if [[ $3 == defaults ]]; then
+        # Only what it takes to run over a list: the list, where to write, the test CA, quiet
+        # output (Haul: its journal next to the output, as in every row). curl without
+        # --parallel would fetch the list one URL at a time; `curl --parallel` (50 in
+        # flight) is what its manual offers for many URLs, so that is its row. By default
+        # Haul runs 10 downloads, at most 6 to one host; wget2 5 threads; aria2c 5 at once.
+        case $1 in
+        haul) CMD=("$HAUL" get -i "$SMALL_LIST" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${TLS_HAUL_CA[@]}") ;;
+        curl) CMD=(curl -sS --fail "${TLS_CURL_CA[@]}" --parallel --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
+        wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2_CA[@]}" -P "$OUT" -i "$SMALL_LIST") ;;
+        aria2c) CMD=(aria2c -q "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
+        esac
+        return
+    fi
     case $1 in
-    haul) CMD=("$HAUL" get -i "$SMALL_LIST" -d "$OUT" -q --journal "$STATE/journal.sqlite" -j 16 --per-host 16 "${TLS_HAUL[@]}") ;;
-    curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" --parallel --parallel-max 16 --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
-    wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" --max-threads=16 -P "$OUT" -i "$SMALL_LIST") ;;
-    aria2c) CMD=(aria2c -q -j 16 -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
-    ahc-memory) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=memory "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
-    ahc-1hop) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=onehop "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
-    ahc-journal) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=journal "JOURNAL=$STATE/baseline-journal.sqlite" "$AHC" "$SMALL_LIST" "$OUT" 16) ;;
+    haul) CMD=("$HAUL" get -i "$SMALL_LIST" -d "$OUT" -q --journal "$STATE/journal.sqlite" -j "$n" --per-host "$n" "${TLS_HAUL[@]}") ;;
+    curl) CMD=(curl -sS --fail "${TLS_CURL[@]}" --parallel --parallel-max "$n" --output-dir "$OUT" --remote-name-all -K "$SMALL_CURL") ;;
+    wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2[@]}" --max-threads="$n" -P "$OUT" -i "$SMALL_LIST") ;;
+    aria2c) CMD=(aria2c -q -j "$n" -x1 "${TLS_ARIA2C[@]}" -d "$OUT" -i "$SMALL_LIST") ;;
+    ahc-memory) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=memory "$AHC" "$SMALL_LIST" "$OUT" "$n") ;;
+    ahc-1hop) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=onehop "$AHC" "$SMALL_LIST" "$OUT" "$n") ;;
+    ahc-journal) CMD=(env "CA_FILE=${TLS_CA:-}" MODE=journal "JOURNAL=$STATE/baseline-journal.sqlite" "$AHC" "$SMALL_LIST" "$OUT" "$n") ;;
     esac
 }
 
-workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
-    local target=$1 run=$2 tool=$3 w=${4:-3} logfile status count bytes
-    logfile=$LOGS/w$w-$target-$tool-$run.log
-    status=$(variant_gap "$tool")
-    if [[ -n $status ]]; then record "$w" "$target" "$tool" "$run" "$status" 0 0 0 0; return; fi
+workload_small() { # WORKLOAD TARGET RUN TOOL N MODE
+    local w=$1 target=$2 run=$3 tool=$4 n=$5 mode=$6 logfile status count bytes label proto
+    label=$(small_label "$tool" "$n" "$mode")
+    logfile=$LOGS/w$w$SFX-$target-${label//[ ()]/_}-$run.log
+    status=$(variant_gap "$tool" "$mode")
+    if [[ -n $status ]]; then record "$w" "$target" "$label" "$run" "$status" 0 0 0 0; return; fi
     prepare "$target"
-    small_cmd "$tool"
+    small_cmd "$tool" "$n" "$mode"
     reset_protocol_log
     # (The shell's own number, taken here: a background command expands its arguments in
     # its own subshell.)
@@ -675,9 +897,10 @@ workload_small() { # TARGET RUN TOOL [WORKLOAD, default 3]
             status="got $count files, $bytes bytes"
         fi
     fi
-    if [[ $status == ok ]]; then status=$(check_protocol); fi
-    [[ $status == ok ]] || note_failure "$w" "$target" "$tool" "$run" "$status" "$logfile"
-    record "$w" "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "$R_ANON"
+    if [[ $status == ok ]]; then status=$(check_protocol "$mode"); fi
+    proto=$(run_protocols)
+    [[ $status == ok ]] || note_failure "$w" "$target" "$label" "$run" "$status" "$logfile"
+    record "$w" "$target" "$label" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "$R_ANON" "$proto"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -707,7 +930,7 @@ count_done() { find "$OUT" -maxdepth 1 -type f ! -name '*.haul-*' ! -name '*.ari
 
 workload_queue() { # TARGET RUN TOOL
     local target=$1 run=$2 tool=$3 logfile status t0 tpid child ttfb="" done_files=0 window t
-    logfile=$LOGS/w4-$target-$tool-$run.log
+    logfile=$LOGS/w4$SFX-$target-$tool-$run.log
     prepare "$target"
     queue_cmd "$tool"
     R_RC=0
@@ -798,8 +1021,8 @@ sent_after() { awk -v skip="$1" 'NR > skip { s += $3 } END { print s + 0 }' "$RE
 
 workload_resume() { # TARGET RUN TOOL
     local target=$1 run=$2 tool=$3 log1 log2 pid rc1=0 lines1 sent1 sent2 status=ok
-    log1=$LOGS/w5-$target-$tool-$run-first.log
-    log2=$LOGS/w5-$target-$tool-$run-second.log
+    log1=$LOGS/w5$SFX-$target-$tool-$run-first.log
+    log2=$LOGS/w5$SFX-$target-$tool-$run-second.log
     prepare "$target"
     resume_cmds "$tool"
     : >"$RESUME_LOG"
@@ -826,51 +1049,144 @@ workload_resume() { # TARGET RUN TOOL
 }
 
 # ---------------------------------------------------------------------------------------
-# Run everything.
+# Workload 7: a flaky link. FLAKY_COUNT (200) files of FLAKY_SIZE (1 MiB), FLAKY_JOBS (10)
+# in flight, through a relay with a FLAKY_RTT_MS (10 ms) round trip that resets the
+# connection before FLAKY_RESET_RATE (2%) of the server's 64 KiB pieces, every tool told
+# to retry (and resume, where it can):
+#   haul get -j 10 --per-host 10 --retries 100: Haul resumes a file with a Range request
+#     from what it has, after its own backoff (0.5 s, doubling).
+#   curl --parallel --parallel-max 10 --retry 100 --retry-all-errors --retry-delay 1: a
+#     reset is no "transient" error to curl without --retry-all-errors; --retry-delay 1 is
+#     the shortest fixed wait (0 means its doubling backoff from 1 s). curl 7.88 starts the
+#     file over on a retry (no Range; -C - does not change that), so every retry costs
+#     the whole file again.
+#   wget2 --max-threads=10 --tries=100 --retry-connrefused --waitretry=0 --continue: wget2
+#     1.99 retries a failed connection but not a body cut short: it says "Just got N of M
+#     bytes", keeps the short file and exits 0, so its files are checked, not its status.
+#   aria2c -j 10 -x1 --max-tries=0 --retry-wait=0 -c: tries without end, no wait, resumes
+#     with a Range request.
+# The relay is restarted for every run with the seed FLAKY_SEED + run, so each tool's n-th
+# connection meets the same resets as the others' n-th. Each run is stopped after
+# FLAKY_TIMEOUT (300) seconds. Measured: wall time, the files whose sha256 matches the
+# corpus, and the body bytes nginx handed to the connections ($body_bytes_sent of every
+# request, reset ones included, from a log of this workload only). On loopback nginx hands
+# the rest of a 1 MiB response to the kernel at once, so a request the relay resets
+# counts whole from where it started: "bytes served" is what each tool asked for.
+
+HAUL_RETRIES=()
+if "$HAUL" get --help 2>&1 | grep -q -- '--retries'; then HAUL_RETRIES=(--retries 100); fi
+
+flaky_cmd() { # TOOL LIST -> CMD
+    local list=$2
+    case $1 in
+    haul) CMD=("$HAUL" get -i "$list" -d "$OUT" -q --journal "$STATE/journal.sqlite" -j "$FLAKY_JOBS" --per-host "$FLAKY_JOBS" "${HAUL_RETRIES[@]}") ;;
+    curl) CMD=(curl -sS --fail --parallel --parallel-max "$FLAKY_JOBS" --retry 100 --retry-all-errors --retry-delay 1 --output-dir "$OUT" --remote-name-all -K "${list%.txt}.curl") ;;
+    wget2) CMD=(wget2 -q --no-hsts --no-hpkp --max-threads="$FLAKY_JOBS" --tries=100 --retry-connrefused --waitretry=0 --continue -P "$OUT" -i "$list") ;;
+    aria2c) CMD=(aria2c -q -j "$FLAKY_JOBS" -x1 --max-tries=0 --retry-wait=0 -c -d "$OUT" -i "$list") ;;
+    esac
+}
+
+# Waits (at most 5 s) until nginx's workload 7 log stops growing for 0.3 s: it logs a
+# request when its connection ends, a moment after the client or the relay has gone.
+settle_flaky_log() {
+    local last=-1 lines stable=0
+    for _ in {1..50}; do
+        lines=$(wc -l <"$FLAKY_LOG")
+        if ((lines == last)); then ((++stable >= 3)) && return 0; else stable=0; fi
+        last=$lines
+        sleep 0.1
+    done
+}
+
+workload_flaky() { # TARGET RUN TOOL
+    local target=$1 run=$2 tool=$3 logfile status relay_pid list right served resets
+    logfile=$LOGS/w7-$target-$tool-$run.log
+    prepare "$target"
+    start_relay "flaky-$target-$tool-$run" "$PORT" --rtt-ms "$FLAKY_RTT_MS" --reset-rate "$FLAKY_RESET_RATE" \
+        --seed $((FLAKY_SEED + run))
+    relay_pid=$R_PID
+    list=$(list_for flaky "http://127.0.0.1:$R_PORT")
+    flaky_cmd "$tool" "$list"
+    : >"$FLAKY_LOG"
+    run_timed "$logfile" timeout -s TERM "$FLAKY_TIMEOUT" "${CMD[@]}"
+    stop_relay "$relay_pid"
+    after_run "$target"
+    settle_flaky_log
+    served=$(awk '{ s += $1 } END { print s + 0 }' "$FLAKY_LOG")
+    resets=$(sed -n 's/.* \([0-9][0-9]*\) resets.*/\1/p' "$LOGS/relay-flaky-$target-$tool-$run.log" | tail -n 1)
+    right=$( (cd "$OUT" && sha256sum -c "$WORK/flaky.sha256" 2>/dev/null) | grep -c ': OK$' || true)
+    status=ok
+    if ((R_RC == 124)); then
+        status="stopped after ${FLAKY_TIMEOUT} s"
+    elif ((R_RC != 0)); then
+        status="exit $R_RC"
+    fi
+    if ((right != FLAKY_COUNT)); then
+        if [[ $status == ok ]]; then status="$right of $FLAKY_COUNT files right"; else status+="; $right of $FLAKY_COUNT files right"; fi
+    fi
+    [[ $status == ok ]] || note_failure 7 "$target" "$tool" "$run" "$status" "$logfile"
+    record 7 "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" "$R_SYNC" "$right" "$served" "${resets:-0}"
+}
+
+# ---------------------------------------------------------------------------------------
+# Run everything: for each target and run, every round trip of RTT_MS (its workloads over
+# plain HTTP, then with HTTPS=1 workloads 1, 2, 3 and 6 over HTTP/1.1 and HTTP/2), then
+# workload 7 (its own relay).
 
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T_START=$(now)
 for target in "${TARGETS[@]}"; do
     for run in $(seq 1 "$RUNS"); do
-        if want 1; then
-            log "$target run $run/$RUNS: workload 1 (one $SIZE file, one connection)"
-            for tool in haul curl wget2 aria2c; do workload_big 1 "$target" "$run" "$tool" 1 "$tool"; done
-        fi
-        if want 2; then
-            log "$target run $run/$RUNS: workload 2 (one $SIZE file, 4 and 8 connections)"
-            for n in 4 8; do
-                for tool in haul aria2c curl-ranges; do workload_big 2 "$target" "$run" "$tool" "$n" "$tool -x$n"; done
-            done
-        fi
-        if want 3; then
-            log "$target run $run/$RUNS: workload 3 ($SMALL_COUNT x 16 KiB, 16 in flight)"
-            for tool in "${SMALL_TOOLS[@]}"; do workload_small "$target" "$run" "$tool"; done
-        fi
-        if want 4; then
-            log "$target run $run/$RUNS: workload 4 ($QUEUE_COUNT queued URLs)"
-            for tool in haul aria2c; do workload_queue "$target" "$run" "$tool"; done
-        fi
-        if want 6; then
-            log "$target run $run/$RUNS: workload 6 ($LIMITED_SIZE at $LIMIT_RATE per connection, 8 connections)"
-            for tool in haul aria2c; do workload_limited "$target" "$run" "$tool"; done
-        fi
-        if want 5; then
-            log "$target run $run/$RUNS: workload 5 (resume at ~50%)"
-            for tool in haul curl wget2 aria2c; do workload_resume "$target" "$run" "$tool"; done
-        fi
-        if [[ $HTTPS == 1 ]]; then
-            for variant in h1 h2; do
-                use_variant "$variant"
+        for rtt in "${RTTS[@]}"; do
+            variants=(http)
+            if [[ $HTTPS == 1 ]]; then variants+=(h1 h2); fi
+            for variant in "${variants[@]}"; do
+                use_variant "$variant" "$rtt"
+                # Workload keys: 1, 1-h1, 1-h2 (and @RTT, added by record).
+                key() { if [[ $variant == http ]]; then echo "$1"; else echo "$1-$variant"; fi; }
+                where="$target run $run/$RUNS$(rtt_name "$rtt")"
+                if [[ $variant != http ]]; then where+=", $(variant_name "$variant")"; fi
                 if want 1; then
-                    log "$target run $run/$RUNS: workload 1 over HTTPS ($variant)"
-                    for tool in haul curl wget2 aria2c; do workload_big "1-$variant" "$target" "$run" "$tool" 1 "$tool"; done
+                    log "$where: workload 1 (one $SIZE file, one connection)"
+                    for tool in haul curl wget2 aria2c; do workload_big "$(key 1)" "$target" "$run" "$tool" 1 "$tool"; done
+                    if ((DEFAULTS)); then
+                        for tool in haul curl wget2 aria2c; do workload_big "$(key 1)" "$target" "$run" "$tool" 1 "$tool (defaults)" defaults; done
+                    fi
+                fi
+                if want 2; then
+                    log "$where: workload 2 (one $SIZE file, 4 and 8 connections)"
+                    for n in 4 8; do
+                        for tool in haul aria2c curl-ranges; do workload_big "$(key 2)" "$target" "$run" "$tool" "$n" "$tool -x$n"; done
+                    done
                 fi
                 if want 3; then
-                    log "$target run $run/$RUNS: workload 3 over HTTPS ($variant)"
-                    for tool in "${SMALL_TOOLS[@]}"; do workload_small "$target" "$run" "$tool" "3-$variant"; done
+                    log "$where: workload 3 ($SMALL_COUNT x 16 KiB; $TUNED_TEXT in flight$( ((DEFAULTS)) && echo ', defaults'))"
+                    for row in "${SMALL_ROWS[@]}"; do
+                        read -r tool n mode <<<"$row"
+                        workload_small "$(key 3)" "$target" "$run" "$tool" "$n" "$mode"
+                    done
+                fi
+                if want 4 && [[ $variant == http ]]; then
+                    log "$where: workload 4 ($QUEUE_COUNT queued URLs)"
+                    for tool in haul aria2c; do workload_queue "$target" "$run" "$tool"; done
+                fi
+                if want 6; then
+                    log "$where: workload 6 ($LIMITED_SIZE at $LIMIT_RATE per connection, 8 connections)"
+                    for tool in haul aria2c; do workload_limited "$(key 6)" "$target" "$run" "$tool"; done
+                    if ((DEFAULTS)); then
+                        for tool in haul curl wget2 aria2c; do workload_limited "$(key 6)" "$target" "$run" "$tool" defaults; done
+                    fi
+                fi
+                if want 5 && [[ $variant == http ]]; then
+                    log "$where: workload 5 (resume at ~50%)"
+                    for tool in haul curl wget2 aria2c; do workload_resume "$target" "$run" "$tool"; done
                 fi
             done
-            use_variant http
+        done
+        if want 7; then
+            use_variant http 0
+            log "$target run $run/$RUNS: workload 7 ($FLAKY_COUNT x $FLAKY_SIZE, $FLAKY_JOBS in flight, ${FLAKY_RTT_MS} ms round trip, resets before $FLAKY_RESET_RATE of 64 KiB pieces)"
+            for tool in haul curl wget2 aria2c; do workload_flaky "$target" "$run" "$tool"; done
         fi
     done
 done
@@ -878,19 +1194,34 @@ T_TOTAL=$(elapsed "$T_START" "$(now)")
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------------------------------
-# 6. Report. Fields of raw.tsv: workload, target, tool, run, status, wall s, CPU s,
-# peak RSS KiB, sync s, then per workload: (3) anonymous memory peak KiB; (4) TTFB s, files
-# done; (5) bytes sent in the first run, bytes sent in the second.
+# 6. Report. Fields of raw.tsv: workload (with "@RTT" for a round trip above 0), target,
+# tool, run, status, wall s, CPU s, peak RSS KiB, sync s, then per workload: (3) anonymous
+# memory peak KiB; (1, 2, 3, 6) in field 11 the protocols nginx logged ("-" for plain
+# HTTP); (4) TTFB s, files done; (5) bytes sent in the first run, bytes sent in the second;
+# (7) files right, body bytes served, the relay's resets.
 
-# med W TARGET TOOL FIELD: the median of FIELD over the runs that went right.
+# med W TARGET TOOL FIELD: the median of FIELD over the runs that went right. W is taken
+# with the current round trip's suffix (SFX), as record wrote it; so are the helpers below.
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 med() {
-    awk -F'\t' -v w="$1" -v t="$2" -v tool="$3" -v f="$4" \
-        '$1 == w && $2 == t && $3 == tool && $5 == "ok" { print $f }' "$RAW" |
-        sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+    awk -F'\t' -v w="$1$SFX" -v t="$2" -v tool="$3" -v f="$4" \
+        '$1 == w && $2 == t && $3 == tool && $5 == "ok" { print $f }' "$RAW" | median
+}
+# med_all W TARGET TOOL FIELD: the same over every run that measured something.
+med_all() {
+    awk -F'\t' -v w="$1$SFX" -v t="$2" -v tool="$3" -v f="$4" \
+        '$1 == w && $2 == t && $3 == tool && $6 > 0 { print $f }' "$RAW" | median
+}
+# row_proto W TARGET TOOL: the protocols nginx logged for the row's runs ("HTTP/2.0").
+row_proto() {
+    local seen
+    seen=$(awk -F'\t' -v w="$1$SFX" -v t="$2" -v tool="$3" '$1 == w && $2 == t && $3 == tool && $11 != "" && $11 != "-" { print $11 }' "$RAW" |
+        sort -u | paste -sd/ -)
+    echo "${seen:-–}"
 }
 # The status to show for a row: empty when every run went right.
 row_status() {
-    awk -F'\t' -v w="$1" -v t="$2" -v tool="$3" '$1 == w && $2 == t && $3 == tool {
+    awk -F'\t' -v w="$1$SFX" -v t="$2" -v tool="$3" '$1 == w && $2 == t && $3 == tool {
             n++; if ($5 == "ok") ok++; else bad = $5 }
         END { if (n > 0 && ok < n) printf "%s%s", (ok ? ok "/" n " ok; " : ""), bad }' "$RAW"
 }
@@ -941,8 +1272,11 @@ summary_line() {
     h=$(med "$w" "$target" "$haultool" "$f")
     if [[ -z $h ]]; then st=$(row_status "$w" "$target" "$haultool"); fi
     IFS=$'\t' read -r bpt bpv <<<"$(best_peer "$w" "$target" "$f" "$@")" || true
+    local p
     c=""
-    if [[ " $* " == *" curl "* ]]; then c=$(med "$w" "$target" curl "$f"); fi
+    for p in "$@"; do
+        if [[ $p == curl || $p == "curl ("* ]]; then c=$(med "$w" "$target" "$p" "$f"); break; fi
+    done
     hs=${st:-–} bs="–" cs="–"
     [[ -n $h ]] && hs="$(fmt "$d" "$(calc "$h / $div")") $unit"
     [[ -n $bpv ]] && bs="$(fmt "$d" "$(calc "$bpv / $div")") $unit ($bpt)"
@@ -976,7 +1310,10 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "| wget2 | $(wget2 --version 2>/dev/null | head -n1 | sed 's/^GNU Wget2 //; s/ - .*//') |"
     echo "| aria2c | $(aria2c --version | head -n1 | sed 's/^aria2 version //') |"
     echo "| nginx | $(nginx -v 2>&1 | sed 's/^nginx version: nginx\///') |"
-    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS |"
+    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS RTT_MS=\"$RTT_MS\" DEFAULTS=$DEFAULTS TUNED=\"$TUNED\"$(want 6 && echo " LIMITED_SIZE=$LIMITED_SIZE LIMIT_RATE=$LIMIT_RATE")$(want 7 && echo " FLAKY_COUNT=$FLAKY_COUNT FLAKY_SIZE=$FLAKY_SIZE FLAKY_JOBS=$FLAKY_JOBS FLAKY_RTT_MS=$FLAKY_RTT_MS FLAKY_RESET_RATE=$FLAKY_RESET_RATE FLAKY_SEED=$FLAKY_SEED") |"
+    if ((NEED_RELAY)); then
+        echo "| far link | Benchmarks/relay.py ($(python3 --version 2>&1)) in front of nginx: each direction held RTT/2, pipelined, no bandwidth cap; a connection's first bytes held one RTT (the handshake); TCP's window over the far link not modelled |"
+    fi
     if [[ $HTTPS == 1 ]]; then
         echo "| https | $(openssl version | cut -d' ' -f1-2), P-256 certificate from a throwaway CA; wget2 HTTP/2: $( ((WGET2_HAS_H2)) && echo yes || echo no); aria2c: no HTTP/2 |"
     fi
@@ -997,173 +1334,181 @@ disk_fs=$(fs_type "$DISK_ROOT")
     fi
 
     for target in "${TARGETS[@]}"; do
+      for rtt in "${RTTS[@]}"; do
+        SFX=""
+        if ((rtt > 0)); then SFX=@$rtt; fi
         echo
-        echo "## Output to $target"
+        if ((${#RTTS[@]} > 1 || rtt > 0)); then
+            echo "## Output to $target, round trip $rtt ms$( ((rtt > 0)) && echo ' (through relay.py)' || echo ' (direct)')"
+        else
+            echo "## Output to $target"
+        fi
         # Summary
         echo
         echo "### Summary"
         echo
         echo "| workload | metric | Haul | best peer | Haul ÷ best peer | curl | Haul ÷ curl |"
         echo "|---|---|---|---|---|---|---|"
-        if want 1; then
-            summary_line 1 "one $SIZE file, 1 connection: wall" haul 6 2 s 1 curl wget2 aria2c
-            summary_line 1 "… CPU" haul 7 2 s 1 curl wget2 aria2c
-        fi
-        if want 2; then
-            if ((HAUL_HAS_X)); then
-                summary_line 2 "one $SIZE file, 4 connections: wall" "haul -x4" 6 2 s 1 "aria2c -x4"
-                summary_line 2 "one $SIZE file, 8 connections: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
-                summary_line 2 "… 4 connections against the ceiling (4 curls on ranges, unjoined)" "haul -x4" 6 2 s 1 "curl-ranges -x4"
-                summary_line 2 "… 8 connections against the ceiling (8 curls on ranges, unjoined)" "haul -x8" 6 2 s 1 "curl-ranges -x8"
-            else
-                echo "| 2 | one $SIZE file, 4 and 8 connections | n/a (no -x yet) | $(fmt 2 "$(med 2 "$target" "aria2c -x4" 6)") s / $(fmt 2 "$(med 2 "$target" "aria2c -x8" 6)") s (aria2c -x4 / -x8) | – | – | – |"
+        variants=(http)
+        if [[ $HTTPS == 1 ]]; then variants+=(h1 h2); fi
+        for v in "${variants[@]}"; do
+            k="" proto=""
+            if [[ $v != http ]]; then k=-$v proto=", $(variant_name "$v")"; fi
+            if want 1; then
+                summary_line "1$k" "one $SIZE file, 1 connection$proto: wall" haul 6 2 s 1 curl wget2 aria2c
+                summary_line "1$k" "… CPU" haul 7 2 s 1 curl wget2 aria2c
+                if ((DEFAULTS)); then
+                    summary_line "1$k" "one $SIZE file$proto, each tool at its defaults: wall" "haul (defaults)" 6 2 s 1 "curl (defaults)" "wget2 (defaults)" "aria2c (defaults)"
+                fi
             fi
-        fi
-        if want 3; then
-            summary_line 3 "$SMALL_COUNT × 16 KiB, 16 in flight: wall" haul 6 2 s 1 curl wget2 aria2c
-            summary_line 3 "… CPU" haul 7 2 s 1 curl wget2 aria2c
-            summary_line 3 "… peak RSS" haul 8 1 MiB 1024 curl wget2 aria2c
-            summary_line 3 "… anonymous memory peak" haul 10 1 MiB 1024 curl wget2 aria2c
-        fi
-        if [[ $HTTPS == 1 ]]; then
-            for v in h1 h2; do
-                proto="HTTPS, HTTP/1.1" peers=(curl wget2 aria2c)
-                if [[ $v == h2 ]]; then proto="HTTPS, HTTP/2" peers=(curl wget2); fi
-                if want 1; then
-                    summary_line "1-$v" "one $SIZE file, 1 connection, $proto: wall" haul 6 2 s 1 "${peers[@]}"
-                    summary_line "1-$v" "… CPU" haul 7 2 s 1 "${peers[@]}"
+            if want 2; then
+                if ((HAUL_HAS_X)); then
+                    summary_line "2$k" "one $SIZE file, 4 connections$proto: wall" "haul -x4" 6 2 s 1 "aria2c -x4"
+                    summary_line "2$k" "one $SIZE file, 8 connections$proto: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
+                    summary_line "2$k" "… 4 connections against the ceiling (4 curls on ranges, unjoined)" "haul -x4" 6 2 s 1 "curl-ranges -x4"
+                    summary_line "2$k" "… 8 connections against the ceiling (8 curls on ranges, unjoined)" "haul -x8" 6 2 s 1 "curl-ranges -x8"
+                else
+                    echo "| 2$k | one $SIZE file, 4 and 8 connections$proto | n/a (no -x yet) | $(fmt 2 "$(med "2$k" "$target" "aria2c -x4" 6)") s / $(fmt 2 "$(med "2$k" "$target" "aria2c -x8" 6)") s (aria2c -x4 / -x8) | – | – | – |"
                 fi
-                if want 3; then
-                    summary_line "3-$v" "$SMALL_COUNT × 16 KiB, 16 in flight, $proto: wall" haul 6 2 s 1 "${peers[@]}"
-                    summary_line "3-$v" "… CPU" haul 7 2 s 1 "${peers[@]}"
-                    summary_line "3-$v" "… peak RSS" haul 8 1 MiB 1024 "${peers[@]}"
-                    summary_line "3-$v" "… anonymous memory peak" haul 10 1 MiB 1024 "${peers[@]}"
+            fi
+            if want 3; then
+                for n in "${TUNED_N[@]}"; do
+                    peers=("$(small_label curl "$n" tuned)" "$(small_label wget2 "$n" tuned)" "$(small_label aria2c "$n" tuned)")
+                    summary_line "3$k" "$SMALL_COUNT × 16 KiB, $n in flight$proto: wall" "$(small_label haul "$n" tuned)" 6 2 s 1 "${peers[@]}"
+                    summary_line "3$k" "… CPU" "$(small_label haul "$n" tuned)" 7 2 s 1 "${peers[@]}"
+                    if ((n == 16)); then summary_line "3$k" "… peak RSS" haul 8 1 MiB 1024 "${peers[@]}"; fi
+                    summary_line "3$k" "… anonymous memory peak" "$(small_label haul "$n" tuned)" 10 1 MiB 1024 "${peers[@]}"
+                done
+                if ((DEFAULTS)); then
+                    peers=("curl (defaults)" "wget2 (defaults)" "aria2c (defaults)")
+                    summary_line "3$k" "$SMALL_COUNT × 16 KiB$proto, each tool at its defaults: wall" "haul (defaults)" 6 2 s 1 "${peers[@]}"
+                    summary_line "3$k" "… CPU" "haul (defaults)" 7 2 s 1 "${peers[@]}"
+                    summary_line "3$k" "… anonymous memory peak" "haul (defaults)" 10 1 MiB 1024 "${peers[@]}"
                 fi
-            done
-        fi
-        if want 4; then
-            summary_line 4 "$QUEUE_COUNT queued URLs: time to first byte" haul 10 2 s 1 aria2c
-            summary_line 4 "… peak RSS (capped window)" haul 8 1 MiB 1024 aria2c
-        fi
-        if want 6; then
-            summary_line 6 "one $LIMITED_SIZE file at $LIMIT_RATE per connection, 8 connections: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
-        fi
-        if want 5; then
-            summary_line 5 "resume from ~50%: second run wall" haul 6 2 s 1 curl wget2 aria2c
-            summary_line 5 "… MiB sent in the second run" haul 11 0 MiB 1048576 curl wget2 aria2c
-        fi
+            fi
+            if want 4 && [[ $v == http ]]; then
+                summary_line 4 "$QUEUE_COUNT queued URLs: time to first byte" haul 10 2 s 1 aria2c
+                summary_line 4 "… peak RSS (capped window)" haul 8 1 MiB 1024 aria2c
+            fi
+            if want 6; then
+                summary_line "6$k" "one $LIMITED_SIZE file at $LIMIT_RATE per connection, 8 connections$proto: wall" "haul -x8" 6 2 s 1 "aria2c -x8"
+                if ((DEFAULTS)); then
+                    summary_line "6$k" "… each tool at its defaults: wall" "haul (defaults)" 6 2 s 1 "curl (defaults)" "wget2 (defaults)" "aria2c (defaults)"
+                fi
+            fi
+            if want 5 && [[ $v == http ]]; then
+                summary_line 5 "resume from ~50%: second run wall" haul 6 2 s 1 curl wget2 aria2c
+                summary_line 5 "… MiB sent in the second run" haul 11 0 MiB 1048576 curl wget2 aria2c
+            fi
+        done
 
         if want 1 || want 2; then
-            echo
-            echo "### Workloads 1 and 2: one $SIZE file"
-            echo
-            if [[ $target == disk ]]; then
-                echo "| tool | wall s | MiB/s | CPU s per GiB | peak RSS MiB | sync s | wall + sync s | MiB/s incl. sync | problems |"
-                echo "|---|---|---|---|---|---|---|---|---|"
-            else
-                echo "| tool | wall s | MiB/s | CPU s per GiB | peak RSS MiB | problems |"
-                echo "|---|---|---|---|---|---|"
-            fi
-            rows=()
-            if want 1; then rows+=(1:haul 1:curl 1:wget2 1:aria2c); fi
-            if want 2; then rows+=("2:haul -x4" "2:aria2c -x4" "2:curl-ranges -x4" "2:haul -x8" "2:aria2c -x8" "2:curl-ranges -x8"); fi
-            for row in "${rows[@]}"; do
-                w=${row%%:*} tool=${row#*:}
-                wall=$(med "$w" "$target" "$tool" 6)
-                cpu=$(med "$w" "$target" "$tool" 7)
-                rss=$(med "$w" "$target" "$tool" 8)
-                syn=$(med "$w" "$target" "$tool" 9)
-                st=$(row_status "$w" "$target" "$tool")
-                mibs="" cpug="" rssm="" ws="" mibs2=""
-                [[ -n $wall ]] && mibs=$(calc "$MIB_BIG / $wall")
-                [[ -n $cpu ]] && cpug=$(calc "$cpu / $GIB")
-                [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
-                [[ -n $wall && -n $syn ]] && ws=$(calc "$wall + $syn") && mibs2=$(calc "$MIB_BIG / $ws")
-                if [[ $target == disk ]]; then
-                    echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$mibs") | $(fmt 2 "$cpug") | $(fmt 1 "$rssm") | $(fmt 2 "$syn") | $(fmt 2 "$ws") | $(fmt 0 "$mibs2") | $st |"
-                else
-                    echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$mibs") | $(fmt 2 "$cpug") | $(fmt 1 "$rssm") | $st |"
+            for v in "${variants[@]}"; do
+                k="" title="" plain_col=""
+                if [[ $v != http ]]; then k=-$v title=" over $(variant_name "$v")" plain_col=1; fi
+                echo
+                echo "### Workloads 1 and 2$title: one $SIZE file"
+                echo
+                head="| tool | wall s | MiB/s | CPU s per GiB | peak RSS MiB"
+                [[ $target == disk ]] && head+=" | sync s | wall + sync s | MiB/s incl. sync"
+                [[ -n $plain_col ]] && head+=" | protocol | wall ÷ plain HTTP"
+                head+=" | problems |"
+                echo "$head"
+                echo "$head" | sed 's/[^|]\+/---/g'
+                rows=()
+                if want 1; then
+                    rows+=(1:haul 1:curl 1:wget2 1:aria2c)
+                    if ((DEFAULTS)); then rows+=("1:haul (defaults)" "1:curl (defaults)" "1:wget2 (defaults)" "1:aria2c (defaults)"); fi
                 fi
-            done
-        fi
-
-        if want 3; then
-            echo
-            echo "### Workload 3: $SMALL_COUNT files of 16 KiB, 16 in flight"
-            echo
-            echo "| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | sync s | problems |"
-            echo "|---|---|---|---|---|---|---|---|---|"
-            for tool in "${SMALL_TOOLS[@]}"; do
-                wall=$(med 3 "$target" "$tool" 6)
-                cpu=$(med 3 "$target" "$tool" 7)
-                rss=$(med 3 "$target" "$tool" 8)
-                syn=$(med 3 "$target" "$tool" 9)
-                anon=$(med 3 "$target" "$tool" 10)
-                st=$(row_status 3 "$target" "$tool")
-                fps="" cpk="" rssm="" anonm=""
-                [[ -n $wall ]] && fps=$(calc "$SMALL_COUNT / $wall")
-                [[ -n $cpu ]] && cpk=$(calc "$cpu * 1000000 / $SMALL_COUNT")
-                [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
-                [[ -n $anon ]] && anonm=$(calc "$anon / 1024")
-                echo "| $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(fmt 1 "$anonm") | $( [[ $target == disk ]] && fmt 2 "$syn" || echo –) | $st |"
-            done
-            if [[ -n $AHC ]]; then small_floor 3 "$target"; fi
-        fi
-
-        if [[ $HTTPS == 1 ]] && want 1; then
-            echo
-            echo "### Workload 1 over HTTPS: one $SIZE file, 1 connection"
-            echo
-            echo "| protocol | tool | wall s | MiB/s | CPU s per GiB | peak RSS MiB | wall ÷ plain HTTP | problems |"
-            echo "|---|---|---|---|---|---|---|---|"
-            for v in h1 h2; do
-                proto=HTTP/1.1
-                if [[ $v == h2 ]]; then proto=HTTP/2; fi
-                for tool in "${SMALL_TOOLS[@]}"; do
-                    wall=$(med "1-$v" "$target" "$tool" 6)
-                    cpu=$(med "1-$v" "$target" "$tool" 7)
-                    rss=$(med "1-$v" "$target" "$tool" 8)
-                    plain=$(med 1 "$target" "$tool" 6)
-                    st=$(row_status "1-$v" "$target" "$tool")
-                    mibs="" cpug="" rssm=""
+                if want 2; then rows+=("2:haul -x4" "2:aria2c -x4" "2:curl-ranges -x4" "2:haul -x8" "2:aria2c -x8" "2:curl-ranges -x8"); fi
+                for row in "${rows[@]}"; do
+                    w=${row%%:*}$k tool=${row#*:}
+                    wall=$(med "$w" "$target" "$tool" 6)
+                    cpu=$(med "$w" "$target" "$tool" 7)
+                    rss=$(med "$w" "$target" "$tool" 8)
+                    syn=$(med "$w" "$target" "$tool" 9)
+                    st=$(row_status "$w" "$target" "$tool")
+                    mibs="" cpug="" rssm="" ws="" mibs2=""
                     [[ -n $wall ]] && mibs=$(calc "$MIB_BIG / $wall")
                     [[ -n $cpu ]] && cpug=$(calc "$cpu / $GIB")
                     [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
-                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$mibs") | $(fmt 2 "$cpug") | $(fmt 1 "$rssm") | $(ratio "$wall" "$plain") | $st |"
+                    [[ -n $wall && -n $syn ]] && ws=$(calc "$wall + $syn") && mibs2=$(calc "$MIB_BIG / $ws")
+                    line="| $tool | $(fmt 2 "$wall") | $(fmt 0 "$mibs") | $(fmt 2 "$cpug") | $(fmt 1 "$rssm")"
+                    [[ $target == disk ]] && line+=" | $(fmt 2 "$syn") | $(fmt 2 "$ws") | $(fmt 0 "$mibs2")"
+                    [[ -n $plain_col ]] && line+=" | $(row_proto "$w" "$target" "$tool") | $(ratio "$wall" "$(med "${row%%:*}" "$target" "$tool" 6)")"
+                    echo "$line | $st |"
                 done
             done
         fi
 
-        if [[ $HTTPS == 1 ]] && want 3; then
-            echo
-            echo "### Workload 3 over HTTPS: $SMALL_COUNT files of 16 KiB, 16 in flight"
-            echo
-            echo "| protocol | tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | wall ÷ plain HTTP | problems |"
-            echo "|---|---|---|---|---|---|---|---|---|---|"
-            for v in h1 h2; do
-                proto=HTTP/1.1
-                if [[ $v == h2 ]]; then proto=HTTP/2; fi
-                for tool in "${SMALL_TOOLS[@]}"; do
-                    wall=$(med "3-$v" "$target" "$tool" 6)
-                    cpu=$(med "3-$v" "$target" "$tool" 7)
-                    rss=$(med "3-$v" "$target" "$tool" 8)
-                    anon=$(med "3-$v" "$target" "$tool" 10)
-                    plain=$(med 3 "$target" "$tool" 6)
-                    st=$(row_status "3-$v" "$target" "$tool")
+        if want 3; then
+            for v in "${variants[@]}"; do
+                k="" title="" plain_col=""
+                if [[ $v != http ]]; then k=-$v title=" over $(variant_name "$v")" plain_col=1; fi
+                echo
+                echo "### Workload 3$title: $SMALL_COUNT files of 16 KiB ($TUNED_TEXT in flight$( ((DEFAULTS)) && echo ', and each tool at its defaults'))"
+                echo
+                head="| tool | wall s | files/s | CPU s | CPU ms per 1,000 files | peak RSS MiB | anonymous peak MiB | sync s"
+                [[ -n $plain_col ]] && head+=" | protocol | wall ÷ plain HTTP"
+                head+=" | problems |"
+                echo "$head"
+                echo "$head" | sed 's/[^|]\+/---/g'
+                for row in "${SMALL_ROWS[@]}"; do
+                    read -r tool n mode <<<"$row"
+                    label=$(small_label "$tool" "$n" "$mode")
+                    w=3$k
+                    wall=$(med "$w" "$target" "$label" 6)
+                    cpu=$(med "$w" "$target" "$label" 7)
+                    rss=$(med "$w" "$target" "$label" 8)
+                    syn=$(med "$w" "$target" "$label" 9)
+                    anon=$(med "$w" "$target" "$label" 10)
+                    st=$(row_status "$w" "$target" "$label")
                     fps="" cpk="" rssm="" anonm=""
                     [[ -n $wall ]] && fps=$(calc "$SMALL_COUNT / $wall")
                     [[ -n $cpu ]] && cpk=$(calc "$cpu * 1000000 / $SMALL_COUNT")
                     [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
                     [[ -n $anon ]] && anonm=$(calc "$anon / 1024")
-                    echo "| $proto | $tool | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(fmt 1 "$anonm") | $(ratio "$wall" "$plain") | $st |"
+                    line="| $label | $(fmt 2 "$wall") | $(fmt 0 "$fps") | $(fmt 2 "$cpu") | $(fmt 0 "$cpk") | $(fmt 1 "$rssm") | $(fmt 1 "$anonm") | $( [[ $target == disk ]] && fmt 2 "$syn" || echo –)"
+                    [[ -n $plain_col ]] && line+=" | $(row_proto "$w" "$target" "$label") | $(ratio "$wall" "$(med 3 "$target" "$label" 6)")"
+                    echo "$line | $st |"
+                done
+                if [[ -n $AHC ]]; then
+                    line=$(small_floor "3$k" "$target")
+                    if [[ -n $line ]]; then
+                        if [[ -n $k ]]; then echo "${line/CPU per file:/CPU per file over $v:}"; else echo "$line"; fi
+                    fi
+                fi
+            done
+        fi
+
+        if want 6; then
+            for v in "${variants[@]}"; do
+                k="" title="" plain_col=""
+                if [[ $v != http ]]; then k=-$v title=" over $(variant_name "$v")" plain_col=1; fi
+                echo
+                echo "### Workload 6$title: one $LIMITED_SIZE file at $LIMIT_RATE per connection"
+                echo
+                head="| tool | wall s | MiB/s | CPU s | peak RSS MiB"
+                [[ -n $plain_col ]] && head+=" | protocol | wall ÷ plain HTTP"
+                head+=" | problems |"
+                echo "$head"
+                echo "$head" | sed 's/[^|]\+/---/g'
+                rows=("haul -x8" "aria2c -x8")
+                if ((DEFAULTS)); then rows+=("haul (defaults)" "curl (defaults)" "wget2 (defaults)" "aria2c (defaults)"); fi
+                for tool in "${rows[@]}"; do
+                    w=6$k
+                    wall=$(med "$w" "$target" "$tool" 6)
+                    cpu=$(med "$w" "$target" "$tool" 7)
+                    rss=$(med "$w" "$target" "$tool" 8)
+                    st=$(row_status "$w" "$target" "$tool")
+                    mibs="" rssm=""
+                    [[ -n $wall ]] && mibs=$(calc "$LIMITED_BYTES / 1048576 / $wall")
+                    [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
+                    line="| $tool | $(fmt 2 "$wall") | $(fmt 1 "$mibs") | $(fmt 2 "$cpu") | $(fmt 1 "$rssm")"
+                    [[ -n $plain_col ]] && line+=" | $(row_proto "$w" "$target" "$tool") | $(ratio "$wall" "$(med 6 "$target" "$tool" 6)")"
+                    echo "$line | $st |"
                 done
             done
-            if [[ -n $AHC ]]; then
-                for v in h1 h2; do
-                    line=$(small_floor "3-$v" "$target")
-                    [[ -n $line ]] && echo "${line/CPU per file:/CPU per file over $v:}"
-                done
-            fi
         fi
 
         if want 4; then
@@ -1199,7 +1544,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 cpu=$(med 5 "$target" "$tool" 7)
                 st=$(row_status 5 "$target" "$tool")
                 # Total over the same run (not the sum of two medians).
-                tot=$(awk -F'\t' -v t="$target" -v tool="$tool" '$1 == 5 && $2 == t && $3 == tool && $5 == "ok" { print ($10 + $11) }' "$RAW" |
+                tot=$(awk -F'\t' -v w="5$SFX" -v t="$target" -v tool="$tool" '$1 == w && $2 == t && $3 == tool && $5 == "ok" { print ($10 + $11) }' "$RAW" |
                     sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
                 m1="" m2="" mibs="" over=""
                 [[ -n $s1 ]] && m1=$(calc "$s1 / 1048576")
@@ -1207,6 +1552,30 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 [[ -n $s2 && -n $wall ]] && mibs=$(calc "$s2 / 1048576 / $wall")
                 [[ -n $tot ]] && over=$(calc "$tot / $SIZE_BYTES")
                 echo "| $tool | $(fmt 0 "$m1") | $(fmt 2 "$wall") | $(fmt 0 "$m2") | $(fmt 0 "$mibs") | $(fmt 3 "$over") | $(fmt 2 "$cpu") | $st |"
+            done
+        fi
+      done # rtt
+
+        SFX=""
+        if want 7; then
+            echo
+            echo "## Output to $target: workload 7, a flaky link"
+            echo
+            echo "$FLAKY_COUNT files of $FLAKY_SIZE, $FLAKY_JOBS in flight, through relay.py with a ${FLAKY_RTT_MS} ms round trip that resets the connection before $FLAKY_RESET_RATE of the server's 64 KiB pieces; every tool told to retry (see below). Wall time is the median of the runs that got every file right; files right and bytes served are per run."
+            echo
+            echo "| tool | wall s | wall ÷ aria2c | files right (each run) | MiB served (median) | served ÷ corpus | served ÷ aria2c | resets (median) | problems |"
+            echo "|---|---|---|---|---|---|---|---|---|"
+            aria_wall=$(med 7 "$target" aria2c 6)
+            aria_served=$(med_all 7 "$target" aria2c 11)
+            for tool in haul curl wget2 aria2c; do
+                wall=$(med 7 "$target" "$tool" 6)
+                served=$(med_all 7 "$target" "$tool" 11)
+                resets=$(med_all 7 "$target" "$tool" 12)
+                right=$(awk -F'\t' -v t="$target" -v tool="$tool" '$1 == 7 && $2 == t && $3 == tool { printf "%s%s", (n++ ? ", " : ""), $10 }' "$RAW")
+                st=$(row_status 7 "$target" "$tool")
+                mib="" over=""
+                [[ -n $served ]] && mib=$(calc "$served / 1048576") && over=$(calc "$served / ($FLAKY_COUNT * $FLAKY_BYTES)")
+                echo "| $tool | $(fmt 2 "$wall") | $(ratio "$wall" "$aria_wall") | ${right:-–} | $(fmt 1 "$mib") | $(fmt 3 "$over") | $(ratio "$served" "$aria_served") | $(fmt 0 "$resets") | $st |"
             done
         fi
     done
@@ -1221,10 +1590,27 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     if [[ $HTTPS == 1 ]]; then
-        echo "- HTTPS (\`HTTPS=1\`): workloads 1 and 3 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
+        echo "- HTTPS (\`HTTPS=1\`): workloads 1, 2, 3 and 6 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
     fi
     if want 6; then
         echo "- Workload 6: nginx serves the file under \`/limited/\` with \`limit_rate $LIMIT_RATE\` (per connection); \`haul get URL -x 8\` (the per-host cap left at its default, 6) and \`aria2c -x 8 -s 8 -k 1M\`. Eight connections at $LIMIT_RATE each can at best take $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 8)")") s, six $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 6)")") s."
+    fi
+    if ((DEFAULTS)); then
+        echo "- Rows at defaults (\"(defaults)\"): every tool with only what it needs to run: \`haul get URL\` / \`haul get -i LIST\` (10 downloads, 6 per host, 4 connections for a big file), \`curl URL\` / \`curl --parallel -K CONFIG\` (50 in flight), \`wget2 URL\` / \`wget2 -i LIST\` (5 threads), \`aria2c URL\` / \`aria2c -i LIST\` (5 at once), plus the output directory, quiet output and (HTTPS) the CA; no protocol option, so over HTTPS each negotiates what it does by default (the protocol column says what nginx logged)."
+    fi
+    if want 3; then
+        echo "- Workload 3 at $TUNED_TEXT in flight: rows \"tool\" (16) and \"tool (N)\" run \`haul get -j N --per-host N\`, \`curl --parallel --parallel-max N\`, \`wget2 --max-threads=N\`, \`aria2c -j N -x1\`."
+    fi
+    if [[ $HTTPS == 1 ]]; then
+        echo "- Haul's HTTP/1.1 rows pass $( ((${#HAUL_H1[@]})) && echo "\`${HAUL_H1[*]}\`" || echo "no protocol option (HTTP/1.1 is its default)"); workload 2's and 6's \`-x N\` rows take the same TLS options as workload 1's."
+    fi
+    for rtt in "${RTTS[@]}"; do
+        if ((rtt > 0)); then
+            echo "- Round trip $rtt ms: every tool downloads through \`Benchmarks/relay.py --rtt-ms $rtt\`, one relay per nginx listener (started once): each direction's bytes are held $((rtt / 2)) ms (read, timestamped, written at read time + $((rtt / 2)) ms, in order, while later ones are read), and a new connection's first bytes are held one round trip more (the TCP handshake the relay completed at once). No bandwidth cap and no loss; each TCP connection is on loopback, so TCP's window over the far link (window ÷ RTT) is not modelled, while HTTP/2's flow-control windows are. The relay's own ceiling, measured with curl at no delay, is in Benchmarks/README.md: rows near it measure the relay."
+        fi
+    done
+    if want 7; then
+        echo "- Workload 7: \`haul get -i LIST -j $FLAKY_JOBS --per-host $FLAKY_JOBS ${HAUL_RETRIES[*]}\`, \`curl --parallel --parallel-max $FLAKY_JOBS --retry 100 --retry-all-errors --retry-delay 1 -K CONFIG\` (curl starts a file over on a retry), \`wget2 --max-threads=$FLAKY_JOBS --tries=100 --retry-connrefused --waitretry=0 --continue -i LIST\` (wget2 does not retry a body cut short: it keeps the short file), \`aria2c -j $FLAKY_JOBS -x1 --max-tries=0 --retry-wait=0 -c -i LIST\`, each stopped after ${FLAKY_TIMEOUT} s. The relay (\`--rtt-ms $FLAKY_RTT_MS --reset-rate $FLAKY_RESET_RATE --seed FLAKY_SEED+run\`) is restarted for each run, so every tool's n-th connection meets the same resets. Files right: sha256 against the corpus. Bytes served: the sum of nginx's \`\$body_bytes_sent\` over the run's requests (reset ones included; on loopback nginx hands a 1 MiB response to the kernel at once, so a reset request counts whole from where it started)."
     fi
     echo "- Workloads 1, 2, 5 and 6 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
@@ -1239,7 +1625,7 @@ mkdir -p "$RESULTS_DIR"
 cp "$REPORT" "$RESULTS_DIR/compare-$DATE.md"
 cp "$REPORT" "$RESULTS_DIR/latest.md"
 {
-    printf 'workload\ttarget\ttool\trun\tstatus\twall_s\tcpu_s\tpeak_rss_kib\tsync_s\tx1\tx2\n'
+    printf 'workload\ttarget\ttool\trun\tstatus\twall_s\tcpu_s\tpeak_rss_kib\tsync_s\tx1\tx2\tx3\n'
     cat "$RAW"
 } >"$RESULTS_DIR/compare-$DATE.tsv"
 cat "$REPORT"
