@@ -290,23 +290,27 @@ struct SegmentedTests {
 /// The range bookkeeping on its own.
 @Suite("Segment table")
 struct SegmentTableTests {
+    /// Times for the table's clock, in milliseconds after an arbitrary start.
+    static let start = ContinuousClock.now
+    static func at(_ milliseconds: Int) -> ContinuousClock.Instant { start + .milliseconds(milliseconds) }
+
     @Test func splitsIntoAlignedSegmentsAndStealsHalfOfTheLargest() {
         let table = SegmentTable(total: 64 << 20, remaining: [(0, 64 << 20)], connections: 4, minimumSplit: 1 << 20)
-        let claims = (0..<4).compactMap { _ in table.claim() }
+        let claims = (0..<4).compactMap { _ in table.claim(at: Self.at(0)) }
         #expect(claims.map(\.start).sorted() == [0, 16 << 20, 32 << 20, 48 << 20])
         #expect(claims.allSatisfy { $0.end - $0.start == 16 << 20 })
 
         // The first segment finishes; the others have written 1, 2 and 3 MiB.
         let first = claims.first { $0.start == 0 }!
         _ = table.reserve(first.index, 16 << 20)
-        table.wrote(first.index, upTo: 16 << 20)
+        table.wrote(first.index, upTo: 16 << 20, at: Self.at(100))
         for (offset, claim) in claims.filter({ $0.start != 0 }).sorted(by: { $0.start < $1.start }).enumerated() {
             _ = table.reserve(claim.index, (offset + 1) << 20)
-            table.wrote(claim.index, upTo: claim.start + Int64((offset + 1) << 20))
+            table.wrote(claim.index, upTo: claim.start + Int64((offset + 1) << 20), at: Self.at(100))
         }
         // The idle connection takes the back half of the largest remaining range: 17..32 MiB
         // is 15 MiB left, from the segment at 16 MiB, split at 24.5 MiB.
-        let stolen = try! #require(table.claim())
+        let stolen = try! #require(table.claim(at: Self.at(0)))
         #expect(stolen.start == (16 << 20) + (1 << 20) + (15 << 19))
         #expect(stolen.end == 32 << 20)
         // Its old owner now stops at the split.
@@ -322,12 +326,12 @@ struct SegmentTableTests {
     /// second (source 1) 64 KiB into its request; the first is done.
     private func endGame() -> (SegmentTable, fast: SegmentTable.Claim, slow: SegmentTable.Claim) {
         let table = SegmentTable(total: 384 << 10, remaining: [(0, 384 << 10)], connections: 2, minimumSplit: 128 << 10)
-        let fast = table.claim()!
-        let slow = table.claim()!
+        let fast = table.claim(at: Self.at(0))!
+        let slow = table.claim(at: Self.at(0))!
         table.hold(fast.index, by: 0)
         table.hold(slow.index, by: 1)
         _ = table.reserve(fast.index, 192 << 10)
-        table.wrote(fast.index, upTo: 192 << 10)
+        table.wrote(fast.index, upTo: 192 << 10, at: Self.at(100))
         _ = table.reserve(slow.index, 64 << 10)
         return (table, fast, slow)
     }
@@ -335,12 +339,12 @@ struct SegmentTableTests {
     @Test func anIdleConnectionChasesTheRestOfAnotherSourcesRangeAndTakesItOverOnceAhead() throws {
         let (table, _, slow) = endGame()
         // Nothing to split: source 0 is not given work by stealing, nor by a chase unless asked
-        #expect(table.claim(for: 0) == nil)
-        let chase = try #require(table.claim(for: 0, chasing: true))
+        #expect(table.claim(for: 0, at: Self.at(500)) == nil)
+        let chase = try #require(table.claim(for: 0, chasing: true, at: Self.at(500)))
         #expect(chase.start == slow.start + (64 << 10))
         #expect(chase.end == slow.end)
         // No second chaser for the same range
-        #expect(table.claim(for: 2, chasing: true) == nil)
+        #expect(table.claim(for: 2, chasing: true, at: Self.at(500)) == nil)
 
         // While the chased connection takes 24 KiB more, the chaser's first 16 KiB are passed over
         #expect(table.reserve(slow.index, 24 << 10).count == 24 << 10)
@@ -358,21 +362,21 @@ struct SegmentTableTests {
         #expect(ahead.stopping == slow.index)
         #expect(table.reserve(slow.index, 16 << 10).count == 0)
         // Each byte belongs to one of them: the chased one's reserved bytes, then the chaser's
-        table.wrote(slow.index, upTo: slow.start + (88 << 10))
+        table.wrote(slow.index, upTo: slow.start + (88 << 10), at: Self.at(100))
         #expect(table.isFinished(slow.index))
         #expect(table.remaining().map { [$0.0, $0.1] } == [[slow.start + (88 << 10), slow.end]])
         let rest = table.reserve(chase.index, 1 << 20)
         #expect(rest.offset == slow.start + (112 << 10))
         #expect(rest.count == 80 << 10)
         #expect(rest.stops)
-        table.wrote(chase.index, upTo: slow.end)
+        table.wrote(chase.index, upTo: slow.end, at: Self.at(100))
         #expect(table.isComplete)
         #expect(table.completed == 384 << 10)
     }
 
     @Test func aChaseLostToTheChasedConnectionStopsAndLeavesNothingOfItsOwn() throws {
         let (table, _, slow) = endGame()
-        let chase = try #require(table.claim(for: 0, chasing: true))
+        let chase = try #require(table.claim(for: 0, chasing: true, at: Self.at(500)))
         #expect(table.isWanted(chase.index))
         // The chased connection takes its last 128 KiB first: the chaser is to stop
         let last = table.reserve(slow.index, 128 << 10)
@@ -382,7 +386,7 @@ struct SegmentTableTests {
         let late = table.reserve(chase.index, 16 << 10)
         #expect(late.count == 0)
         #expect(late.stops)
-        table.wrote(slow.index, upTo: slow.end)
+        table.wrote(slow.index, upTo: slow.end, at: Self.at(100))
         #expect(table.isComplete)
         #expect(table.remaining().isEmpty)
     }
@@ -390,34 +394,39 @@ struct SegmentTableTests {
     @Test func onlyAConnectionOnAnotherSourceIsChasedOnceAndNotForTooLittle() throws {
         let (table, _, slow) = endGame()
         // Not from its own source
-        #expect(table.claim(for: 1, chasing: true) == nil)
+        #expect(table.claim(for: 1, chasing: true, at: Self.at(500)) == nil)
         // Not for less than a quarter of the minimum split
         _ = table.reserve(slow.index, (128 << 10) - (16 << 10))
-        #expect(table.claim(for: 0, chasing: true) == nil)
+        #expect(table.claim(for: 0, chasing: true, at: Self.at(500)) == nil)
         // Nor a source the range is to avoid
         let other = SegmentTable(total: 1 << 20, remaining: [], connections: 1, minimumSplit: 128 << 10)
         other.reopen(0..<(128 << 10), avoiding: [0])
-        let claim = other.claim(for: 1)!
-        #expect(other.claim(for: 0, chasing: true) == nil)
+        other.reopen((512 << 10)..<(640 << 10), avoiding: [])
+        let claim = other.claim(for: 1, at: Self.at(0))!
+        // (source 2 fetches the other range in 50 ms)
+        let measured = other.claim(for: 2, at: Self.at(0))!
+        _ = other.reserve(measured.index, 128 << 10)
+        other.wrote(measured.index, upTo: measured.end, at: Self.at(50))
+        #expect(other.claim(for: 0, chasing: true, at: Self.at(500)) == nil)
         // (A request that has not received anything yet may be chased: it may never start.)
-        let chase = try #require(other.claim(for: 2, chasing: true))
+        let chase = try #require(other.claim(for: 2, chasing: true, at: Self.at(500)))
         #expect(chase.start == 0)
         // The chaser, once ahead, is not chased back by the connection it stopped
         let ahead = other.reserve(chase.index, 16 << 10)
         #expect(ahead.stopping == claim.index)
         #expect(other.reserve(claim.index, 16 << 10).stops)
         other.release(claim.index)
-        #expect(other.claim(for: 1, chasing: true) == nil)
+        #expect(other.claim(for: 1, chasing: true, at: Self.at(500)) == nil)
     }
 
     @Test func aChasedConnectionThatFailsLeavesItsUnwrittenBytesToBeClaimedAndTheChaserTheRest() throws {
         let (table, _, slow) = endGame()
-        let chase = try #require(table.claim(for: 0, chasing: true))
+        let chase = try #require(table.claim(for: 0, chasing: true, at: Self.at(500)))
         // The chaser has 32 KiB, behind, when the chased connection fails with 16 of its 96 KiB
         // written
         #expect(table.reserve(slow.index, 32 << 10).count == 32 << 10)
         #expect(table.reserve(chase.index, 32 << 10).count == 0)
-        table.wrote(slow.index, upTo: slow.start + (16 << 10))
+        table.wrote(slow.index, upTo: slow.start + (16 << 10), at: Self.at(100))
         table.release(slow.index)
         // The chaser's next part is ahead of what was written: it takes the range from there
         let ahead = table.reserve(chase.index, 16 << 10)
@@ -425,7 +434,7 @@ struct SegmentTableTests {
         #expect(ahead.count == 16 << 10)
         #expect(ahead.stopping == nil)
         // The bytes in between are claimed again, from what was written
-        let again = try #require(table.claim(for: 1))
+        let again = try #require(table.claim(for: 1, at: Self.at(500)))
         #expect(again.index == slow.index)
         #expect(again.start == slow.start + (16 << 10))
         #expect(again.end == slow.start + (96 << 10))
@@ -433,22 +442,76 @@ struct SegmentTableTests {
 
     @Test func aChaserThatFailsEndsItsChaseAndTheRangeCanBeChasedAgain() throws {
         let (table, _, slow) = endGame()
-        let chase = try #require(table.claim(for: 0, chasing: true))
+        let chase = try #require(table.claim(for: 0, chasing: true, at: Self.at(500)))
         table.release(chase.index)
         #expect(!table.isWanted(chase.index))
         #expect(table.remaining().map { [$0.0, $0.1] } == [[slow.start, slow.end]])
-        let again = try #require(table.claim(for: 2, chasing: true))
+        let again = try #require(table.claim(for: 0, chasing: true, at: Self.at(600)))
         #expect(again.start == slow.start + (64 << 10))
+    }
+
+    /// A case of the end game's rule: the rest, what the chased connection delivered, what
+    /// the chaser's source did (`nil`: never measured), and whether a chase pays.
+    struct ChaseCase: Sendable, CustomTestStringConvertible {
+        typealias Delivery = SegmentTable.EndGame.Delivery
+        var name: String
+        var rest: Int64
+        var chased: Delivery
+        var chaser: Delivery?
+        var chases: Bool
+        var testDescription: String { name }
+
+        init(_ name: String, rest: Int64, chased: (Int64, Int), chaser: (Int64, Int)?, chases: Bool) {
+            self.name = name
+            self.rest = rest
+            self.chased = Delivery(bytes: chased.0, elapsed: .milliseconds(chased.1))
+            self.chaser = chaser.map { Delivery(bytes: $0.0, elapsed: .milliseconds($0.1)) }
+            self.chases = chases
+        }
+    }
+
+    static let chaseCases: [ChaseCase] = [
+        ChaseCase("as fast", rest: 1 << 20, chased: (1 << 20, 1000), chaser: (1 << 20, 1000), chases: false),
+        ChaseCase("1.43x is not enough", rest: 1 << 20, chased: (1 << 20, 1000), chaser: (1 << 20, 700), chases: false),
+        ChaseCase("1.67x", rest: 1 << 20, chased: (1 << 20, 1000), chaser: (1 << 20, 600), chases: true),
+        ChaseCase("a slow mirror", rest: 1 << 20, chased: (100 << 10, 1000), chaser: (4 << 20, 1000), chases: true),
+        ChaseCase("chaser never measured", rest: 1 << 20, chased: (1 << 20, 1000), chaser: nil, chases: false),
+        ChaseCase("nothing yet, just started", rest: 1 << 20, chased: (0, 100), chaser: (1 << 20, 1000), chases: false),
+        ChaseCase("nothing for longer than the chaser needs", rest: 1 << 20, chased: (0, 1100), chaser: (1 << 20, 1000), chases: true),
+        ChaseCase("nothing left", rest: 0, chased: (0, 5000), chaser: (1 << 20, 1000), chases: false),
+    ]
+
+    /// The end game's rule alone: chase only a connection measurably slower than the
+    /// chaser's source has been.
+    @Test(arguments: chaseCases)
+    func aChaseIsWorthItOnlyAgainstAMeasurablySlowerConnection(_ rule: ChaseCase) {
+        #expect(SegmentTable.EndGame.isWorthChasing(rest: rule.rest, chased: rule.chased, chaser: rule.chaser) == rule.chases)
+    }
+
+    @Test func twoSourcesAsFastAsEachOtherDoNotChase() {
+        // Given two connections on two sources, one done at 1 MiB/s, the other at 0.75 MiB/s
+        // with 512 KiB left
+        let table = SegmentTable(total: 4 << 20, remaining: [(0, 4 << 20)], connections: 2, minimumSplit: 2 << 20)
+        let first = table.claim(for: 0, at: Self.at(0))!
+        let second = table.claim(for: 1, at: Self.at(0))!
+        _ = table.reserve(first.index, 2 << 20)
+        table.wrote(first.index, upTo: first.end, at: Self.at(2000))
+        _ = table.reserve(second.index, 3 << 19)
+        table.wrote(second.index, upTo: second.start + (3 << 19), at: Self.at(2000))
+        // When the idle one looks for work at 2 s, the other's rest is not worth a chase
+        #expect(table.claim(for: 0, chasing: true, at: Self.at(2000)) == nil)
+        // But once the other has stalled long enough to be 1.5 times slower, it is
+        #expect(table.claim(for: 0, chasing: true, at: Self.at(3100)) != nil)
     }
 
     @Test func releasedSegmentsAreClaimedAgainFromWhatWasWritten() {
         let table = SegmentTable(total: 8 << 20, remaining: [(0, 8 << 20)], connections: 2, minimumSplit: 1 << 20)
-        let a = table.claim()!
-        _ = table.claim()!
+        let a = table.claim(at: Self.at(0))!
+        _ = table.claim(at: Self.at(0))!
         _ = table.reserve(a.index, 3 << 20)
-        table.wrote(a.index, upTo: 1 << 20)
+        table.wrote(a.index, upTo: 1 << 20, at: Self.at(100))
         table.release(a.index)
-        let again = table.claim()!
+        let again = table.claim(at: Self.at(0))!
         #expect(again.index == a.index)
         #expect(again.start == 1 << 20)
         #expect(table.remaining().first! == (1 << 20, 8 << 20))

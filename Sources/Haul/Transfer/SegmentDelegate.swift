@@ -48,8 +48,8 @@ final class SegmentDelegate: ResponseReceiver {
                 try file.write(part, at: position)
                 position += Int64(part.readableBytes)
             }
-            table.wrote(claim.index, upTo: position)
             let now = ContinuousClock.now
+            table.wrote(claim.index, upTo: position, at: now)
             try onWrite(batch.offset..<position, now)
             core.received(batch.bytes, at: now)
         }

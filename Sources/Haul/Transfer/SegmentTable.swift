@@ -16,6 +16,11 @@ import NIOConcurrencyHelpers
 /// taken, and takes the rest of the range over when its response gets ahead. Whichever
 /// wins, the other connection is stopped (``Reservation/stopping``). Every byte is still
 /// written once, by one connection, so what the table says is in the file stays true.
+///
+/// A chase costs bytes: both connections fetch the same rest until one gets ahead. So a
+/// range is chased only where it pays (``EndGame/isWorthChasing(rest:chased:chaser:)``):
+/// when the connection holding it is measurably slower than the chaser's source has been,
+/// from the bytes each wrote since its claim and the time that took (``wrote(_:upTo:at:)``).
 final class SegmentTable: Sendable {
     struct Segment: Hashable, Sendable {
         var next: Int64
@@ -36,6 +41,65 @@ final class SegmentTable: Sendable {
         var chase: Chase?
         /// The segment chasing this one, if any.
         var chaser: Int?
+        /// When its connection claimed it, and where it then stood: with ``written`` and
+        /// ``lastWrite``, how fast that connection brings bytes (see ``EndGame``).
+        var claimedAt: ContinuousClock.Instant?
+        var claimedFrom: Int64 = 0
+        /// When bytes of it were last written.
+        var lastWrite: ContinuousClock.Instant?
+
+        /// Marks it claimed at `now`, from where it stands.
+        mutating func claimed(at now: ContinuousClock.Instant) {
+            claimed = true
+            claimedAt = now
+            claimedFrom = next
+            lastWrite = nil
+        }
+
+        /// What its connection has brought since the claim, by `now` (or its last write).
+        func delivery(until now: ContinuousClock.Instant? = nil) -> EndGame.Delivery? {
+            guard let claimedAt, let end = now ?? lastWrite else { return nil }
+            return EndGame.Delivery(bytes: max(0, written - claimedFrom), elapsed: end - claimedAt)
+        }
+    }
+
+    /// The end game's rule, as a value: whether a chase pays.
+    enum EndGame {
+        /// What one connection brought: `bytes` in `elapsed`, counted from its claim (so a
+        /// request's latency counts against it, as it would against a chase).
+        struct Delivery: Hashable, Sendable {
+            var bytes: Int64
+            var elapsed: Duration
+
+            /// Bytes per second; `nil` when nothing was measured.
+            var rate: Double? {
+                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                guard bytes > 0, seconds > 0 else { return nil }
+                return Double(bytes) / seconds
+            }
+        }
+
+        /// How much faster the chaser's source must have been than the chased connection
+        /// is: below that, the two would finish the rest at about the same time, and the
+        /// chase would only fetch it twice.
+        static let advantage = 1.5
+
+        /// Whether an idle connection should chase the `rest` bytes a connection holds,
+        /// given what that connection has delivered since its claim (`chased`, counted up
+        /// to now) and the best its own source has delivered (`chaser`).
+        ///
+        /// - A chaser whose source was never measured does not chase: it is not known to be
+        ///   faster.
+        /// - A chased connection that has brought nothing yet is chased once it has waited
+        ///   longer than the chaser would take for the whole rest (it may never start).
+        /// - Otherwise the chaser must be ``advantage`` times as fast.
+        static func isWorthChasing(rest: Int64, chased: Delivery, chaser: Delivery?) -> Bool {
+            guard rest > 0, let chaserRate = chaser?.rate else { return false }
+            guard let chasedRate = chased.rate else {
+                return chased.elapsed >= .seconds(Double(rest) / chaserRate)
+            }
+            return chaserRate >= advantage * chasedRate
+        }
     }
 
     /// A chase in the end game (see the type's discussion).
@@ -110,12 +174,14 @@ final class SegmentTable: Sendable {
     /// to avoid that source for), else half of the largest claimed one, else, if `chasing`,
     /// a chase of the connection on another source with the most left (see the type's
     /// discussion), else `nil` when nothing is left to take.
-    func claim(for source: Int? = nil, chasing: Bool = false) -> Claim? {
+    ///
+    /// `now` is when the claim is made: the start of the connection's next delivery.
+    func claim(for source: Int? = nil, chasing: Bool = false, at now: ContinuousClock.Instant) -> Claim? {
         state.withLockedValue { segments in
             if let index = segments.firstIndex(where: {
                 !$0.claimed && $0.next < $0.end && !(source.map($0.avoiding.contains) ?? false)
             }) {
-                segments[index].claimed = true
+                segments[index].claimed(at: now)
                 segments[index].source = source
                 return Claim(index: index, start: segments[index].next, end: segments[index].end)
             }
@@ -126,10 +192,11 @@ final class SegmentTable: Sendable {
             {
                 let middle = Self.middle(victim)
                 segments[index].end = middle
-                segments.append(
-                    Segment(
-                        next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding,
-                        source: source))
+                var stolen = Segment(
+                    next: middle, written: middle, end: victim.end, claimed: true, avoiding: victim.avoiding,
+                    source: source)
+                stolen.claimed(at: now)
+                segments.append(stolen)
                 return Claim(index: segments.count - 1, start: middle, end: victim.end)
             }
             guard chasing, let source,
@@ -139,17 +206,27 @@ final class SegmentTable: Sendable {
                             && $0.1.source != source && !$0.1.avoiding.contains(source)
                     })
                     .max(by: { ($0.1.end - $0.1.next) < ($1.1.end - $1.1.next) }),
-                target.end - target.next >= minimumChase
+                target.end - target.next >= minimumChase,
+                let chased = target.delivery(until: now),
+                EndGame.isWorthChasing(
+                    rest: target.end - target.next, chased: chased, chaser: Self.best(of: source, in: segments))
             else { return nil }
             segments[index].chaser = segments.count
             segments[index].chased = true
-            segments.append(
-                Segment(
-                    next: target.next, written: target.next, end: target.next, claimed: true,
-                    avoiding: target.avoiding, source: source, chased: true,
-                    chase: Chase(target: index, position: target.next)))
+            var chase = Segment(
+                next: target.next, written: target.next, end: target.next, claimed: true,
+                avoiding: target.avoiding, source: source, chased: true,
+                chase: Chase(target: index, position: target.next))
+            chase.claimed(at: now)
+            segments.append(chase)
             return Claim(index: segments.count - 1, start: target.next, end: target.end)
         }
+    }
+
+    /// The fastest delivery measured from `source`: what a chaser there can expect.
+    private static func best(of source: Int, in segments: [Segment]) -> EndGame.Delivery? {
+        segments.lazy.filter { $0.source == source }.compactMap { $0.delivery() }
+            .max { ($0.rate ?? 0) < ($1.rate ?? 0) }
     }
 
     /// Records that segment `index` is fetched from `source`.
@@ -207,9 +284,12 @@ final class SegmentTable: Sendable {
             offset: from, skipped: skipped, count: allowed, stops: skipped + allowed < count, stopping: stopping)
     }
 
-    /// Records that segment `index` is in the file up to `position`.
-    func wrote(_ index: Int, upTo position: Int64) {
-        state.withLockedValue { segments in segments[index].written = max(segments[index].written, position) }
+    /// Records that segment `index` is in the file up to `position`, at `now`.
+    func wrote(_ index: Int, upTo position: Int64, at now: ContinuousClock.Instant) {
+        state.withLockedValue { segments in
+            segments[index].written = max(segments[index].written, position)
+            segments[index].lastWrite = now
+        }
     }
 
     /// The rest of segment `index` for the connection that holds it, after a request that

@@ -148,7 +148,8 @@ struct SegmentedTransfer: Sendable {
         checkpointer?.describe(validator: validator, total: table.total)
         // The first segments are claimed here, not by the workers once they run, so the
         // split does not depend on when each task gets a thread.
-        let firstClaims = (0..<connections).compactMap { _ in table.claim() }
+        let started = ContinuousClock.now
+        let firstClaims = (0..<connections).compactMap { _ in table.claim(at: started) }
         core.connections = firstClaims.count
         defer { core.connections = 0 }
         let result = await withTaskGroup(of: WorkerResult.self) { group -> WorkerResult in
@@ -339,7 +340,9 @@ struct SegmentedTransfer: Sendable {
                         sources.withLockedValue { [source] in $0.release(source) }
                         source = other
                     }
-                    guard let claim = next ?? table.claim(for: source.index, chasing: core.pacedRequestSize == nil) else {
+                    guard let claim = next ?? table.claim(
+                            for: source.index, chasing: core.pacedRequestSize == nil, at: .now)
+                    else {
                         // What is left is to be fetched from another source (a bad piece).
                         guard table.hasWork(avoiding: source.index),
                             let other = sources.withLockedValue({ [source] in
