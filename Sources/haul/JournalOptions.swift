@@ -33,13 +33,15 @@ struct JournalOptions: ParsableArguments {
 struct DownloadOptions: ParsableArguments {
     @Option(
         name: [.customShort("j"), .customLong("jobs")],
-        help: ArgumentHelp("How many downloads run at once. (default: 10)", valueName: "n"))
+        help: ArgumentHelp(
+            "How many downloads run at once. (default: 10, and up to 64 from a host that answers over HTTP/2; when given, it holds for every host)",
+            valueName: "n"))
     var jobs: Int?
 
     @Option(
         name: .customLong("per-host"),
         help: ArgumentHelp(
-            "How many downloads may use the same host at once; when given, also the most connections one download opens to it (-x). (default: 6, which does not cap -x)",
+            "How many downloads may use the same host at once; when given, also the most connections one download opens to it (-x). (default: 6, or 64 streams to a host that answers over HTTP/2; the default does not cap -x; a host that answers 429 or 503 gets fewer until it serves without complaint)",
             valueName: "n"))
     var perHost: Int?
 

@@ -22,7 +22,16 @@ extension DownloadManager {
     /// How a manager schedules and runs downloads.
     public struct Configuration: Sendable {
         /// How many downloads may hold a slot at once. Default 10.
-        public var maxConcurrentDownloads: Int = 10
+        ///
+        /// Left at its default, a host that answers over HTTP/2 may have more in flight (64
+        /// streams on its connection), so that a list of small files from it fills a far
+        /// link; once set, it caps every host's downloads whatever they speak.
+        public var maxConcurrentDownloads: Int {
+            get { slotCap ?? 10 }
+            set { slotCap = newValue }
+        }
+        /// The slot count when one was set (see ``maxConcurrentDownloads``).
+        package private(set) var slotCap: Int?
         /// How many of those may talk to the same host (`host:port`). Default 6.
         ///
         /// Once set, it also caps the connections of each download

@@ -126,6 +126,7 @@ extension DownloadManager {
         // What the lifecycle does first (a requeue goes to the back of its line), then the
         // slot is free.
         perform(job.lifecycle.transferEnded(ending), for: job, outcome: outcome)
+        if let answer = job.core.takeHostAnswer() { schedule(.answered(host: job.endpoint.key, answer)) }
         schedule(.transferEnded(id))
     }
 

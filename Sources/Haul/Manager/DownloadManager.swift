@@ -154,7 +154,7 @@ public actor DownloadManager {
                 slots: configuration.maxConcurrentDownloads, perHost: configuration.maxConnectionsPerHost,
                 connectionsPerDownload: configuration.segmentedConnections,
                 admissionWindow: configuration.admissionWindow,
-                perHostCapsConnections: configuration.perHostCap != nil),
+                perHostCapsConnections: configuration.perHostCap != nil, slotsWereSet: configuration.slotCap != nil),
             overflow: configuration.overflowPolicy == .replaceOldest ? .replaceOldest : .queue)
         self.journal = journal
         self.store = store

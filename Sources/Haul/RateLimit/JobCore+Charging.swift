@@ -11,6 +11,7 @@ extension JobCore {
     func charge(
         _ head: HTTPResponseHead, for task: any ResponseTask, after handled: EventLoopFuture<Void>
     ) -> EventLoopFuture<Void> {
+        heard(head)
         guard isThrottled, let limited = throttle(Self.encodedSize(of: head), on: task.eventLoop)
         else { return handled }
         return handled.and(limited).map { _ in }

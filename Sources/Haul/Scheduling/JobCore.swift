@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 
 /// The part of a download shared by the manager, its handles and its transfer:
 /// events, result and progress. All of it is safe to touch from any thread.
@@ -14,6 +15,29 @@ final class JobCore: Sendable {
     /// Connections the running transfer uses (a segmented one sets it; 0 means one).
     private let connectionCount = NIOLockedValueBox(0)
     private let movedTo = NIOLockedValueBox<URL?>(nil)
+    private let answer = NIOLockedValueBox<InFlightRule.Answer?>(nil)
+
+    /// What the download's host answered in this run, for the scheduler's
+    /// ``InFlightRule``: the protocol of the first response, or ``InFlightRule/Answer/busy``
+    /// once any response was 429 or 503. Reset when the transfer ends.
+    func takeHostAnswer() -> InFlightRule.Answer? {
+        answer.withLockedValue { answer in
+            defer { answer = nil }
+            return answer
+        }
+    }
+
+    /// Notes what a response head says of the host (see ``takeHostAnswer()``).
+    func heard(_ head: HTTPResponseHead) {
+        let status = head.status.code
+        answer.withLockedValue { answer in
+            if status == 429 || status == 503 {
+                answer = .busy
+            } else if answer == nil {
+                answer = head.version.major >= 2 ? .http2 : .http1
+            }
+        }
+    }
 
     /// Where the download's URL was refreshed to while it ran (see
     /// ``DownloadRequest/location``): the manager's next transfer of it starts there.

@@ -17,8 +17,10 @@
 ///
 /// The policies it owns:
 /// - **Slots.** At most ``Limits/slots`` downloads run, at most ``Limits/perHost`` of them
-///   against one host (`host:port`, or the proxy's). Limits can change at any time: more
-///   start queued downloads at once, fewer let running ones finish.
+///   against one host (`host:port`, or the proxy's), as ``InFlightRule`` says from what
+///   each host answered: a host speaking HTTP/2 takes more (and, left at their default,
+///   the slots grow with it), a busy one fewer. Limits can change at any time: more start
+///   queued downloads at once, fewer let running ones finish.
 /// - **Order.** By priority, then first come first served (``DownloadQueue``); a download
 ///   whose host is at its cap is passed over, not blocking those behind it.
 /// - **Replace oldest.** With ``Overflow/replaceOldest`` and every slot taken, each queued
@@ -48,11 +50,16 @@ package struct SchedulerMachine: Sendable {
         package var admissionWindow: Int
 
         package var perHostCapsConnections: Bool
+        /// Whether ``slots`` were set (by a person, or a service's settings): then they cap
+        /// the downloads in flight whatever the hosts speak; left at their default, a host
+        /// speaking HTTP/2 may take more (see ``InFlightRule``).
+        package var slotsWereSet: Bool
 
         package init(
             slots: Int, perHost: Int, connectionsPerDownload: Int, admissionWindow: Int,
-            perHostCapsConnections: Bool = true
+            perHostCapsConnections: Bool = true, slotsWereSet: Bool = true
         ) {
+            self.slotsWereSet = slotsWereSet
             self.slots = max(1, slots)
             self.perHost = max(1, perHost)
             self.connectionsPerDownload = max(1, connectionsPerDownload)
@@ -91,6 +98,8 @@ package struct SchedulerMachine: Sendable {
         case stopping(DownloadID)
         /// The running `id`'s transfer ended: its slot is free.
         case transferEnded(DownloadID)
+        /// `host` answered a download (see ``InFlightRule/Answer``).
+        case answered(host: String, InFlightRule.Answer)
         /// `id`'s priority changed (it keeps its place among equals if it is queued).
         case priorityChanged(DownloadID, DownloadPriority)
         /// The slot limits changed.
@@ -128,7 +137,17 @@ package struct SchedulerMachine: Sendable {
         var requeue: DownloadPriority?
     }
 
-    package private(set) var limits: Limits
+    package private(set) var limits: Limits {
+        didSet {
+            inFlight.slots = limits.slots
+            inFlight.slotsWereSet = limits.slotsWereSet
+            inFlight.perHost = limits.perHost
+            inFlight.perHostWasSet = limits.perHostCapsConnections
+        }
+    }
+    /// How many downloads may run against each host, and in all, from the limits and what
+    /// the hosts answered.
+    package private(set) var inFlight: InFlightRule
     package let overflow: Overflow
     private var queue = DownloadQueue()
     /// The host of each queued download.
@@ -146,6 +165,9 @@ package struct SchedulerMachine: Sendable {
 
     package init(limits: Limits, overflow: Overflow = .queue) {
         self.limits = limits
+        self.inFlight = InFlightRule(
+            perHost: limits.perHost, perHostWasSet: limits.perHostCapsConnections, slots: limits.slots,
+            slotsWereSet: limits.slotsWereSet)
         self.overflow = overflow
     }
 
@@ -198,12 +220,17 @@ package struct SchedulerMachine: Sendable {
                 queue.enqueue(id, priority: priority)
                 queuedHosts[id] = ended.host
             }
+        case .answered(let host, let answer):
+            inFlight.heard(answer, from: host)
         case .priorityChanged(let id, let priority):
             if running[id]?.requeue != nil { running[id]?.requeue = priority }
             guard queue.contains(id) else { return [] }
             queue.reprioritize(id, to: priority)
         case .limitsChanged(let slots, let perHost, let connections):
-            if let slots { limits.slots = max(1, slots) }
+            if let slots {
+                limits.slots = max(1, slots)
+                limits.slotsWereSet = true
+            }
             if let connections { limits.connectionsPerDownload = max(1, connections) }
             if let perHost {
                 limits.perHost = max(1, perHost)
@@ -241,12 +268,16 @@ package struct SchedulerMachine: Sendable {
     private mutating func startWhatFits() -> [Action] {
         guard !isShutDown else { return [] }
         var actions: [Action] = []
-        while running.count < limits.slots {
+        let slots = inFlight.allowedInAll
+        while running.count < slots {
             let next: DownloadID?
             do {
                 // Copies for the closure, released before the tables change (no copy-on-write).
-                let counts = hostCounts, hosts = queuedHosts, perHost = limits.perHost
-                next = queue.dequeue(where: { counts[hosts[$0] ?? "", default: 0] < perHost })
+                let counts = hostCounts, hosts = queuedHosts, rule = inFlight
+                next = queue.dequeue(where: {
+                    let host = hosts[$0] ?? ""
+                    return counts[host, default: 0] < rule.allowed(for: host)
+                })
             }
             guard let id = next else { break }
             let host = queuedHosts.removeValue(forKey: id) ?? ""
@@ -270,7 +301,7 @@ package struct SchedulerMachine: Sendable {
     /// With ``Overflow/replaceOldest`` and every slot taken, evicts the oldest running
     /// downloads, one for each queued download that no stopping transfer makes room for.
     private mutating func evictions() -> [Action] {
-        guard !isShutDown, overflow == .replaceOldest, running.count >= limits.slots else { return [] }
+        guard !isShutDown, overflow == .replaceOldest, running.count >= inFlight.allowedInAll else { return [] }
         let stopping = running.values.filter(\.isStopping).count
         var deficit = queue.count - stopping
         guard deficit > 0 else { return [] }
