@@ -20,8 +20,11 @@ import Haul
 /// - everything else: plain static files at full speed, with nginx's strong ETag.
 ///
 /// The access log records each request's `Range` and `If-Range`, the status, the body
-/// bytes sent and the validators sent back; read it with ``accessLog()`` or wait for an
-/// entry with ``logEntry(where:)``.
+/// bytes sent, the validators sent back and the connection it came on; read it with
+/// ``accessLog()`` or wait for an entry with ``logEntry(where:)``.
+///
+/// `directives` given to ``start(tls:directives:)`` go into the `server` block, for a test
+/// that needs a limit of its own (`keepalive_requests 10;`).
 ///
 /// Started with a ``TLS`` value, it serves the same locations over `https` only (with
 /// HTTP/2 offered by ALPN if asked), and ``url(_:)`` gives `https` URLs.
@@ -56,7 +59,8 @@ final class NginxServer: Sendable {
         var clientAuthority: String? = nil
     }
 
-    /// One line of the access log.
+    /// One line of the access log (of nginx, or of ``ApacheServer``, which writes the same
+    /// fields).
     struct LogEntry: Decodable, Sendable, CustomStringConvertible {
         let method: String
         let path: String
@@ -73,18 +77,25 @@ final class NginxServer: Sendable {
         let etag: String?
         let lastModified: String?
         let contentRange: String?
-        /// Whether nginx finished sending the response (`$request_completion`).
+        /// Whether the server finished sending the response (nginx's `$request_completion`
+        /// is `OK`; Apache's `%X` is not `X`, aborted).
         let completed: Bool
+        /// The connection the request came on (nginx's `$connection`, a serial number;
+        /// Apache's `%{c}L`, the connection's log ID): the streams of one HTTP/2
+        /// connection share it.
+        let connection: String?
 
         private enum CodingKeys: String, CodingKey {
             case method, path, `protocol`, status, bodyBytesSent, range, ifRange, etag, lastModified, contentRange, completion
+            case connection
         }
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
+            // nginx logs a missing header as "", Apache as "-".
             func optional(_ key: CodingKeys) throws -> String? {
-                let value = try container.decode(String.self, forKey: key)
-                return value.isEmpty ? nil : value
+                let value = try container.decodeIfPresent(String.self, forKey: key) ?? ""
+                return value.isEmpty || value == "-" ? nil : value
             }
             method = try container.decode(String.self, forKey: .method)
             path = try container.decode(String.self, forKey: .path)
@@ -96,7 +107,9 @@ final class NginxServer: Sendable {
             etag = try optional(.etag)
             lastModified = try optional(.lastModified)
             contentRange = try optional(.contentRange)
-            completed = try container.decode(String.self, forKey: .completion) == "OK"
+            let completion = try container.decode(String.self, forKey: .completion)
+            completed = completion == "OK" || completion == "+" || completion == "-"
+            connection = try optional(.connection)
         }
 
         var description: String {
@@ -137,11 +150,12 @@ final class NginxServer: Sendable {
 
     // MARK: - Lifecycle
 
-    /// Starts nginx and returns once it accepts connections.
+    /// Starts nginx and returns once it accepts connections; `directives` are added to its
+    /// `server` block.
     ///
     /// - Throws: ``Failure/notInstalled`` without nginx; ``Failure/failedToStart(_:)`` with
     ///   nginx's error log when it exits or is not listening within 10 seconds.
-    static func start(tls: TLS? = nil) async throws -> NginxServer {
+    static func start(tls: TLS? = nil, directives: String = "") async throws -> NginxServer {
         guard let executable else { throw Failure.notInstalled }
         var lastFailure = Failure.failedToStart("no attempt")
         // The free port can be taken between probing and nginx's bind: try a few.
@@ -149,7 +163,8 @@ final class NginxServer: Sendable {
             let directory = FileManager.default.temporaryDirectory
                 .appendingPathComponent("haul-nginx-\(UUID().uuidString)")
             do {
-                let server = try await launch(executable: executable, port: try freePort(), directory: directory, tls: tls)
+                let server = try await launch(
+                    executable: executable, port: try freePort(), directory: directory, tls: tls, directives: directives)
                 if let server { return server }
                 lastFailure = .failedToStart("the port was taken")
             } catch {
@@ -162,8 +177,10 @@ final class NginxServer: Sendable {
     }
 
     /// Runs `body` with a started server, stopping it afterwards whatever happens.
-    static func with<T>(tls: TLS? = nil, _ body: (NginxServer) async throws -> T) async throws -> T {
-        let server = try await start(tls: tls)
+    static func with<T>(
+        tls: TLS? = nil, directives: String = "", _ body: (NginxServer) async throws -> T
+    ) async throws -> T {
+        let server = try await start(tls: tls, directives: directives)
         do {
             let value = try await body(server)
             await server.stop()
@@ -188,14 +205,14 @@ final class NginxServer: Sendable {
 
     /// Returns `nil` when nginx could not bind `port`, so the caller tries another.
     private static func launch(
-        executable: String, port: Int, directory: URL, tls: TLS?
+        executable: String, port: Int, directory: URL, tls: TLS?, directives: String
     ) async throws -> NginxServer? {
         let files = FileManager.default
         for sub in ["root", "logs", "temp"] {
             try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
         }
         let configuration = directory.appendingPathComponent("nginx.conf")
-        try configurationText(directory: directory.path, port: port, tls: tls)
+        try configurationText(directory: directory.path, port: port, tls: tls, directives: directives)
             .write(to: configuration, atomically: true, encoding: .utf8)
         let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
         guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
@@ -233,7 +250,7 @@ final class NginxServer: Sendable {
         }
     }
 
-    private static func configurationText(directory: String, port: Int, tls: TLS?) -> String {
+    private static func configurationText(directory: String, port: Int, tls: TLS?, directives: String) -> String {
         // `listen … ssl http2` rather than nginx 1.25's `http2 on`: Debian 12 has 1.22.
         let listen: String
         if let tls {
@@ -271,7 +288,8 @@ final class NginxServer: Sendable {
             log_format haul escape=json '{"method":"$request_method","path":"$uri","protocol":"$server_protocol","status":$status,'
                 '"bodyBytesSent":$body_bytes_sent,"range":"$http_range","ifRange":"$http_if_range",'
                 '"etag":"$sent_http_etag","lastModified":"$sent_http_last_modified",'
-                '"contentRange":"$sent_http_content_range","completion":"$request_completion"}';
+                '"contentRange":"$sent_http_content_range","completion":"$request_completion",'
+                '"connection":"$connection"}';
             access_log "\(directory)/logs/access.log" haul;
             # First requests crawl; resumes (with Range) run at full speed.
             map $http_range $haul_rate {
@@ -282,6 +300,7 @@ final class NginxServer: Sendable {
                 \(listen)
                 server_name localhost;
                 root "\(directory)/root";
+                \(directives)
                 location /slow/ {
                     limit_rate $haul_rate;
                 }

@@ -1,0 +1,252 @@
+import Foundation
+import Haul
+import HaulTestSupport
+import Testing
+
+/// Haul's HTTP/2 path (`allowsHTTP2`, ALPN over `https`) against Debian's nginx and Apache
+/// (`mod_http2`): a whole file and a segmented one byte for byte, every request over
+/// HTTP/2; nothing lost when the server sends GOAWAY after a few requests per connection;
+/// and a server allowing only 2 concurrent streams is never asked for more, yet serves
+/// every download.
+@Suite(
+    "HTTP/2 against nginx and Apache",
+    .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
+    .enabled(if: ApacheServer.isAvailable, "Apache is not installed: run .ci/run or apt-get install apache2"),
+    .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
+    .timeLimit(.minutes(1)))
+struct HTTP2Tests {
+    @Test(arguments: HTTP2Server.allCases)
+    func fileAndSegmentedDownloadArriveByteForByte(server: HTTP2Server) async throws {
+        try await server.with(directives: "") { certificates, origin in
+            // Given a 512 KiB file and a 4 MiB one, over h2
+            let small = FaultServer.randomBytes(count: 512 << 10, seed: 71)
+            let large = FaultServer.randomBytes(count: 4 << 20, seed: 72)
+            try origin.write(small, at: "/h2/small.bin", modified: Self.anHourAgo)
+            try origin.write(large, at: "/h2/large.bin", modified: Self.anHourAgo)
+            var configuration = Self.configuration(certificates)
+            configuration.segmentedConnections = 4
+            configuration.maxConnectionsPerHost = 4
+            configuration.segmentationThreshold = 1 << 20
+            let manager = DownloadManager(
+                configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When both are downloaded to files, the large one split across 4 connections
+            let results = try await Self.downloadAll(
+                ["/h2/small.bin", "/h2/large.bin"].map(origin.url), to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then both arrive whole, the large one fetched in ranges, and every request
+            // the server saw came over HTTP/2
+            #expect(results.retries == 0)
+            #expect(sha256(Self.contents(directory, "small.bin")) == sha256(small))
+            #expect(sha256(Self.contents(directory, "large.bin")) == sha256(large))
+            let entries = try await Self.logEntries(of: origin, atLeast: 2) { $0.path.hasPrefix("/h2/") }
+            #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(entries)")
+            #expect(entries.filter { $0.path == "/h2/small.bin" }.map(\.status) == [200], "\(entries)")
+            #expect(entries.contains { $0.path == "/h2/large.bin" && $0.status == 206 }, "\(entries)")
+        }
+    }
+
+    /// nginx answers GOAWAY on a connection's tenth request (`keepalive_requests 10`,
+    /// which governs HTTP/2 since 1.19.7): the streams Haul opened after it, which nginx
+    /// never processed, must go out again on a new connection, and no download may fail.
+    ///
+    /// Known issue: AsyncHTTPClient 1.37 fails those streams (NIOHTTP2 `StreamClosed`,
+    /// error code `CANCEL`) instead of sending them again, and Haul counts each as a failed
+    /// attempt: with 32 in flight about 300 retries are spent and some downloads run out
+    /// of retries and fail.
+    @Test func goAwayAfterTenRequestsLosesNothing() async throws {
+        try await HTTP2Server.nginx.with(directives: "keepalive_requests 10;") { certificates, origin in
+            // Given 200 files of 16 KiB on a server that sends GOAWAY after 10 requests
+            let count = 200
+            let files = (0..<count).map { FaultServer.randomBytes(count: 16 << 10, seed: UInt64(1000 + $0)) }
+            for (index, bytes) in files.enumerated() {
+                try origin.write(bytes, at: "/many/\(index).bin", modified: Self.anHourAgo)
+            }
+            let manager = DownloadManager(
+                configuration: Self.configuration(certificates, concurrency: 32), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When all are downloaded, 32 at a time
+            let results = try await Self.downloadAll(
+                (0..<count).map { origin.url("/many/\($0).bin") }, to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then nginx served at most 10 requests per connection, all over HTTP/2
+            let succeeded = count - results.failures.count
+            let entries = try await Self.logEntries(of: origin, atLeast: succeeded) { $0.path.hasPrefix("/many/") }
+            #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" && $0.status == 200 })
+            let perConnection = Dictionary(grouping: entries, by: { $0.connection ?? "?" }).mapValues(\.count)
+            #expect(perConnection.values.allSatisfy { $0 <= 10 }, "\(perConnection)")
+
+            // And every file arrives whole, over at least 20 connections, without a retry
+            let wrong = (0..<count).filter { sha256(Self.contents(directory, "\($0).bin")) != sha256(files[$0]) }
+            let connections = perConnection.count
+            withKnownIssue("AsyncHTTPClient fails the streams a GOAWAY left unprocessed; Haul spends retries on them") {
+                #expect(results.retries == 0, "GOAWAY cost \(results.retries) retries: \(results.reasons.prefix(3))")
+                #expect(results.failures.isEmpty, "\(results.failures.count) failed: \(Array(results.failures.values.prefix(1)))")
+                #expect(connections >= count / 10)
+                #expect(wrong.isEmpty, "missing or wrong: \(wrong)")
+            }
+        }
+    }
+
+    /// A server that allows 2 concurrent streams (`SETTINGS_MAX_CONCURRENT_STREAMS`) while
+    /// 32 downloads are running: the client queues the rest, so the server never refuses a
+    /// stream, and every file arrives.
+    @Test(arguments: HTTP2Server.allCases)
+    func twoConcurrentStreamsServeManyDownloads(server: HTTP2Server) async throws {
+        try await server.with(directives: server.maxConcurrentStreams(2)) { certificates, origin in
+            // Given 100 files of 16 KiB on a server allowing 2 streams at a time
+            let count = 100
+            var files: [[UInt8]] = []
+            for index in 0..<count {
+                files.append(FaultServer.randomBytes(count: 16 << 10, seed: UInt64(2000 + index)))
+                try origin.write(files[index], at: "/streams/\(index).bin", modified: Self.anHourAgo)
+            }
+            let manager = DownloadManager(
+                configuration: Self.configuration(certificates, concurrency: 32), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When all are downloaded, 32 at a time
+            let results = try await Self.downloadAll(
+                (0..<count).map { origin.url("/streams/\($0).bin") }, to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then every file arrives whole, none retried, each served once over HTTP/2, and
+            // nginx never had to refuse a stream beyond its limit
+            #expect(results.failures.isEmpty, "\(results.failures)")
+            #expect(results.retries == 0, "\(results.reasons)")
+            for index in 0..<count {
+                #expect(sha256(Self.contents(directory, "\(index).bin")) == sha256(files[index]), "file \(index)")
+            }
+            let entries = try await Self.logEntries(of: origin, atLeast: count) { $0.path.hasPrefix("/streams/") }
+            #expect(entries.count == count)
+            #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" && $0.status == 200 })
+            #expect(!origin.errorLog().contains("concurrent streams exceeded"), "\(origin.errorLog())")
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// The files' modification date: Apache makes an ETag weak, and answers a range request
+    /// validated by `If-Range` with the whole file, while the file is less than a second
+    /// old.
+    static let anHourAgo = Date(timeIntervalSinceNow: -3600)
+
+    /// The test configuration over h2, trusting the test authority, with `concurrency`
+    /// downloads at once, all to the same host.
+    static func configuration(
+        _ certificates: TestCertificates, concurrency: Int? = nil
+    ) -> DownloadManager.Configuration {
+        var configuration = Fixture.testConfiguration()
+        configuration.tls.additionalTrustRoots = [certificates.authority]
+        configuration.tls.allowsHTTP2 = true
+        if let concurrency {
+            configuration.maxConcurrentDownloads = concurrency
+            configuration.maxConnectionsPerHost = concurrency
+        }
+        return configuration
+    }
+
+    struct Results {
+        /// The downloads that failed, by URL.
+        var failures: [URL: DownloadError] = [:]
+        /// How many `.retrying` events all the downloads had, and why.
+        var retries: Int { reasons.count }
+        var reasons: [String] = []
+    }
+
+    /// Downloads every URL into `directory` at once (the manager queues what exceeds its
+    /// limits), and returns what failed and what was retried.
+    static func downloadAll(_ urls: [URL], to directory: URL, with manager: DownloadManager) async throws -> Results {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var handles: [(URL, DownloadHandle)] = []
+        for url in urls {
+            handles.append((url, try await manager.download(DownloadRequest(url: url, destination: .directory(directory)))))
+        }
+        return await withTaskGroup(of: Results.self) { group in
+            for (url, handle) in handles {
+                let events = handle.events
+                group.addTask {
+                    var results = Results()
+                    do throws(DownloadError) { _ = try await handle.result } catch { results.failures[url] = error }
+                    for await event in events {
+                        if case .retrying(_, let reason, _) = event { results.reasons.append("\(url.path): \(reason)") }
+                    }
+                    return results
+                }
+            }
+            var all = Results()
+            for await results in group {
+                all.failures.merge(results.failures) { first, _ in first }
+                all.reasons += results.reasons
+            }
+            return all
+        }
+    }
+
+    static func contents(_ directory: URL, _ name: String) -> Data? {
+        FileManager.default.contents(atPath: directory.appendingPathComponent(name).path)
+    }
+
+    /// The access log entries `match` accepts, once there are at least `count`: a server
+    /// logs a request after its last byte, which can be just after the client has it. Polls
+    /// (yielding) for up to 10 seconds, then returns what there is.
+    static func logEntries(
+        of server: any HTTP2Origin, atLeast count: Int, where match: (NginxServer.LogEntry) -> Bool
+    ) async throws -> [NginxServer.LogEntry] {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let entries = try server.accessLog().filter(match)
+            if entries.count >= count || ContinuousClock.now > deadline { return entries }
+            await Task.yield()
+        }
+    }
+}
+
+/// A server the HTTP/2 tests download from: nginx or Apache.
+protocol HTTP2Origin: Sendable {
+    func url(_ path: String) -> URL
+    func write(_ bytes: [UInt8], at path: String, modified: Date) throws
+    func accessLog() throws -> [NginxServer.LogEntry]
+    func errorLog() -> String
+}
+
+extension NginxServer: HTTP2Origin {}
+extension ApacheServer: HTTP2Origin {}
+
+/// The servers the HTTP/2 tests run against.
+enum HTTP2Server: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case nginx
+    case apache
+
+    var testDescription: String { rawValue }
+
+    /// The directive that sets `SETTINGS_MAX_CONCURRENT_STREAMS` to `streams`.
+    func maxConcurrentStreams(_ streams: Int) -> String {
+        switch self {
+        case .nginx: "http2_max_concurrent_streams \(streams);"
+        case .apache: "H2MaxSessionStreams \(streams)"
+        }
+    }
+
+    /// Runs `body` with fresh test certificates and this server on `https`, offering h2,
+    /// with `directives` added to its configuration.
+    func with(
+        directives: String, _ body: (TestCertificates, any HTTP2Origin) async throws -> Void
+    ) async throws {
+        try await TestCertificates.with { certificates in
+            let tls = certificates.serverTLS(http2: true)
+            switch self {
+            case .nginx:
+                try await NginxServer.with(tls: tls, directives: directives) { try await body(certificates, $0) }
+            case .apache:
+                try await ApacheServer.with(tls: tls, directives: directives) { try await body(certificates, $0) }
+            }
+        }
+    }
+}
