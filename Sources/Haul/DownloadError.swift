@@ -172,6 +172,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// Whether the failure was reaching the host at all (refused, unreachable, DNS,
     /// connect timeout), which may mean the network is gone.
     let isConnectivity: Bool
+    /// Whether the server is known not to have processed the request: an HTTP/2 stream it
+    /// refused (`REFUSED_STREAM`), or cancelled after it said it would take no more on
+    /// that connection (`GOAWAY`). Such a request is safe to send again at once.
+    let wasNotProcessed: Bool
     /// The URL that answered with ``statusCode`` (after redirects, or a segment's).
     let url: URL?
 
@@ -182,12 +186,14 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         cancellationReason: CancellationReason? = nil,
         retryAfter: Duration? = nil,
         isConnectivity: Bool = false,
+        wasNotProcessed: Bool = false,
         url: URL? = nil
     ) {
         self.code = code
         self.url = url
         self.message = message
         self.isConnectivity = isConnectivity
+        self.wasNotProcessed = wasNotProcessed
         self.statusCode = statusCode
         self.cancellationReason = cancellationReason
         self.retryAfter = retryAfter

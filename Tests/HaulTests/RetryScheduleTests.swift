@@ -185,6 +185,27 @@ struct RetryAfterProgressTests {
         #expect(schedule.decide(after: Failure.reset.error, network: .unwatched) == .giveUp)
     }
 
+    @Test func aRequestTheServerDidNotProcessIsSentAgainAtOnceWithoutSpendingARetry() {
+        // Given a policy with no retries at all
+        var schedule = RetrySchedule(policy: RetryPolicy(maxRetries: 0))
+        let refused = DownloadError(.network, "stream refused", wasNotProcessed: true)
+        // Then ten unprocessed requests in a row are sent again at once
+        for number in 1...RetrySchedule.maximumResends {
+            #expect(schedule.decide(after: refused, network: .unwatched) == .retry(attempt: number, after: .zero))
+        }
+        #expect(schedule.retries == 0)
+        // and the eleventh counts as an ordinary failure: with no retries, the last
+        #expect(schedule.decide(after: refused, network: .unwatched) == .giveUp)
+    }
+
+    @Test func anotherFailureBetweenUnprocessedOnesStartsTheirCountAgain() {
+        var schedule = RetrySchedule(policy: RetryPolicy(maxRetries: 5, baseDelay: .milliseconds(1)))
+        let refused = DownloadError(.network, "stream refused", wasNotProcessed: true)
+        for _ in 1...RetrySchedule.maximumResends { _ = schedule.decide(after: refused, network: .unwatched) }
+        _ = schedule.decide(after: Failure.reset.error, network: .unwatched)
+        #expect(schedule.decide(after: refused, network: .unwatched) == .retry(attempt: RetrySchedule.maximumResends + 2, after: .zero))
+    }
+
     enum Outcome: Hashable, Sendable {
         case atOnce, backedOff, giveUp, other
 

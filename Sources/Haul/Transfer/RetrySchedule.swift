@@ -11,6 +11,9 @@
 ///   reconnection each time, not a growing wait, and never runs out of retries while
 ///   bytes keep coming. A server that asked to wait (429, 503, `Retry-After`) is waited
 ///   for all the same.
+/// - A request the server did not process (an HTTP/2 stream refused, or cancelled by the
+///   server's `GOAWAY`) is sent again at once without spending a retry, up to
+///   ``maximumResends`` times in a row; then the ordinary rules apply.
 /// - Where the network is watched (downloads), a failure to reach a host that answered
 ///   before is checked first: if the network is gone, the attempts wait for it without
 ///   spending retries. Elsewhere (segments, manifests) it is an ordinary failure.
@@ -51,6 +54,11 @@ struct RetrySchedule: Sendable {
     private(set) var retries = 0
     /// Every retry decided, progress or not: the number a retry is announced with.
     private(set) var retriesMade = 0
+    /// Requests sent again in a row because the server did not process them.
+    private(set) var resends = 0
+    /// How many requests in a row the server may leave unprocessed before they count as
+    /// failures: a server that refuses every stream is not asked forever.
+    static let maximumResends = 10
 
     init(policy: RetryPolicy) {
         self.policy = policy
@@ -61,6 +69,12 @@ struct RetrySchedule: Sendable {
     /// against the policy's ``RetryPolicy/maxRetries``; one after progress is made at once
     /// and starts the count afresh, unless the server asked to wait.
     mutating func decide(after error: DownloadError, network: Network, progressed: Bool = false) -> Decision {
+        if error.wasNotProcessed, resends < Self.maximumResends {
+            resends += 1
+            retriesMade += 1
+            return .retry(attempt: retriesMade, after: .zero)
+        }
+        resends = 0
         if progressed, error.isRetryable, !Self.serverAskedToWait(error) {
             retries = 0
             retriesMade += 1

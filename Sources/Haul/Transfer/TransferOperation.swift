@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 
 /// How a transfer ended.
@@ -759,6 +760,14 @@ package final class TransferOperation: Sendable {
         if let error = error as? DownloadError { return error }
         let host = url.host ?? url.absoluteString
         if let tls = translateTLSError(error, host: host, url: url) { return tls }
+        if let closed = error as? NIOHTTP2Errors.StreamClosed,
+            closed.errorCode == .refusedStream || closed.errorCode == .cancel
+        {
+            return DownloadError(
+                .network,
+                "\(url.absoluteString): \(host) did not process the request (its HTTP/2 stream was \(closed.errorCode == .refusedStream ? "refused" : "cancelled, the connection closing"))",
+                wasNotProcessed: true)
+        }
         if let client = error as? HTTPClientError {
             switch client {
             case .connectTimeout:
@@ -768,6 +777,14 @@ package final class TransferOperation: Sendable {
                 return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
             case .remoteConnectionClosed:
                 return DownloadError(.network, "\(url.absoluteString): the server closed the connection early")
+            case .cancelled:
+                // Not Haul's own cancellation (that ends the attempts before any error is
+                // looked at): the client gave up a request on a connection that was closing
+                // (an HTTP/2 `GOAWAY`) before the server processed it.
+                return DownloadError(
+                    .network,
+                    "\(url.absoluteString): \(host) did not process the request (its connection was closing)",
+                    wasNotProcessed: true)
             case .proxyAuthenticationRequired:
                 return DownloadError(
                     .proxy,
