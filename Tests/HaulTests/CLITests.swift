@@ -6,6 +6,21 @@ import Testing
 /// End-to-end tests of the built `haul` binary against the fault server.
 @Suite("haul (CLI)")
 struct CLITests {
+    /// `--journal NAME` without a directory is a file in the current directory (it failed:
+    /// "cannot create the journal's directory").
+    @Test func aJournalNamedWithoutADirectoryIsInTheCurrentOne() async throws {
+        try await CLIFixture.with { f, _ in
+            let bytes = f.serve("here.bin", count: 1000)
+            let run = try await HaulProcess(
+                ["get", f.server.url("/files/here.bin").absoluteString, "-d", f.directory.path, "--journal", "j.sqlite"],
+                directory: f.directory.path
+            ).wait()
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(sha256(f.contents("here.bin")) == sha256(bytes))
+            #expect(FileManager.default.fileExists(atPath: f.file("j.sqlite").path))
+        }
+    }
+
     @Test func downloadsAndReportsOneLinePerStateChange() async throws {
         try await CLIFixture.with { f, journal in
             let bytes = f.serve("cli.bin", count: 200_000)

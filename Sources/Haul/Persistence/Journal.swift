@@ -98,7 +98,8 @@ public final class Journal: Sendable {
     /// gives its `-wal` and `-shm` files the file's mode; tightens an existing journal
     /// file (and its `-wal` and `-shm`) of ours to 0600.
     private static func createPrivately(_ path: String) throws(DownloadError) {
-        let directory = (path as NSString).deletingLastPathComponent
+        // A bare file name (`--journal j.sqlite`) is in the current directory.
+        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         let manager = FileManager.default
         var isDirectory: ObjCBool = false
         if manager.fileExists(atPath: directory, isDirectory: &isDirectory) {
