@@ -1305,7 +1305,12 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "| date | $(date -u '+%Y-%m-%d %H:%M UTC') |"
     echo "| machine | $(nproc) CPUs ($cpu_model), $mem_total RAM |"
     echo "| kernel | $(uname -sr) |"
-    echo "| haul | $haul_version, commit $git_rev$( ((git_dirty)) && echo ' with uncommitted changes'), release build; segmented (\`-x\`): $( ((HAUL_HAS_X)) && echo yes || echo 'not yet') |"
+    if [[ -n ${HAUL_BIN:-} ]]; then
+        # A binary given by HAUL_BIN may be of any commit: the repository's is not its own.
+        echo "| haul | $haul_version, $HAUL_BIN (HAUL_BIN: its commit is not known here; the repository stood at $git_rev); segmented (\`-x\`): $( ((HAUL_HAS_X)) && echo yes || echo 'not yet') |"
+    else
+        echo "| haul | $haul_version, commit $git_rev$( ((git_dirty)) && echo ' with uncommitted changes'), release build; segmented (\`-x\`): $( ((HAUL_HAS_X)) && echo yes || echo 'not yet') |"
+    fi
     echo "| curl | $(curl --version | head -n1 | cut -d' ' -f1-2) |"
     echo "| wget2 | $(wget2 --version 2>/dev/null | head -n1 | sed 's/^GNU Wget2 //; s/ - .*//') |"
     echo "| aria2c | $(aria2c --version | head -n1 | sed 's/^aria2 version //') |"
