@@ -26,7 +26,7 @@ import Haul
 /// `HAUL_APACHE` environment variable names another executable (with its modules in the
 /// same place). When there is none, ``isAvailable`` is false and ``start(tls:directives:)``
 /// throws ``Failure/notInstalled``.
-final class ApacheServer: Sendable {
+final class ApacheServer: ServerProcess {
     enum Failure: Error, CustomStringConvertible {
         case notInstalled
         case failedToStart(String)
@@ -62,7 +62,7 @@ final class ApacheServer: Sendable {
     let root: URL
     /// Whether it serves `https`.
     let isTLS: Bool
-    private let process: ChildProcess
+    let process: ChildProcess
 
     private init(port: Int, directory: URL, process: ChildProcess, isTLS: Bool) {
         self.port = port
@@ -105,27 +105,7 @@ final class ApacheServer: Sendable {
     static func with<T>(
         tls: NginxServer.TLS? = nil, directives: String = "", _ body: (ApacheServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(tls: tls, directives: directives)
-        do {
-            let value = try await body(server)
-            await server.stop()
-            return value
-        } catch {
-            await server.stop()
-            throw error
-        }
-    }
-
-    /// Stops Apache (SIGTERM, then SIGKILL if it lingers for 5 seconds), waits for it to
-    /// exit and removes its directory.
-    func stop() async {
-        let process = self.process
-        if !process.hasExited {
-            process.signal(SIGTERM)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 5) { process.signal(SIGKILL) }
-        }
-        _ = await process.wait()
-        try? FileManager.default.removeItem(at: directory)
+        try await start(tls: tls, directives: directives).serving(body)
     }
 
     /// Returns `nil` when Apache could not bind `port`, so the caller tries another.

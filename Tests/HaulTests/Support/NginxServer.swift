@@ -32,7 +32,7 @@ import Haul
 /// nginx is `/usr/sbin/nginx`, else the first `nginx` on `PATH`; the `HAUL_NGINX`
 /// environment variable overrides both. When there is none, ``isAvailable`` is false and
 /// ``start()`` throws ``Failure/notInstalled``.
-final class NginxServer: Sendable {
+final class NginxServer: ServerProcess {
     enum Failure: Error, CustomStringConvertible {
         case notInstalled
         case failedToStart(String)
@@ -132,7 +132,7 @@ final class NginxServer: Sendable {
     let root: URL
     /// Whether it serves `https`.
     let isTLS: Bool
-    private let process: ChildProcess
+    let process: ChildProcess
     private let accessLogPath: String
     private let errorLogPath: String
 
@@ -180,27 +180,7 @@ final class NginxServer: Sendable {
     static func with<T>(
         tls: TLS? = nil, directives: String = "", _ body: (NginxServer) async throws -> T
     ) async throws -> T {
-        let server = try await start(tls: tls, directives: directives)
-        do {
-            let value = try await body(server)
-            await server.stop()
-            return value
-        } catch {
-            await server.stop()
-            throw error
-        }
-    }
-
-    /// Stops nginx (SIGTERM, then SIGKILL if it lingers for 5 seconds), waits for it to
-    /// exit and removes its directory.
-    func stop() async {
-        let process = self.process
-        if !process.hasExited {
-            process.signal(SIGTERM)
-            DispatchQueue.global().asyncAfter(deadline: .now() + 5) { process.signal(SIGKILL) }
-        }
-        _ = await process.wait()
-        try? FileManager.default.removeItem(at: directory)
+        try await start(tls: tls, directives: directives).serving(body)
     }
 
     /// Returns `nil` when nginx could not bind `port`, so the caller tries another.
