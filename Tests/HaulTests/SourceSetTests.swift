@@ -36,6 +36,9 @@ struct SourceSetTests {
         (DownloadError(.proxy, "proxy refused"), false),
         (DownloadError(.tooLarge, "over the limit"), false),
         (DownloadError(.cancelled, "cancelled"), false),
+        // A request the mirror did not process (its HTTP/2 connection going away) is sent
+        // again, not held against it
+        (DownloadError(.network, "did not process the request", wasNotProcessed: true), false),
     ])
     func aFailureDropsTheSourceOnlyWhenItIsTheSourcesFault(error: DownloadError, drops: Bool) {
         var sources = SourceSet(urls: [a, b])

@@ -106,7 +106,10 @@ struct SourceSet: Sendable {
     /// than about this machine, the proxy, the request or a limit: such a source is worth
     /// dropping while others are left.
     static func blamesSource(_ error: DownloadError) -> Bool {
-        switch error.code.base {
+        // A request the server did not process (an HTTP/2 stream refused, or cancelled by
+        // its GOAWAY) says nothing against the source: it is sent again.
+        if error.wasNotProcessed { return false }
+        return switch error.code.base {
         case .httpStatus, .network, .timeout, .tooManyRedirects, .redirectLoop, .sizeMismatch, .protocolViolation,
             .tls, .insecureRedirect, .unusableRedirect, .credentialsRequired, .urlExpired:
             true
