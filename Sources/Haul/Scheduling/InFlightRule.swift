@@ -56,9 +56,14 @@ package struct InFlightRule: Hashable, Sendable {
 
     /// Downloads that may be in flight against `host`.
     package func allowed(for host: String) -> Int {
-        let known = hosts[host]
-        let cap = known?.http2 == true && !perHostWasSet ? Self.http2PerHost : perHost
-        return min(cap, known?.allowance ?? cap)
+        let known = hosts[host] ?? Host()
+        let cap = cap(of: known)
+        return min(cap, known.allowance ?? cap)
+    }
+
+    /// What `host`'s protocol allows it, before any busy answer.
+    private func cap(of host: Host) -> Int {
+        host.http2 && !perHostWasSet ? Self.http2PerHost : perHost
     }
 
     /// Downloads that may be in flight in all: the slots, or, left at their default, as
@@ -71,16 +76,13 @@ package struct InFlightRule: Hashable, Sendable {
     /// Takes in what `host` answered.
     package mutating func heard(_ answer: Answer, from host: String) {
         var known = hosts[host] ?? Host()
-        let cap = known.http2 && !perHostWasSet ? Self.http2PerHost : perHost
-        let current = min(cap, known.allowance ?? cap)
         switch answer {
         case .busy:
-            known.allowance = max(1, current / 2)
+            known.allowance = max(1, allowed(for: host) / 2)
         case .http1, .http2:
             known.http2 = answer == .http2
-            let newCap = known.http2 && !perHostWasSet ? Self.http2PerHost : perHost
             if let allowance = known.allowance {
-                known.allowance = allowance + 1 >= newCap ? nil : allowance + 1
+                known.allowance = allowance + 1 >= cap(of: known) ? nil : allowance + 1
             }
         }
         // A host like any other is not kept: the table holds only what differs.

@@ -112,23 +112,14 @@ final class ApacheServer: ServerProcess {
     private static func launch(
         executable: String, port: Int, directory: URL, tls: NginxServer.TLS?, directives: String
     ) async throws -> ApacheServer? {
-        let files = FileManager.default
-        for sub in ["root", "logs", "run"] {
-            try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
-        }
         let configuration = directory.appendingPathComponent("apache2.conf")
-        try configurationText(directory: directory.path, port: port, tls: tls, directives: directives)
-            .write(to: configuration, atomically: true, encoding: .utf8)
-        let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
-        guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
-        else { throw Failure.failedToStart("cannot create \(stderrPath)") }
-        defer { try? stderr.close() }
-
         let process: ChildProcess
         do {
-            process = try ChildProcess(
-                executable: executable, arguments: ["-DFOREGROUND", "-f", configuration.path],
-                standardOutput: .descriptor(stderr.fileDescriptor), standardError: .descriptor(stderr.fileDescriptor))
+            process = try spawn(
+                executable, arguments: ["-DFOREGROUND", "-f", configuration.path], in: directory,
+                subdirectories: ["root", "run"],
+                configuration: configurationText(directory: directory.path, port: port, tls: tls, directives: directives),
+                configurationName: configuration.lastPathComponent)
         } catch {
             throw Failure.failedToStart("\(error)")
         }

@@ -187,24 +187,15 @@ final class NginxServer: ServerProcess {
     private static func launch(
         executable: String, port: Int, directory: URL, tls: TLS?, directives: String
     ) async throws -> NginxServer? {
-        let files = FileManager.default
-        for sub in ["root", "logs", "temp"] {
-            try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
-        }
         let configuration = directory.appendingPathComponent("nginx.conf")
-        try configurationText(directory: directory.path, port: port, tls: tls, directives: directives)
-            .write(to: configuration, atomically: true, encoding: .utf8)
-        let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
-        guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
-        else { throw Failure.failedToStart("cannot create \(stderrPath)") }
-        defer { try? stderr.close() }
-
         let process: ChildProcess
         do {
-            process = try ChildProcess(
-                executable: executable,
+            process = try spawn(
+                executable,
                 arguments: ["-p", directory.path + "/", "-c", configuration.path, "-e", directory.path + "/logs/error.log"],
-                standardOutput: .descriptor(stderr.fileDescriptor), standardError: .descriptor(stderr.fileDescriptor))
+                in: directory, subdirectories: ["root", "temp"],
+                configuration: configurationText(directory: directory.path, port: port, tls: tls, directives: directives),
+                configurationName: configuration.lastPathComponent)
         } catch {
             throw Failure.failedToStart("\(error)")
         }

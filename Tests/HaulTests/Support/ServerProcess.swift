@@ -18,6 +18,28 @@ protocol ServerProcess: Sendable {
 }
 
 extension ServerProcess {
+    /// Lays out `directory` (its `subdirectories`, and `configuration` written to
+    /// `configurationName`) and starts `executable` with `arguments`, its output going to
+    /// `logs/stderr.log` there. Throws a description of what failed.
+    static func spawn(
+        _ executable: String, arguments: [String], in directory: URL, subdirectories: [String],
+        configuration: String, configurationName: String
+    ) throws -> ChildProcess {
+        let files = FileManager.default
+        for sub in subdirectories + ["logs"] {
+            try files.createDirectory(at: directory.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        try configuration.write(
+            to: directory.appendingPathComponent(configurationName), atomically: true, encoding: .utf8)
+        let stderrPath = directory.appendingPathComponent("logs/stderr.log").path
+        guard files.createFile(atPath: stderrPath, contents: nil), let stderr = FileHandle(forWritingAtPath: stderrPath)
+        else { throw SpawnFailure("cannot create \(stderrPath)") }
+        defer { try? stderr.close() }
+        return try ChildProcess(
+            executable: executable, arguments: arguments,
+            standardOutput: .descriptor(stderr.fileDescriptor), standardError: .descriptor(stderr.fileDescriptor))
+    }
+
     /// Stops the server (SIGTERM, then SIGKILL if it lingers for 5 seconds), waits for it
     /// to exit and removes its directory.
     func stop() async {
@@ -41,4 +63,11 @@ extension ServerProcess {
             throw error
         }
     }
+}
+
+/// Why ``ServerProcess/spawn(_:arguments:in:subdirectories:configuration:configurationName:)``
+/// could not start a server.
+struct SpawnFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
