@@ -72,8 +72,13 @@ struct DownloadOptions: ParsableArguments {
 
     @Flag(
         name: .customLong("http2"),
-        help: "Offer HTTP/2 to https servers, besides HTTP/1.1. (default: HTTP/1.1 only, which is faster here)")
+        help: "Offer HTTP/2 to https servers by ALPN, besides HTTP/1.1, and speak what each picks. (default)")
     var http2 = false
+
+    @Flag(
+        name: .customLong("http1.1"),
+        help: "Speak HTTP/1.1 only, offering nothing else to https servers.")
+    var http1 = false
 
     @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
     var quiet = false
@@ -111,7 +116,9 @@ struct DownloadOptions: ParsableArguments {
         configuration.followsOtherProcesses = !noWait
         configuration.allowsInsecureRedirects = allowInsecureRedirects
         try network.apply(to: &configuration, warn: warn)
-        configuration.tls.allowsHTTP2 = http2
+        if http2 && http1 { throw ValidationError("--http2 and --http1.1 cannot be used together.") }
+        if http2 { configuration.tls.allowsHTTP2 = true }
+        if http1 { configuration.tls.allowsHTTP2 = false }
         if let jobs {
             guard jobs >= 1 else { throw ValidationError("-j must be at least 1.") }
             configuration.maxConcurrentDownloads = jobs

@@ -130,6 +130,71 @@ struct HTTP2Tests {
         }
     }
 
+    /// 200 small files with 64 in flight, the default for an HTTP/2 host: nginx's log shows
+    /// every request over at most 2 connections (issue 42's rule: at most 2 HTTP/2
+    /// connections to a host), none retried.
+    @Test func manySmallFilesShareAtMostTwoConnections() async throws {
+        try await HTTP2Server.nginx.with(directives: "") { certificates, origin in
+            // Given 200 files of 16 KiB
+            let count = 200
+            let files = (0..<count).map { FaultServer.randomBytes(count: 16 << 10, seed: UInt64(3000 + $0)) }
+            for (index, bytes) in files.enumerated() {
+                try origin.write(bytes, at: "/pool/\(index).bin", modified: Self.anHourAgo)
+            }
+            let manager = DownloadManager(
+                configuration: Self.configuration(certificates, concurrency: 64), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When all are downloaded, 64 at a time
+            let results = try await Self.downloadAll(
+                (0..<count).map { origin.url("/pool/\($0).bin") }, to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then each arrives whole, and nginx saw them on at most 2 connections
+            #expect(results.failures.isEmpty, "\(results.failures)")
+            #expect(results.retries == 0, "\(results.reasons)")
+            let wrong = (0..<count).filter { sha256(Self.contents(directory, "\($0).bin")) != sha256(files[$0]) }
+            #expect(wrong.isEmpty, "missing or wrong: \(wrong)")
+            let entries = try await Self.logEntries(of: origin, atLeast: count) { $0.path.hasPrefix("/pool/") }
+            #expect(entries.count == count)
+            let connections = Set(entries.map { $0.connection ?? "?" })
+            #expect(connections.count <= 2, "\(connections.count) connections")
+        }
+    }
+
+    /// Files larger than a stream's window (10 MiB) and together larger than the
+    /// connection's (64 MiB), each on one stream: the windows are given back as the
+    /// receivers take the bytes, so nothing stalls, and every byte is right.
+    @Test func filesLargerThanTheWindowsArrive() async throws {
+        try await HTTP2Server.nginx.with(directives: "") { certificates, origin in
+            // Given three files of 24 MiB
+            let files = (0..<3).map { FaultServer.randomBytes(count: 24 << 20, seed: UInt64(4000 + $0)) }
+            for (index, bytes) in files.enumerated() {
+                try origin.write(bytes, at: "/window/\(index).bin", modified: Self.anHourAgo)
+            }
+            var configuration = Self.configuration(certificates, concurrency: 3)
+            configuration.segmentedConnections = 1
+            let manager = DownloadManager(
+                configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When all three are downloaded at once, one stream each
+            let results = try await Self.downloadAll(
+                (0..<3).map { origin.url("/window/\($0).bin") }, to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then each arrives whole, in one request
+            #expect(results.failures.isEmpty, "\(results.failures)")
+            #expect(results.retries == 0, "\(results.reasons)")
+            for index in 0..<3 {
+                #expect(sha256(Self.contents(directory, "\(index).bin")) == sha256(files[index]), "file \(index)")
+            }
+            let entries = try await Self.logEntries(of: origin, atLeast: 3) { $0.path.hasPrefix("/window/") }
+            #expect(entries.count == 3 && entries.allSatisfy { $0.protocol == "HTTP/2.0" && $0.status == 200 })
+        }
+    }
+
     // MARK: - Helpers
 
     /// The files' modification date: Apache makes an ETag weak, and answers a range request

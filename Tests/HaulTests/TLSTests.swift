@@ -91,15 +91,17 @@ struct TLSTests {
     ///
     /// The bound is half of that wait, so the test fails on the old behaviour whatever the
     /// machine's load, and does not race anything when the connections close at once.
-    @Test func segmentedDownloadIsOverWhenItsLastByteIs() async throws {
+    @Test(arguments: [false, true])
+    func segmentedDownloadIsOverWhenItsLastByteIs(overHTTP2: Bool) async throws {
         try await TestCertificates.with { certificates in
-            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: overHTTP2)) { nginx in
                 // Given a 32 MiB file over https, split across 4 connections, whose first
                 // response (no Range) crawls: it is still being sent when it is cut short
                 let bytes = FaultServer.randomBytes(count: 32 << 20, seed: 21)
                 try nginx.write(bytes, at: "/slow/big.bin", modified: Date())
                 var configuration = Fixture.testConfiguration()
                 configuration.tls.additionalTrustRoots = [certificates.authority]
+                configuration.tls.allowsHTTP2 = overHTTP2
                 configuration.segmentedConnections = 4
                 configuration.maxConnectionsPerHost = 4
                 configuration.segmentationThreshold = 1 << 20
@@ -108,7 +110,8 @@ struct TLSTests {
                 let directory = certificates.directory.appendingPathComponent("out")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 
-                // When it completes, and the manager is shut down
+                // When it completes (over HTTP/2, its cut requests are streams reset on
+                // connections that stay open), and the manager is shut down
                 let result = try await manager.download(
                     DownloadRequest(url: nginx.url("/slow/big.bin"), destination: .directory(directory))
                 ).result
@@ -124,6 +127,7 @@ struct TLSTests {
                 let requests = try nginx.accessLog().filter { $0.path == "/slow/big.bin" }
                 #expect(requests.contains { $0.status == 200 && !$0.completed }, "\(requests)")
                 #expect(requests.filter { $0.status == 206 }.count >= 4, "\(requests)")
+                #expect(requests.allSatisfy { $0.protocol == (overHTTP2 ? "HTTP/2.0" : "HTTP/1.1") }, "\(requests)")
                 #expect(lingered < .milliseconds(2500), "the shutdown took \(lingered) after the last byte")
             }
         }
@@ -156,8 +160,9 @@ struct TLSTests {
         }
     }
 
-    /// `haul get` speaks HTTP/1.1 to a server that offers HTTP/2 too, unless given --http2.
-    @Test func commandLineSpeaksHTTP2OnlyWhenAsked() async throws {
+    /// `haul get` speaks HTTP/2 to a server that offers it, unless given --http1.1; the two
+    /// options together are refused.
+    @Test func commandLineSpeaksHTTP2UnlessToldHTTP1() async throws {
         try await TestCertificates.with { certificates in
             try await NginxServer.with(tls: certificates.serverTLS(http2: true)) { nginx in
                 let bytes = FaultServer.randomBytes(count: 50_000, seed: 13)
@@ -168,14 +173,61 @@ struct TLSTests {
                 let common = ["-d", directory.path, "--journal", journal, "--ca-certificate", certificates.authority]
 
                 let plain = try await Haul.run(["get", nginx.url("/one.bin").absoluteString] + common)
-                let asked = try await Haul.run(["get", nginx.url("/two.bin").absoluteString, "--http2"] + common)
+                let told = try await Haul.run(["get", nginx.url("/two.bin").absoluteString, "--http1.1"] + common)
+                let both = try await Haul.run(
+                    ["get", nginx.url("/two.bin").absoluteString, "--http1.1", "--http2"] + common)
 
                 #expect(plain.status == 0, "\(plain.stderr)")
-                #expect(asked.status == 0, "\(asked.stderr)")
+                #expect(told.status == 0, "\(told.stderr)")
+                #expect(both.status != 0)
+                #expect(both.stderr.contains("--http2 and --http1.1 cannot be used together"), "\(both.stderr)")
                 let one = try await nginx.logEntry { $0.path == "/one.bin" && $0.status == 200 }
                 let two = try await nginx.logEntry { $0.path == "/two.bin" && $0.status == 200 }
-                #expect(one.protocol == "HTTP/1.1")
-                #expect(two.protocol == "HTTP/2.0")
+                #expect(one.protocol == "HTTP/2.0")
+                #expect(two.protocol == "HTTP/1.1")
+            }
+        }
+    }
+
+    /// Learning that a server speaks HTTP/1.1 only costs no connection: the request goes on
+    /// the connection whose handshake offered HTTP/2. nginx numbers its connections in
+    /// order (`$connection`): a marker request, then the download, must be on consecutive
+    /// ones (a connection opened only to learn the protocol, and closed, would come
+    /// between them).
+    @Test func aServerSpeakingHTTP1IsAskedOnTheConnectionThatLearnedIt() async throws {
+        try await TestCertificates.with { certificates in
+            try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                // Given an HTTP/1.1-only server, and a marker request just made to it
+                try nginx.write([1], at: "/marker.bin", modified: Date())
+                let bytes = FaultServer.randomBytes(count: 300_000, seed: 14)
+                try nginx.write(bytes, at: "/h1.bin", modified: Date())
+                var configuration = Fixture.testConfiguration()
+                configuration.tls.additionalTrustRoots = [certificates.authority]
+                configuration.tls.allowsHTTP2 = false
+                let marker = DownloadManager(
+                    configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+                _ = try await marker.download(
+                    DownloadRequest(url: nginx.url("/marker.bin"), destination: .memory(limit: 10))
+                ).result
+                await marker.shutdown()
+
+                // When a manager offering HTTP/2 downloads a file from it
+                configuration.tls.allowsHTTP2 = true
+                let manager = DownloadManager(
+                    configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+                let result = try await manager.download(
+                    DownloadRequest(url: nginx.url("/h1.bin"), destination: .memory(limit: 1 << 20))
+                ).result
+                await manager.shutdown()
+
+                // Then it arrives over HTTP/1.1, on the connection right after the marker's
+                #expect(sha256(result.data) == sha256(bytes))
+                let first = try await nginx.logEntry { $0.path == "/marker.bin" }
+                let download = try await nginx.logEntry { $0.path == "/h1.bin" }
+                #expect(download.protocol == "HTTP/1.1")
+                let markerConnection = try #require(first.connection.flatMap { Int($0) })
+                let downloadConnection = try #require(download.connection.flatMap { Int($0) })
+                #expect(downloadConnection == markerConnection + 1)
             }
         }
     }
@@ -189,6 +241,34 @@ struct TLSTests {
     .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
     .timeLimit(.minutes(1)))
 struct TLSClientTests {
+    /// An `https` server that is not there, with HTTP/2 offered (the default): a typed
+    /// error naming the refusal, as over HTTP/1.1 (the HTTP/2 path once left a promise
+    /// unkept when the connection was never made, which a debug build traps).
+    @Test func refusedConnectionOverHTTPSFailsNamingIt() async throws {
+        // Given a port nothing listens on
+        let port = try NginxServer.freePort()
+        var configuration = Fixture.testConfiguration()
+        configuration.retry = RetryPolicy(maxRetries: 0)
+        let manager = DownloadManager(
+            configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+
+        // When a download from it runs
+        var failure: DownloadError?
+        do throws(DownloadError) {
+            _ = try await manager.download(
+                DownloadRequest(url: URL(string: "https://127.0.0.1:\(port)/x.bin")!, destination: .memory(limit: 10))
+            ).result
+        } catch {
+            failure = error
+        }
+        await manager.shutdown()
+
+        // Then it fails as a refused connection
+        let error = try #require(failure)
+        #expect(error.code == .network)
+        #expect(error.message.contains("connection refused"), "\(error.message)")
+    }
+
     @Test func wrongHostNameFailsNamingTheProblem() async throws {
         try await TestCertificates.with { certificates in
             try await NginxServer.with(tls: certificates.wrongHostTLS()) { nginx in

@@ -57,7 +57,17 @@ extension DownloadManager {
         /// `haul get -x`). Default 4; 1 turns segmentation off. Capped by
         /// ``maxConnectionsPerHost`` only when that was set: the default per-host cap (6)
         /// lets a download have 8.
-        public var segmentedConnections: Int = 4
+        ///
+        /// Left at its default, a download whose server answers over HTTP/2 is not split
+        /// (one stream fills the link, and a server sends the streams of a connection one
+        /// after another), unless it has mirrors or piece checksums; once set, it is split
+        /// over HTTP/2 too, for servers that limit each request's rate.
+        public var segmentedConnections: Int {
+            get { segmentCap ?? 4 }
+            set { segmentCap = newValue }
+        }
+        /// The connections per download when they were set (see ``segmentedConnections``).
+        package private(set) var segmentCap: Int?
         /// The smallest file split across ``segmentedConnections``. Default 16 MiB. Only a
         /// `200` with `Accept-Ranges: bytes`, a known length and a validator (strong ETag or
         /// Last-Modified) qualifies; anything else downloads over one connection.

@@ -22,7 +22,8 @@ extension DownloadManager {
     /// let manager = DownloadManager(configuration: configuration)
     /// ```
     ///
-    /// Over TLS the manager speaks HTTP/1.1 unless ``allowsHTTP2`` is set.
+    /// Over TLS the manager offers HTTP/2 and HTTP/1.1, and speaks what the server picks
+    /// (see ``allowsHTTP2``).
     public struct TLSOptions: Sendable, Hashable {
         /// Paths of PEM files of certificate authorities to trust in addition to the
         /// system's (`haul get --ca-certificate FILE`), or instead of them when
@@ -49,19 +50,23 @@ extension DownloadManager {
         /// the person running the program (the `haul` command warns on every run).
         public var verifiesCertificates: Bool
 
-        /// Whether to offer HTTP/2 as well as HTTP/1.1 (by ALPN), and use what the server
-        /// chooses (`haul get --http2`). Off by default: with the HTTP client Haul runs on,
-        /// HTTP/2 was slower in every case measured, 2.2-2.4× for one large file and
-        /// 1.25-1.45× for many small ones (see the README's benchmarks), and one connection
-        /// per download spreads over the cores where multiplexed streams share one.
+        /// Whether to offer HTTP/2 as well as HTTP/1.1 (by ALPN) to `https` servers, and
+        /// speak what each chooses. On by default; off (`haul get --http1.1`), every server
+        /// is spoken to over HTTP/1.1.
+        ///
+        /// Over HTTP/2 the requests to a server share at most two connections, as streams
+        /// (up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS`), so many small files fill
+        /// a far link without a connection each, and a stream's flow-control window grows
+        /// with the measured bandwidth-delay product. Requests through a proxy, and plain
+        /// `http` ones, are HTTP/1.1 either way.
         public var allowsHTTP2: Bool
 
         /// Creates options; the default trusts the system's authorities only, checks every
-        /// certificate, presents none and speaks HTTP/1.1.
+        /// certificate, presents none and offers HTTP/2 and HTTP/1.1.
         public init(
             additionalTrustRoots: [String] = [], trustsSystemRoots: Bool = true,
             clientCertificate: ClientCertificate? = nil, verifiesCertificates: Bool = true,
-            allowsHTTP2: Bool = false
+            allowsHTTP2: Bool = true
         ) {
             self.additionalTrustRoots = additionalTrustRoots
             self.trustsSystemRoots = trustsSystemRoots

@@ -178,7 +178,6 @@ public actor DownloadManager {
         // Haul records no request spans: without a tracer the client builds none (a span
         // per request cost a few percent of the CPU of a small file).
         client.tracing.tracer = nil
-        client.httpVersion = configuration.tls.allowsHTTP2 ? .automatic : .http1Only
         do throws(DownloadError) {
             client.tlsConfiguration = try Self.tlsConfiguration(configuration.tls)
             self.tlsSetupError = nil
@@ -187,7 +186,8 @@ public actor DownloadManager {
         }
         let clients = HTTPClients(
             base: client, proxies: configuration.proxy, family: configuration.addressFamily,
-            eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool)
+            eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool,
+            http2: configuration.tls.allowsHTTP2)
         self.clients = clients
         self.objectStore = configuration.objectStorage.map {
             S3Client(configuration: $0.aws, clients: clients, logger: logger)

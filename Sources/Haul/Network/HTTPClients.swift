@@ -50,17 +50,29 @@ final class HTTPClients: Sendable {
     private let others = NIOLockedValueBox<[NetworkRoute: HTTPClient]>([:])
     /// The absolute-form paths through HTTP proxies for plain `http` URLs, one per route.
     private let forwards = NIOLockedValueBox<(paths: [NetworkRoute: ForwardProxy], shutDown: Bool)>(([:], false))
+    /// HTTP/2 for `https` requests that go direct (or pinned to an address), when allowed.
+    private let http2: HTTP2Path?
 
+    /// Clients sharing `base`; with `http2`, `https` requests that do not go through a
+    /// proxy try HTTP/2 first (see ``HTTP2Path``), and the clients speak HTTP/1.1.
     init(
         base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
-        family: DownloadManager.AddressFamily, eventLoopGroup: any EventLoopGroup, threadPool: NIOThreadPool
+        family: DownloadManager.AddressFamily, eventLoopGroup: any EventLoopGroup, threadPool: NIOThreadPool,
+        http2: Bool = false
     ) {
+        var base = base
+        base.httpVersion = .http1Only
         self.base = base
         self.proxies = proxies
         self.family = family
         self.eventLoopGroup = eventLoopGroup
         self.threadPool = threadPool
         self.direct = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: base)
+        self.http2 = http2 ? base.tlsConfiguration.map { tls in
+            HTTP2Path(
+                tls: tls, group: eventLoopGroup, threadPool: threadPool,
+                connectTimeout: base.timeout.connect ?? .seconds(10), readTimeout: base.timeout.read)
+        } : nil
     }
 
     /// The proxy a request to `url` goes through, if any.
@@ -71,8 +83,7 @@ final class HTTPClients: Sendable {
     /// - Throws: what resolving a name for a forced address family throws (see
     ///   ``AddressResolver/resolve(_:family:)``); ``DownloadError/Code/cancelled`` after
     ///   ``shutdown()``.
-    private func client(for url: URL) async throws(DownloadError) -> HTTPClient {
-        let route = try await route(for: url)
+    private func client(for route: NetworkRoute) throws(DownloadError) -> HTTPClient {
         guard route != .direct else { return direct }
         let client: HTTPClient? = others.withLockedValue { clients in
             if let client = clients[route] { return client }
@@ -95,8 +106,9 @@ final class HTTPClients: Sendable {
     /// One way for every request (downloads, their segments, manifests): plain `http`
     /// through an HTTP proxy goes in absolute form on a ``ForwardProxy``, since the client
     /// would tunnel it with `CONNECT`, which most proxies allow to port 443 only; every
-    /// other request goes through the route's AsyncHTTPClient. Cancelling the Swift task
-    /// cancels the request.
+    /// `https` request that goes direct tries HTTP/2 on the ``HTTP2Path`` when it is
+    /// allowed; every other request goes through the route's AsyncHTTPClient. Cancelling
+    /// the Swift task cancels the request.
     func execute(
         _ request: HTTPClient.Request, receiver: some ResponseReceiver, deadline: NIODeadline? = nil, logger: Logger
     ) async -> (any Error)? {
@@ -110,11 +122,26 @@ final class HTTPClients: Sendable {
             }
             return await forward.execute(request, receiver: receiver, deadline: deadline, logger: logger)
         }
+        let route: NetworkRoute
         let client: HTTPClient
         do {
-            client = try await self.client(for: url)
+            route = try await self.route(for: url)
+            client = try self.client(for: route)
         } catch {
             return error
+        }
+        if let http2, url.scheme?.lowercased() == "https" {
+            let address: String??
+            switch route {
+            case .direct: address = .some(nil)
+            case .pinned(_, let pinned): address = pinned
+            case .proxy: address = nil
+            }
+            if let address {
+                let outcome = await http2.execute(
+                    request, address: address, receiver: receiver, deadline: deadline, logger: logger)
+                if case .finished(let error) = outcome { return error }
+            }
         }
         let task = client.execute(request: request, delegate: receiver, deadline: deadline, logger: logger)
         do {
@@ -209,6 +236,7 @@ final class HTTPClients: Sendable {
     /// Shuts every client down, waiting for each.
     func shutdown() async {
         closeForwardPaths()
+        await http2?.shutdown()
         let clients = takeAll()
         for client in clients { try? await client.shutdown() }
     }
@@ -217,6 +245,7 @@ final class HTTPClients: Sendable {
     /// they are all shut down.
     func shutdownWithoutWaiting(then: @escaping @Sendable () -> Void) {
         closeForwardPaths()
+        http2?.shutdownWithoutWaiting()
         let pending = DispatchGroup()
         for client in takeAll() {
             pending.enter()

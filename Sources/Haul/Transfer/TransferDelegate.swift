@@ -117,7 +117,8 @@ final class TransferDelegate: ResponseReceiver {
     private func receive(_ head: HTTPResponseHead, task: any ResponseTask) -> EventLoopFuture<Void> {
         let action = state.withLockedValue { state in
             state.answered = true
-            return state.machine.receivedHead(status: Int(head.status.code), headers: head.headers)
+            return state.machine.receivedHead(
+                status: Int(head.status.code), headers: head.headers, multiplexed: head.version.major >= 2)
         }
         let take: TransferMachine.Take
         switch action {

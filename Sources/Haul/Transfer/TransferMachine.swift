@@ -68,6 +68,9 @@ struct TransferMachine: Sendable {
         /// Whether a segmented partial resumes from the location its sidecar stored (the
         /// URL after redirects); not once that URL expired.
         var usesStoredLocation = true
+        /// Whether a response over HTTP/2 is split too (the segments are streams of one
+        /// connection): only when asked, or for mirrors or piece checksums.
+        var splitsHTTP2 = true
     }
 
     /// What the partial file held when the attempt began.
@@ -318,8 +321,8 @@ struct TransferMachine: Sendable {
         return send(.first, progress: (plan.offset, knownTotal))
     }
 
-    /// A response's head came.
-    mutating func receivedHead(status: Int, headers: HTTPHeaders) -> HeadAction {
+    /// A response's head came, over HTTP/2 when `multiplexed`.
+    mutating func receivedHead(status: Int, headers: HTTPHeaders, multiplexed: Bool = false) -> HeadAction {
         guard case .awaitingHead = state else { return .stop }
         let header = { (name: String) in headers.first(name: name) }
         let action = plan.evaluate(status: status, header: header)
@@ -327,7 +330,7 @@ struct TransferMachine: Sendable {
         contentDisposition = header("Content-Disposition")
         switch action {
         case .write(let offset, let truncate, let total):
-            if let segments = segments(status: status, action: action, headers: headers) {
+            if !multiplexed || settings.splitsHTTP2, let segments = segments(status: status, action: action, headers: headers) {
                 state = .segmenting(segments)
                 return .stop
             }

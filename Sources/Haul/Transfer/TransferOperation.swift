@@ -406,7 +406,8 @@ package final class TransferOperation: Sendable {
             expectedSize: request.expectedSize, hashes: request.checksum != nil, carriedDigestBytes: digest?.byteCount,
             segmentationThreshold: threshold,
             allowsBlindResume: configuration.allowsBlindResume, recordedURL: request.url,
-            usesStoredLocation: source.usesStoredLocation)
+            usesStoredLocation: source.usesStoredLocation,
+            splitsHTTP2: configuration.segmentCap != nil || request.pieces != nil || !request.mirrors.isEmpty)
     }
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
