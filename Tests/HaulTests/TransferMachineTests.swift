@@ -223,6 +223,18 @@ struct TransferMachineTests {
         #expect(finish.contentDisposition == "attachment; filename=b.iso")
     }
 
+    /// Over HTTP/2 a download is one stream unless splitting was asked for (`-x`, mirrors,
+    /// piece checksums): the first response is kept, not cut for segments.
+    @Test(arguments: [(false, false, true), (true, false, false), (true, true, true)])
+    func overHTTP2ItIsSplitOnlyWhenAsked(multiplexed: Bool, splitsHTTP2: Bool, segmented: Bool) {
+        var settings = Self.settings(threshold: 1000)
+        settings.splitsHTTP2 = splitsHTTP2
+        var (machine, _) = Self.file(settings)
+        let big = Self.headers([("Accept-Ranges", "bytes"), ("Content-Length", "2000"), ("ETag", Self.etag)])
+        let head = machine.receivedHead(status: 200, headers: big, multiplexed: multiplexed)
+        #expect((head == .stop) == segmented)
+    }
+
     @Test func segmentsThatFindTheContentChangedStartOverOnOneConnection() throws {
         var (machine, _) = Self.file(Self.settings(threshold: 1000))
         let big = Self.headers([("Accept-Ranges", "bytes"), ("Content-Length", "2000"), ("ETag", Self.etag)])
