@@ -55,7 +55,7 @@
 # that authority through its own option (haul --ca-certificate, curl --cacert, wget2
 # --ca-certificate, aria2c --ca-certificate); nothing turns verification off. The HTTP/1.1
 # rows run every tool (haul with --http1.1 once `haul get --help` lists it); the HTTP/2
-# rows run haul --http2 (Haul's default is HTTP/1.1), curl --http2 and wget2 when it was
+# rows run haul --http2 (its default since issue 42), curl --http2 and wget2 when it was
 # built with HTTP/2 (aria2c has none: its row says so); the rows at defaults run every
 # tool with no protocol option. nginx logs the protocol of every TLS request, and a run
 # served over another protocol than its row's is reported as a problem. Off by default:
@@ -664,7 +664,7 @@ use_variant() { # VARIANT RTT
         TLS_CURL=("${TLS_CURL_CA[@]}" --http1.1)
         TLS_WGET2=("${TLS_WGET2_CA[@]}" --no-http2)
     else
-        # Haul speaks HTTP/1.1 unless told otherwise (it is faster on AsyncHTTPClient).
+        # (An older haul speaks HTTP/1.1 unless told; a newer one offers HTTP/2 anyway.)
         TLS_HAUL=("${TLS_HAUL_CA[@]}" --http2)
         TLS_CURL=("${TLS_CURL_CA[@]}" --http2)
         TLS_WGET2=("${TLS_WGET2_CA[@]}" --http2)
@@ -1595,7 +1595,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "- Workload 4: the same haul and aria2c commands with a list of $QUEUE_COUNT distinct URLs that nginx serves from one 16 KiB file. Time to first byte is the time until the first entry appears in the output directory (a watcher polls every millisecond; for Haul that is its first finished file, as it writes bodies of 64 KiB or less once, complete); the tool is killed (SIGKILL) once $QUEUE_STOP_FILES files are complete or after ${QUEUE_MAX_SECONDS} s, so peak RSS is over that window."
     echo "- Workload 5: the first run gets SIGTERM once the process has written half the file (its wchar in /proc/PID/io); the second (\`haul get\` again, \`curl -C -\`, \`wget2 -c\`, \`aria2c -c\`) is timed. Bytes sent are nginx's \`\$bytes_sent\` (headers included) from a log of this workload only. Every run compares the result with the original."
     if [[ $HTTPS == 1 ]]; then
-        echo "- HTTPS (\`HTTPS=1\`): workloads 1, 2, 3 and 6 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server: Haul speaks HTTP/1.1 unless told), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
+        echo "- HTTPS (\`HTTPS=1\`): workloads 1, 2, 3 and 6 again, same corpus and commands, against two more nginx servers with a certificate signed by a certificate authority the script makes with openssl: one offering only HTTP/1.1 by ALPN, one HTTP/2 as well. The authority is given to every tool, alone: \`haul --ca-certificate CA --no-system-ca\` (with \`--http2\` against the HTTP/2 server, which a haul from before issue 42 needs, and \`--http1.1\` against the other when it has it), \`curl --cacert CA\` (with \`--http1.1\` or \`--http2\`), \`wget2 --ca-certificate=CA\` (with \`--no-http2\` or \`--http2\`), \`aria2c --ca-certificate=CA\`. nginx logs each TLS request's protocol, and a run that was not served entirely over its row's protocol is listed as a problem. \"wall ÷ plain HTTP\" divides by the same tool's median over plain HTTP."
     fi
     if want 6; then
         echo "- Workload 6: nginx serves the file under \`/limited/\` with \`limit_rate $LIMIT_RATE\` (per connection); \`haul get URL -x 8\` (the per-host cap left at its default, 6) and \`aria2c -x 8 -s 8 -k 1M\`. Eight connections at $LIMIT_RATE each can at best take $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 8)")") s, six $(fmt 1 "$(calc "$LIMITED_BYTES / ($LIMIT_BYTES * 6)")") s."

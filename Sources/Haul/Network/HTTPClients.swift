@@ -106,8 +106,8 @@ final class HTTPClients: Sendable {
     /// One way for every request (downloads, their segments, manifests): plain `http`
     /// through an HTTP proxy goes in absolute form on a ``ForwardProxy``, since the client
     /// would tunnel it with `CONNECT`, which most proxies allow to port 443 only; every
-    /// `https` request that goes direct tries HTTP/2 on the ``HTTP2Path`` when it is
-    /// allowed; every other request goes through the route's AsyncHTTPClient. Cancelling
+    /// `https` request with no body that goes direct tries HTTP/2 on the ``HTTP2Path``
+    /// when it is allowed; every other request goes through the route's AsyncHTTPClient. Cancelling
     /// the Swift task cancels the request.
     func execute(
         _ request: HTTPClient.Request, receiver: some ResponseReceiver, deadline: NIODeadline? = nil, logger: Logger
@@ -130,7 +130,9 @@ final class HTTPClients: Sendable {
         } catch {
             return error
         }
-        if let http2, url.scheme?.lowercased() == "https" {
+        // (A request with a body, an upload to object storage, goes the HTTP/1.1 way: the
+        // HTTP/2 path sends none.)
+        if let http2, url.scheme?.lowercased() == "https", request.body == nil {
             let address: String??
             switch route {
             case .direct: address = .some(nil)
