@@ -2,24 +2,6 @@ import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 
-/// A request on an ``HTTP1ExchangeHandler``'s connection, as its receiver sees it.
-final class HTTP1ExchangeTask: ResponseTask {
-    let channel: any Channel
-
-    init(channel: any Channel) {
-        self.channel = channel
-    }
-
-    var eventLoop: any EventLoop { channel.eventLoop }
-
-    func cancel() {
-        let channel = self.channel
-        channel.eventLoop.execute {
-            (try? channel.pipeline.syncOperations.handler(type: HTTP1ExchangeHandler.self))?.cancel()
-        }
-    }
-}
-
 /// One HTTP/1.1 connection's side of a request sent outside AsyncHTTPClient (through a
 /// ``ForwardProxy``, or on the connection ``HTTP2Path`` opened to a server that chose
 /// HTTP/1.1): sends a request, reads its response one read at a time (the channel does not
@@ -31,7 +13,7 @@ final class HTTP1ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private struct Exchange {
         var receiver: any ResponseReceiver
-        var task: HTTP1ExchangeTask
+        var task: ChannelTask
         var promise: EventLoopPromise<Bool>
         var readTimeout: TimeAmount?
         var timer: Scheduled<Void>?
@@ -56,7 +38,9 @@ final class HTTP1ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler
         deadline: NIODeadline?
     ) async throws -> Bool {
         let promise = channel.eventLoop.makePromise(of: Bool.self)
-        let task = HTTP1ExchangeTask(channel: channel)
+        let task = ChannelTask(channel: channel) { task in
+            (try? channel.pipeline.syncOperations.handler(type: HTTP1ExchangeHandler.self))?.cancel(task)
+        }
         channel.eventLoop.execute {
             do {
                 let handler = try channel.pipeline.syncOperations.handler(type: HTTP1ExchangeHandler.self)
@@ -84,7 +68,7 @@ final class HTTP1ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func start(
-        _ head: HTTPRequestHead, receiver: any ResponseReceiver, task: HTTP1ExchangeTask, readTimeout: TimeAmount?,
+        _ head: HTTPRequestHead, receiver: any ResponseReceiver, task: ChannelTask, readTimeout: TimeAmount?,
         deadline: NIODeadline?, promise: EventLoopPromise<Bool>
     ) {
         // (A kept connection the proxy closed just before it was taken ends at once: the
@@ -104,7 +88,8 @@ final class HTTP1ExchangeHandler: ChannelInboundHandler, RemovableChannelHandler
         readMore()
     }
 
-    func cancel() {
+    func cancel(_ task: ChannelTask) {
+        guard exchange?.task === task else { return }
         fail(HTTPClientError.cancelled)
     }
 

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -136,7 +137,9 @@ final class HTTP2Path: Sendable {
         let headers = Self.requestHeaders(request)
         let channel = connection.channel
         let promise = channel.eventLoop.makePromise(of: Void.self)
-        let task = HTTP2Task(channel: channel)
+        let task = ChannelTask(channel: channel) { task in
+            (try? channel.pipeline.syncOperations.handler(type: HTTP2StreamsHandler.self))?.cancel(task)
+        }
         let readTimeout = self.readTimeout
         channel.eventLoop.execute {
             do {
@@ -464,14 +467,9 @@ final class HTTP2Path: Sendable {
         deadline: NIODeadline?
     ) async -> Outcome {
         defer { channel.close(promise: nil) }
-        let url = request.url
-        let host = url.host ?? ""
-        let shownHost = host.contains(":") ? "[\(host)]" : host
-        var path = url.path(percentEncoded: true)
-        if path.isEmpty { path = "/" }
-        if let query = url.query(percentEncoded: true) { path += "?" + query }
+        let (authority, path) = Self.target(of: request.url)
         var headers = request.headers
-        headers.replaceOrAdd(name: "Host", value: url.port.map { $0 == 443 ? shownHost : "\(shownHost):\($0)" } ?? shownHost)
+        headers.replaceOrAdd(name: "Host", value: authority)
         let head = HTTPRequestHead(version: .http1_1, method: request.method, uri: path, headers: headers)
         do {
             _ = try await HTTP1ExchangeHandler.exchange(
@@ -484,16 +482,22 @@ final class HTTP2Path: Sendable {
 
     // MARK: - Requests
 
-    /// The request's header block: the pseudo-header fields, then the request's own fields
-    /// in lower case, without those HTTP/2 does not carry (RFC 9113 §8.2.2).
-    static func requestHeaders(_ request: HTTPClient.Request) -> HPACKHeaders {
-        let url = request.url
+    /// An `https` URL's authority (`host[:port]`, an IPv6 address in brackets, no port
+    /// when it is 443) and its origin-form target (path and query).
+    static func target(of url: URL) -> (authority: String, path: String) {
         let host = url.host ?? ""
         let shownHost = host.contains(":") ? "[\(host)]" : host
         let authority = url.port.map { $0 == 443 ? shownHost : "\(shownHost):\($0)" } ?? shownHost
         var path = url.path(percentEncoded: true)
         if path.isEmpty { path = "/" }
         if let query = url.query(percentEncoded: true) { path += "?" + query }
+        return (authority, path)
+    }
+
+    /// The request's header block: the pseudo-header fields, then the request's own fields
+    /// in lower case, without those HTTP/2 does not carry (RFC 9113 §8.2.2).
+    static func requestHeaders(_ request: HTTPClient.Request) -> HPACKHeaders {
+        let (authority, path) = target(of: request.url)
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 4)
         headers.add(name: ":method", value: request.method.rawValue)

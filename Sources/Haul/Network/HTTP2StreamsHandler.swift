@@ -69,7 +69,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// One request's stream. A class, so that its queue of parts is changed in place.
     private final class Stream {
         let receiver: any ResponseReceiver
-        let task: HTTP2Task
+        let task: ChannelTask
         let promise: EventLoopPromise<Void>
         let readTimeout: TimeAmount?
         var timer: Scheduled<Void>?
@@ -92,7 +92,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// frames are appended to (rather than one that is a view into a read).
         var lastBodyIsOwn = false
 
-        init(receiver: any ResponseReceiver, task: HTTP2Task, promise: EventLoopPromise<Void>, readTimeout: TimeAmount?) {
+        init(receiver: any ResponseReceiver, task: ChannelTask, promise: EventLoopPromise<Void>, readTimeout: TimeAmount?) {
             self.receiver = receiver
             self.task = task
             self.promise = promise
@@ -174,7 +174,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Sends `headers` (a request with no body) on a new stream and hands its response to
     /// `receiver`; `promise` completes when the request has ended.
     func start(
-        _ headers: HPACKHeaders, receiver: any ResponseReceiver, task: HTTP2Task, readTimeout: TimeAmount?,
+        _ headers: HPACKHeaders, receiver: any ResponseReceiver, task: ChannelTask, readTimeout: TimeAmount?,
         deadline: NIODeadline?, promise: EventLoopPromise<Void>
     ) {
         guard let context, context.channel.isActive, !goingAway, nextStreamID < Int32.max - 2 else {
@@ -218,7 +218,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Stops `task`'s stream: the server is told to stop sending (`RST_STREAM`), and the
     /// request ends with ``HTTPClientError/cancelled``.
-    func cancel(_ task: HTTP2Task) {
+    func cancel(_ task: ChannelTask) {
         guard let id = streamOfTask[ObjectIdentifier(task)] else { return }
         fail(id, HTTPClientError.cancelled)
     }
@@ -452,25 +452,6 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return HTTPResponseHead(version: .http2, status: HTTPResponseStatus(statusCode: code), headers: headers)
     }
 }
-
-/// A request on an ``HTTP2Path`` connection, as its receiver sees it.
-final class HTTP2Task: ResponseTask {
-    let channel: any Channel
-
-    init(channel: any Channel) {
-        self.channel = channel
-    }
-
-    var eventLoop: any EventLoop { channel.eventLoop }
-
-    func cancel() {
-        let channel = self.channel
-        channel.eventLoop.execute {
-            (try? channel.pipeline.syncOperations.handler(type: HTTP2StreamsHandler.self))?.cancel(self)
-        }
-    }
-}
-
 
 /// Measures a connection's bandwidth-delay product, as gRPC does: a `PING` goes out with a
 /// `DATA` frame, and the bytes that arrive before its answer are what the link carries in

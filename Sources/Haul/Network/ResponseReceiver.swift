@@ -14,6 +14,25 @@ protocol ResponseTask: Sendable {
 
 extension HTTPClient.Task: ResponseTask where Response == Void {}
 
+/// A request on a connection of Haul's own (``HTTP1ExchangeHandler``,
+/// ``HTTP2StreamsHandler``), as its receiver sees it: the channel's event loop, and a
+/// cancel that `stop` carries out on it, reaching the handler in the pipeline.
+final class ChannelTask: ResponseTask {
+    let channel: any Channel
+    private let stop: @Sendable (ChannelTask) -> Void
+
+    init(channel: any Channel, stop: @escaping @Sendable (ChannelTask) -> Void) {
+        self.channel = channel
+        self.stop = stop
+    }
+
+    var eventLoop: any EventLoop { channel.eventLoop }
+
+    func cancel() {
+        channel.eventLoop.execute { self.stop(self) }
+    }
+}
+
 /// Receives one HTTP response, whichever way it came (see ``HTTPClients/execute(_:receiver:deadline:logger:)``):
 /// its head, then its body in parts, each callback on the request's event loop. The future
 /// each returns is the back-pressure: nothing more is read until it completes. How the
