@@ -109,8 +109,11 @@ struct PieceTests {
             let size = 4 << 20
             let bytes = f.serve("f", count: size)
             var request = DownloadRequest(
-                url: f.server.url("/files/f?rate=\(2 << 20)"), destination: .directory(f.directory, name: "f"))
+                url: f.server.url("/files/f?gate=pieces&gate_after=\((1 << 20) + (64 << 10))&gate_rate=1"),
+                destination: .directory(f.directory, name: "f"))
             request.pieces = try Self.pieces(of: bytes)
+            // Every response sends a little more than a megabyte, then holds the rest until the
+            // gate opens: the download cannot finish before the pause, however slow the machine
             let handle = try await f.manager.download(request)
             let events = handle.events
             // When it is paused after its first megabyte
@@ -128,6 +131,7 @@ struct PieceTests {
 
             // And the download resumes, and completes whole, fetching only what was missing
             let asked = f.server.requests(path: "/files/f").count
+            f.server.release("pieces")
             await handle.resume()
             _ = try await handle.result
             #expect(sha256(f.contents("f")) == sha256(bytes))
