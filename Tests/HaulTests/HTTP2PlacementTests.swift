@@ -22,6 +22,14 @@ struct HTTP2PlacementTests {
             name: "one idle connection: use it", connections: [Connection(id: 1, active: 0, limit: 100)],
             connecting: 0, decision: .use(1)),
         Case(
+            name: "a new connection, before the server's preface: its first request goes at once",
+            connections: [Connection(id: 1, active: 0, limit: HTTP2Placement.limitBeforePreface)], connecting: 0,
+            decision: .use(1)),
+        Case(
+            name: "a new connection carrying its first request, before the server's preface: the next one waits",
+            connections: [Connection(id: 1, active: 1, limit: HTTP2Placement.limitBeforePreface)], connecting: 1,
+            decision: .wait),
+        Case(
             name: "one busy connection: open a second (another core), and wait for it",
             connections: [Connection(id: 1, active: 1, limit: 100)], connecting: 0, decision: .open),
         Case(

@@ -358,8 +358,9 @@ final class HTTP2Path: Sendable {
     }
 
     /// Connects, shakes hands, and sets the connection up for HTTP/2 if the server chose
-    /// `h2`, returning it with the stream limit the server's preface gave; if it chose
-    /// HTTP/1.1 or nothing, for HTTP/1.1, with no limit.
+    /// `h2`, returning it with its stream limit until the server's preface gives one
+    /// (``HTTP2Placement/limitBeforePreface``); if it chose HTTP/1.1 or nothing, for
+    /// HTTP/1.1, with no limit.
     private func open(
         _ origin: Origin, id: Int, context: NIOSSLContext, on loop: any EventLoop
     ) -> EventLoopFuture<(channel: any Channel, limit: Int?)> {
@@ -367,7 +368,7 @@ final class HTTP2Path: Sendable {
         let negotiated = loop.makePromise(of: Int?.self)
         let settled = NIOLockedValueBox(false)
         let settle: @Sendable (Result<Int?, any Error>) -> Void = { result in
-            // Several things may settle it (the preface, an error, the timeout, a close): the first wins.
+            // Several things may settle it (the protocol chosen, an error, the timeout, a close): the first wins.
             let first = settled.withLockedValue { settled in
                 defer { settled = true }
                 return !settled
@@ -400,9 +401,15 @@ final class HTTP2Path: Sendable {
                                 try sync.addHandler(
                                     NIOHTTP2Handler(mode: .client, initialSettings: HTTP2StreamsHandler.settings))
                                 try sync.addHandler(
-                                    HTTP2StreamsHandler(
-                                        onPreface: { limit in settle(.success(limit)) },
-                                        onEvent: { [weak self] event in self?.heard(event, from: id, of: origin) }))
+                                    HTTP2StreamsHandler(onEvent: { [weak self] event in
+                                        self?.heard(event, from: id, of: origin)
+                                    }))
+                                // Ready now, for one stream: the first request leaves with
+                                // the client's preface, a round trip before the server's
+                                // arrives with its limit (a server may allow any number,
+                                // so no more are sent before it says; its preface is read
+                                // after the connection is listed, so `heard` finds it).
+                                settle(.success(HTTP2Placement.limitBeforePreface))
                             }
                         })
                     try sync.addHandler(errors)
@@ -413,7 +420,7 @@ final class HTTP2Path: Sendable {
         // A connection never made settles it too, so that no promise is left unkept.
         connecting.whenFailure { error in settle(.failure(error)) }
         return connecting.flatMap { channel in
-            // The handshake and the server's preface must come within the connect timeout too.
+            // The handshake must come within the connect timeout too.
             let timer = loop.scheduleTask(in: timeout) { settle(.failure(HTTPClientError.connectTimeout)) }
             channel.closeFuture.whenComplete { _ in settle(.failure(HTTPClientError.remoteConnectionClosed)) }
             return negotiated.futureResult.always { _ in timer.cancel() }.flatMapError { error in

@@ -21,7 +21,8 @@ struct HTTP2Placement: Equatable, Sendable {
         var id: Int
         /// Streams it carries now (including ones placed and not yet started).
         var active: Int
-        /// Streams the server allows at once (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+        /// Streams the server allows at once (`SETTINGS_MAX_CONCURRENT_STREAMS`):
+        /// ``HTTP2Placement/limitBeforePreface`` until its preface says.
         var limit: Int
         /// False once the server said `GOAWAY`: it takes no new stream.
         var accepting: Bool = true
@@ -29,6 +30,12 @@ struct HTTP2Placement: Equatable, Sendable {
 
     /// Connections to one origin at most.
     static let maxConnections = 2
+
+    /// Streams a connection is given before the server's preface (its first `SETTINGS`)
+    /// says how many it allows: one, so that the first request leaves with the client's
+    /// preface, a round trip sooner, and no server is sent more than it may allow (RFC 9113
+    /// sets no minimum; a server asked for more refuses the rest).
+    static let limitBeforePreface = 1
 
     /// Where a request goes.
     struct Decision: Equatable, Sendable {

@@ -135,8 +135,8 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private let onEvent: @Sendable (ConnectionEvent) -> Void
-    /// Told the server's stream limit when its first `SETTINGS` (its preface) arrives.
-    private var onPreface: (@Sendable (Int) -> Void)?
+    /// Whether the server's preface (its first `SETTINGS`) has arrived.
+    private var heardPreface = false
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Stream] = [:]
     private var streamOfTask: [ObjectIdentifier: HTTP2StreamID] = [:]
@@ -147,12 +147,9 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// What the window of a new stream is, grown as the probe measures the link.
     private var probe = BandwidthProbe(window: HTTP2StreamsHandler.streamWindow, maxWindow: HTTP2StreamsHandler.maxStreamWindow)
 
-    /// `onPreface` is told the server's `SETTINGS_MAX_CONCURRENT_STREAMS` (100 if it sets
-    /// none) once its preface arrives; `onEvent` hears of the connection after that.
-    init(
-        onPreface: @escaping @Sendable (Int) -> Void, onEvent: @escaping @Sendable (ConnectionEvent) -> Void
-    ) {
-        self.onPreface = onPreface
+    /// `onEvent` hears of the connection: first the server's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` (100 if its preface sets none), and any change.
+    init(onEvent: @escaping @Sendable (ConnectionEvent) -> Void) {
         self.onEvent = onEvent
     }
 
@@ -272,9 +269,9 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
             onEvent(.goingAway)
         case .settings(.settings(let settings)):
             let limit = settings.last { $0.parameter == .maxConcurrentStreams }?.value
-            if let onPreface {
-                self.onPreface = nil
-                onPreface(limit ?? 100)
+            if !heardPreface {
+                heardPreface = true
+                onEvent(.maxStreams(limit ?? 100))
             } else if let limit {
                 onEvent(.maxStreams(limit))
             }
