@@ -63,13 +63,17 @@ struct CLITests {
 
     @Test func aPerHostCapLowerThanXClampsItWithOneWarning() async throws {
         try await CLIFixture.with { f, journal in
-            // Given a file large enough to split
+            // Given a file large enough to split, whose responses trickle (so that splitting
+            // pays at once) until the test has seen four
             let bytes = f.serve("x.bin", count: 20 << 20)
-            let url = f.server.url("/files/x.bin?rate=\(8 << 20)").absoluteString
+            let url = f.server.url("/files/x.bin?gate=split&gate_after=0&gate_rate=\(256 << 10)").absoluteString
 
             // When -x 8 is asked for with --per-host 4
-            let run = try await Haul.run(
+            async let running = Haul.run(
                 ["get", url, "-o", "x.bin", "-d", f.directory.path, "-q", "-x", "8", "--per-host", "4", "--journal", journal])
+            await f.server.waitForRequests(count: 4, path: "/files/x.bin")
+            f.server.release("split")
+            let run = try await running
 
             // Then one line says so, and the file came over 4 connections
             #expect(run.status == 0, "\(run.stderr)")
@@ -77,10 +81,19 @@ struct CLITests {
                 run.stderr.components(separatedBy: "\n").filter { $0.contains("is more than --per-host 4") }.count == 1,
                 "\(run.stderr)")
             #expect(sha256(FileManager.default.contents(atPath: f.file("x.bin").path)) == sha256(bytes))
-            let ranged = f.server.requests(path: "/files/x.bin").compactMap { $0.header("Range") }
-            #expect(ranged.prefix(4).allSatisfy { $0.hasPrefix("bytes=") } && ranged.count >= 4)
-            #expect(Set(ranged.prefix(4)).count == 4)
-            #expect(ranged.prefix(4).contains("bytes=0-\((5 << 20) - 1)"), "\(ranged)")
+            // (the first response, joined by three ranged requests for the rest)
+            let requests = f.server.requests(path: "/files/x.bin")
+            #expect(requests.first?.header("Range") == nil)
+            let ranged = requests.compactMap { $0.header("Range") }
+            // the rest divided 4 ways, not 8: three adjacent parts up to the end
+            let parts = ranged.prefix(3).compactMap { range -> [Int]? in
+                let bounds = range.dropFirst("bytes=".count).split(separator: "-").compactMap { Int($0) }
+                return bounds.count == 2 ? bounds : nil
+            }.sorted { $0[0] < $1[0] }
+            #expect(parts.count == 3, "\(ranged)")
+            #expect(parts.last?[1] == (20 << 20) - 1, "\(ranged)")
+            #expect(zip(parts, parts.dropFirst()).allSatisfy { $0[1] + 1 == $1[0] }, "\(ranged)")
+            #expect(f.server.statistics.maxInFlightRequests >= 4)
         }
     }
 

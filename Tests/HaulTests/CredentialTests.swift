@@ -98,30 +98,37 @@ struct CredentialTests {
             configuration.segmentationThreshold = 1 << 20
             configuration.maxConnectionsPerHost = 4
         }) { f, other in
-            // Segments fetched from another origin, after a redirect, go without them
-            let bytes = FaultServer.randomBytes(count: 4 << 20, seed: 5)
+            // Segments fetched from another origin, after a redirect, go without them (each
+            // response trickles until the test has seen three, so that splitting pays)
+            let trickling = "gate=split&gate_after=0&gate_rate=\(256 << 10)"
+            let bytes = FaultServer.randomBytes(count: 16 << 20, seed: 5)
             other.setFile("seg", bytes)
             let authorization: [(name: String, value: String)] = [("Authorization", "Bearer t0ken-secret")]
-            _ = try await f.manager.download(
+            let away = try await f.manager.download(
                 DownloadRequest(
-                    url: Self.redirect(on: f.server, to: other.url("/files/seg")),
-                    destination: .directory(f.directory, name: "seg"), headers: authorization)
-            ).result
+                    url: Self.redirect(on: f.server, to: other.url("/files/seg?\(trickling)")),
+                    destination: .directory(f.directory, name: "seg"), headers: authorization))
+            await other.waitForRequests(count: 3, path: "/files/seg")
+            other.release("split")
+            _ = try await away.result
             #expect(sha256(f.contents("seg")) == sha256(bytes))
             let elsewhere = other.requests(path: "/files/seg")
             #expect(elsewhere.contains { $0.header("Range") != nil })
             #expect(elsewhere.allSatisfy { $0.header("Authorization") == nil })
 
             // while segments from the origin itself keep them.
-            let own = f.serve("own", count: 4 << 20)
-            _ = try await f.manager.download(
+            let own = f.serve("own", count: 16 << 20)
+            let home = try await f.manager.download(
                 DownloadRequest(
-                    url: f.server.url("/files/own"), destination: .directory(f.directory), headers: authorization)
-            ).result
+                    url: f.server.url("/files/own?\(trickling)"), destination: .directory(f.directory, name: "own"),
+                    headers: authorization))
+            await f.server.waitForRequests(count: 3, path: "/files/own")
+            f.server.release("split")
+            _ = try await home.result
             #expect(sha256(f.contents("own")) == sha256(own))
-            let home = f.server.requests(path: "/files/own")
-            #expect(home.contains { $0.header("Range") != nil })
-            #expect(home.allSatisfy { $0.header("Authorization") == "Bearer t0ken-secret" })
+            let served = f.server.requests(path: "/files/own")
+            #expect(served.contains { $0.header("Range") != nil })
+            #expect(served.allSatisfy { $0.header("Authorization") == "Bearer t0ken-secret" })
         }
     }
 

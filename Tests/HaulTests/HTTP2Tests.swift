@@ -17,10 +17,12 @@ import Testing
 struct HTTP2Tests {
     @Test(arguments: HTTP2Server.allCases)
     func fileAndSegmentedDownloadArriveByteForByte(server: HTTP2Server) async throws {
-        try await server.with(directives: "") { certificates, origin in
-            // Given a 512 KiB file and a 4 MiB one, over h2
+        try await server.with(directives: server.limitRate(kibPerSecond: 512)) { certificates, origin in
+            // Given a 512 KiB file and an 8 MiB one, over h2, from a server sending each
+            // response at 512 KiB/s (so that splitting pays at once: the rest would take
+            // seconds)
             let small = FaultServer.randomBytes(count: 512 << 10, seed: 71)
-            let large = FaultServer.randomBytes(count: 4 << 20, seed: 72)
+            let large = FaultServer.randomBytes(count: 8 << 20, seed: 72)
             try origin.write(small, at: "/h2/small.bin", modified: Self.anHourAgo)
             try origin.write(large, at: "/h2/large.bin", modified: Self.anHourAgo)
             var configuration = Self.configuration(certificates)
@@ -292,6 +294,21 @@ enum HTTP2Server: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 
     /// The directive that sets `SETTINGS_MAX_CONCURRENT_STREAMS` to `streams`.
+    /// Sends each response at `kibPerSecond` KiB/s: a server that limits each connection,
+    /// where splitting a download pays at once (see `SplitRule`).
+    func limitRate(kibPerSecond: Int) -> String {
+        switch self {
+        case .nginx: "limit_rate \(kibPerSecond)k;"
+        case .apache:
+            """
+            LoadModule env_module \(ApacheServer.modules)/mod_env.so
+            LoadModule ratelimit_module \(ApacheServer.modules)/mod_ratelimit.so
+            SetOutputFilter RATE_LIMIT
+            SetEnv rate-limit \(kibPerSecond)
+            """
+        }
+    }
+
     func maxConcurrentStreams(_ streams: Int) -> String {
         switch self {
         case .nginx: "http2_max_concurrent_streams \(streams);"

@@ -12,6 +12,10 @@ import Testing
     .enabled(if: TinyProxy.isAvailable, "tinyproxy is not installed: run .ci/run or apt-get install tinyproxy"),
     .timeLimit(.minutes(1)))
 struct ProxyTests {
+    /// A file's path whose responses trickle at 256 KiB/s until the gate `split` opens:
+    /// splitting pays at once (see `SplitRule`).
+    static let trickling = "/files/big.bin?gate=split&gate_after=0&gate_rate=\(256 << 10)"
+
     static let credentials = TinyProxy.Credentials(user: "alice", password: "proxy-s3cret")
 
     @Test func httpGoesThroughTheProxy() async throws {
@@ -89,20 +93,23 @@ struct ProxyTests {
                 $0.segmentedConnections = 3
                 $0.segmentationThreshold = 1 << 20
             }) { f in
-                // Given a file large enough to be split across connections
-                let bytes = f.serve("big.bin", count: 4 << 20)
+                // Given a file large enough to be split across connections, whose responses
+                // trickle (so that splitting pays) until the test has seen three
+                let bytes = f.serve("big.bin", count: 16 << 20)
 
                 // When it is downloaded
-                _ = try await f.manager.download(
-                    DownloadRequest(url: f.server.url("/files/big.bin"), destination: .directory(f.directory))
-                ).result
+                let handle = try await f.manager.download(
+                    DownloadRequest(url: f.server.url(Self.trickling), destination: .directory(f.directory)))
+                await f.server.waitForRequests(count: 3, path: "/files/big.bin")
+                f.server.release("split")
+                _ = try await handle.result
 
                 // Then ranges were asked for, and every request went through the proxy
                 #expect(sha256(f.contents("big.bin")) == sha256(bytes))
                 let requests = f.server.requests(path: "/files/big.bin")
                 #expect(requests.filter { $0.header("Range") != nil }.count >= 2)
                 let forwarded = proxy.requests().filter {
-                    $0 == "GET http://127.0.0.1:\(f.server.port)/files/big.bin HTTP/1.1"
+                    $0 == "GET http://127.0.0.1:\(f.server.port)\(Self.trickling) HTTP/1.1"
                 }
                 #expect(forwarded.count == requests.count, "\(proxy.log())")
             }

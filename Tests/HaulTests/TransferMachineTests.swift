@@ -203,7 +203,7 @@ struct TransferMachineTests {
             #expect(Self.take(head) != nil)
             return
         }
-        #expect(head == .stop)
+        #expect(head == .split)
         guard case .segment(let segments) = machine.requestEnded(error: Self.cancelled) else {
             Issue.record("expected segments")
             return
@@ -232,13 +232,13 @@ struct TransferMachineTests {
         var (machine, _) = Self.file(settings)
         let big = Self.headers([("Accept-Ranges", "bytes"), ("Content-Length", "2000"), ("ETag", Self.etag)])
         let head = machine.receivedHead(status: 200, headers: big, multiplexed: multiplexed)
-        #expect((head == .stop) == segmented)
+        #expect((head == .split) == segmented)
     }
 
     @Test func segmentsThatFindTheContentChangedStartOverOnOneConnection() throws {
         var (machine, _) = Self.file(Self.settings(threshold: 1000))
         let big = Self.headers([("Accept-Ranges", "bytes"), ("Content-Length", "2000"), ("ETag", Self.etag)])
-        #expect(machine.receivedHead(status: 200, headers: big) == .stop)
+        #expect(machine.receivedHead(status: 200, headers: big) == .split)
         _ = machine.requestEnded(error: Self.cancelled)
         let request = try #require(Self.request(machine.segmentsEnded(.changed("changed"))))
         #expect(request.reason == .segmentsChanged("changed"))
@@ -535,5 +535,24 @@ struct TransferMachineSegmentTests {
         // A write failure outranks everything.
         paced.failed(DownloadError(.diskFull, "full"))
         #expect(paced.requestEnded(error: nil, finished: true, wroteSomething: true) == .failed(DownloadError(.diskFull, "full")))
+    }
+
+    /// The download's first response, kept as the first segment's: written from its first
+    /// byte with no head of its own; cut at the claim's end (the rest of the content is
+    /// other connections'), it is done; dropped before, it failed like any segment.
+    @Test func anAdoptedFirstResponseWritesAtOnceAndIsDoneWhenCutAtItsEnd() {
+        var adopted = TransferMachine.SegmentResponse.adopted(
+            url: Self.url, claimEnd: 1000, total: 4000, validator: .etag("\"v\""))
+        #expect(adopted.isWriting)
+        #expect(adopted.start == 0 && adopted.requestEnd == 4000 && adopted.claimEnd == 1000)
+        #expect(adopted.validator == .etag("\"v\""))
+        // No second head is taken for it.
+        var again = adopted
+        #expect(again.receivedHead(status: 206, headers: HTTPHeaders([("Content-Range", "bytes 0-999/4000")])) == .stop)
+        #expect(adopted.requestEnded(error: DownloadError(.network, "reset"), finished: false, wroteSomething: true)
+            == .failed(DownloadError(.network, "reset")))
+        #expect(adopted.requestEnded(error: nil, finished: true, wroteSomething: true) == .done)
+        adopted.stopped()
+        #expect(adopted.requestEnded(error: DownloadError(.cancelled, "cut"), finished: true, wroteSomething: true) == .done)
     }
 }

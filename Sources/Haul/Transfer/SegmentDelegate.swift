@@ -26,17 +26,21 @@ final class SegmentDelegate: ResponseReceiver {
     private let state: NIOLockedValueBox<State>
     private let writer: BatchWriter
     private let stopFetch: @Sendable (Int) -> Void
+    private let onPart: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)?
 
     /// - Parameters:
     ///   - stopFetch: Stops the request of the segment at an index: one whose chase was decided.
+    ///   - onPart: Told of each body part's size and time, on its event loop.
     ///   - onWrite: Runs on the I/O pool after each write, with the range written and the
     ///     time: the checkpointing hook.
     init(
         _ machine: TransferMachine.SegmentResponse, claim: SegmentTable.Claim, table: SegmentTable, file: PartialFile,
         core: JobCore, threadPool: NIOThreadPool, stopFetch: @escaping @Sendable (Int) -> Void,
+        onPart: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)? = nil,
         onWrite: @escaping @Sendable (Range<Int64>, ContinuousClock.Instant) throws -> Void
     ) {
         self.stopFetch = stopFetch
+        self.onPart = onPart
         self.claim = claim
         self.table = table
         self.url = machine.url
@@ -94,8 +98,13 @@ final class SegmentDelegate: ResponseReceiver {
     }
 
     func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        let (writing, requestEnd) = state.withLockedValue { ($0.machine.isWriting, $0.machine.requestEnd) }
+        let (writing, requestEnd) = state.withLockedValue { state in
+            // (An adopted response had its head before this delegate: its loop is known here.)
+            if state.eventLoop == nil { state.eventLoop = task.eventLoop }
+            return (state.machine.isWriting, state.machine.requestEnd)
+        }
         guard writing else { return task.eventLoop.makeSucceededVoidFuture() }
+        onPart?(buffer.readableBytes, .now, task.eventLoop)
         let reservation = table.reserve(claim.index, buffer.readableBytes)
         if let other = reservation.stopping { stopFetch(other) }
         guard reservation.count > 0 else {

@@ -229,6 +229,33 @@ final class SegmentTable: Sendable {
             .max { ($0.rate ?? 0) < ($1.rate ?? 0) }
     }
 
+    /// Divides what is left of segment `index` into at most `parts` parts of about equal
+    /// size (none under ``minimumSplit``): its connection goes on with the first, the
+    /// others are left for other connections to claim, in order.
+    func divide(_ index: Int, into parts: Int) {
+        state.withLockedValue { segments in
+            let segment = segments[index]
+            let rest = segment.end - segment.next
+            let count = Int(min(Int64(parts), rest / minimumSplit))
+            guard count > 1 else { return }
+            var bounds = [segment.next]
+            for part in 1..<count {
+                let even = segment.next + rest * Int64(part) / Int64(count)
+                // Kept on 64 KiB boundaries, so writes stay aligned.
+                let aligned = even & ~Int64(0xFFFF)
+                bounds.append(aligned > bounds[bounds.count - 1] ? aligned : even)
+            }
+            bounds.append(segment.end)
+            segments[index].end = bounds[1]
+            for part in 1..<count {
+                segments.append(
+                    Segment(
+                        next: bounds[part], written: bounds[part], end: bounds[part + 1], claimed: false,
+                        avoiding: segment.avoiding))
+            }
+        }
+    }
+
     /// Records that segment `index` is fetched from `source`.
     func hold(_ index: Int, by source: Int) {
         state.withLockedValue { $0[index].source = source }

@@ -10,6 +10,12 @@ import NIOPosix
 /// at its offset with `pwrite`, and stealing half of the largest remaining range whenever a
 /// connection runs out of work.
 ///
+/// A fresh download's first response is not cut when its head says split: it is adopted
+/// as the first segment's (``ResponseHandover``), holding the whole content at first, and
+/// the other connections wait until ``SplitRule`` says they pay (``SegmentJoining``); then
+/// what it has left is divided among them. A resumed partial's segments, and a download
+/// from mirrors or limited to a low rate, start all their connections at once.
+///
 /// A download limited to a low rate comes this way too, even over one connection: each
 /// request asks for a small part of its segment (``RateSchedule/pacedRequestSize(forLimit:)``),
 /// so that the socket is read in small, even steps rather than in reads of 256 KiB.
@@ -66,6 +72,12 @@ struct SegmentedTransfer: Sendable {
     /// For an object destination sent in parts: told of each write, it uploads the parts
     /// completed.
     let parts: PartStream?
+    /// The download's first response, still running, for the first segment to adopt
+    /// rather than asking for its range again (see ``ResponseHandover``).
+    let adopting: ResponseHandover?
+    /// With a response adopted, the other connections, parked until ``SplitRule`` says
+    /// they pay.
+    private let joining: SegmentJoining?
 
     /// The request running for each segment, by index: the end game stops the one that
     /// lost a chase.
@@ -91,18 +103,33 @@ struct SegmentedTransfer: Sendable {
     init(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths, connections: Int,
         sources: NIOLockedValueBox<SourceSet>, policy: RedirectPolicy,
-        download: TransferOperation.Download, environment: TransferOperation.Environment, parts: PartStream? = nil
+        download: TransferOperation.Download, environment: TransferOperation.Environment, parts: PartStream? = nil,
+        adopting: ResponseHandover? = nil
     ) {
         self.parts = parts
+        self.adopting = adopting
         self.clients = environment.clients
         self.url = segments.url
         self.validator = segments.validator
         // Mirrors differ in speed: the slowest one's tail is split finer, so that the others
         // take all but a little of it.
-        self.table = SegmentTable(
-            total: segments.total, remaining: segments.remaining, connections: connections,
+        // An adopted first response holds the whole content at first: the others take
+        // their parts of its rest when they join.
+        let table = SegmentTable(
+            total: segments.total, remaining: segments.remaining, connections: adopting == nil ? connections : 1,
             minimumSplit: sources.withLockedValue { $0.live.count > 1 }
                 ? TransferOperation.minimumSplitAcrossSources : TransferOperation.minimumSplit)
+        self.table = table
+        let core = download.core
+        self.joining =
+            if let adopting, connections > 1 {
+                SegmentJoining(rule: SplitRule(setup: adopting.setup ?? .zero), total: segments.total) {
+                    table.divide(0, into: connections)
+                    core.connections = connections
+                }
+            } else {
+                nil
+            }
         self.file = file
         self.paths = paths
         self.metadata = segments.metadata
@@ -149,13 +176,29 @@ struct SegmentedTransfer: Sendable {
         // The first segments are claimed here, not by the workers once they run, so the
         // split does not depend on when each task gets a thread.
         let started = ContinuousClock.now
-        let firstClaims = (0..<connections).compactMap { _ in table.claim(at: started) }
+        // An adopted response is the first segment's, which starts where it does and holds
+        // everything (see `init`); the other connections wait for the rule to say join.
+        let firstClaims = (0..<(adopting == nil ? connections : 1)).compactMap { _ in table.claim(at: started) }
+        let adopted = firstClaims.first.flatMap { $0.start == 0 ? adopting : nil }
         core.connections = firstClaims.count
         defer { core.connections = 0 }
         let result = await withTaskGroup(of: WorkerResult.self) { group -> WorkerResult in
-            for claim in firstClaims { group.addTask { await worker(startingWith: claim) } }
+            for (index, claim) in firstClaims.enumerated() {
+                group.addTask { await worker(startingWith: claim, adopting: index == 0 ? adopted : nil) }
+            }
+            if let joining {
+                for _ in 1..<connections {
+                    group.addTask {
+                        guard await joining.admitted(), let claim = table.claim(at: .now) else { return .done }
+                        return await worker(startingWith: claim, adopting: nil)
+                    }
+                }
+            }
             var outcome = WorkerResult.done
             while let next = await group.next() {
+                // A connection that ends before the others joined was the first: they are
+                // not needed (done), or it failed.
+                joining?.close()
                 switch next {
                 case .done:
                     continue
@@ -166,6 +209,7 @@ struct SegmentedTransfer: Sendable {
             }
             return outcome
         }
+        joining?.close()
         // Whatever happened, what is in the file is made durable and recorded (on the I/O
         // pool, which runs it even for a cancelled task).
         try? await threadPool.perform { () throws(DownloadError) in try checkpoint() }
@@ -309,8 +353,10 @@ struct SegmentedTransfer: Sendable {
     /// Fetches claims one after another until none is left. A failed claim is released
     /// for any worker to take; this worker's consecutive failures are retried under the
     /// retry policy, and a fetched claim starts the count afresh.
-    private func worker(startingWith first: SegmentTable.Claim) async -> WorkerResult {
+    private func worker(startingWith first: SegmentTable.Claim, adopting: ResponseHandover?) async -> WorkerResult {
         var next: SegmentTable.Claim? = first
+        // The response its first claim adopts, if any: used once, for that claim.
+        var adopt = adopting
         var failedStart: Int64 = 0
         guard var source = sources.withLockedValue({ $0.assign(maximumPerSource: perSource) }) else {
             table.release(first.index)
@@ -357,7 +403,9 @@ struct SegmentedTransfer: Sendable {
                     if source.validator == nil {
                         source.validator = sources.withLockedValue { [source] in $0.validator(of: source) }
                     }
-                    let (ending, validator) = await stoppableFetch(claim, from: source)
+                    let adopted = claim == first ? adopt : nil
+                    adopt = nil
+                    let (ending, validator) = await stoppableFetch(claim, from: source, adopting: adopted)
                     let verdict: SourceSet.Failure
                     switch ending {
                     case .done:
@@ -406,11 +454,11 @@ struct SegmentedTransfer: Sendable {
 
     /// ``fetch(_:from:)`` in a task of its own, which another connection's delegate can
     /// cancel through ``stopFetch(_:)`` when the end game's chase between them is decided.
-    private func stoppableFetch(_ claim: SegmentTable.Claim, from source: SourceSet.Assignment) async -> (
-        WorkerResult, Validator?
-    ) {
+    private func stoppableFetch(
+        _ claim: SegmentTable.Claim, from source: SourceSet.Assignment, adopting: ResponseHandover?
+    ) async -> (WorkerResult, Validator?) {
         table.hold(claim.index, by: source.index)
-        let fetching = Task { await fetch(claim, from: source) }
+        let fetching = Task { await fetch(claim, from: source, adopting: adopting) }
         fetches.withLockedValue { $0[claim.index] = fetching }
         // A chase decided before its fetch was recorded here.
         if !table.isWanted(claim.index) { fetching.cancel() }
@@ -428,11 +476,12 @@ struct SegmentedTransfer: Sendable {
         fetches.withLockedValue { $0[index] }?.cancel()
     }
 
-    /// Fetches (part of) `claim` from `source`; returns how it went and the validator its
-    /// response showed.
-    private func fetch(_ claim: SegmentTable.Claim, from source: SourceSet.Assignment) async -> (
-        WorkerResult, Validator?
-    ) {
+    /// Fetches (part of) `claim` from `source`, or takes the response `adopting` holds
+    /// (the download's first, which starts where the claim does); returns how it went and
+    /// the validator its response showed.
+    private func fetch(
+        _ claim: SegmentTable.Claim, from source: SourceSet.Assignment, adopting: ResponseHandover?
+    ) async -> (WorkerResult, Validator?) {
         let url = source.url
         var requestHeaders = HTTPHeaders()
         requestHeaders.add(name: "User-Agent", value: configuration.userAgent)
@@ -454,11 +503,23 @@ struct SegmentedTransfer: Sendable {
         }
         let checkpointer = self.checkpointer
         let sourceIndex = source.index
+        // The adopted response's parts measure the link for the rule that says when the
+        // other connections join.
+        var measuring: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)?
+        if adopting != nil, let joining {
+            measuring = { count, now, loop in joining.received(count, at: now, on: loop) }
+        }
+        let response =
+            adopting != nil
+            ? TransferMachine.SegmentResponse.adopted(
+                url: url, claimEnd: claim.end, total: table.total, validator: validator)
+            : TransferMachine.SegmentResponse(
+                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total)
         let delegate = SegmentDelegate(
-            TransferMachine.SegmentResponse(
-                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total),
+            response,
             claim: claim, table: table, file: file, core: core, threadPool: threadPool,
-            stopFetch: { [self] index in stopFetch(index) }
+            stopFetch: { [self] index in stopFetch(index) },
+            onPart: measuring
         ) { written, now in
             if let ledger {
                 let ready = ledger.withLockedValue { ledger in
@@ -475,7 +536,12 @@ struct SegmentedTransfer: Sendable {
                 try saveProgress(at: now, always: count < BatchWriter.batchSize)
             }
         }
-        let transportError = await clients.execute(request, receiver: delegate, logger: logger)
+        let transportError =
+            if let adopting {
+                await adopting.attach(delegate)
+            } else {
+                await clients.execute(request, receiver: delegate, logger: logger)
+            }
         let ending = await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
         return (ending, delegate.responseValidator)
     }

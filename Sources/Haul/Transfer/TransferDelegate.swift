@@ -59,15 +59,21 @@ final class TransferDelegate: ResponseReceiver {
         /// The file's preparation (emptying, sidecar, reservation), awaited before the end.
         var preparation: EventLoopFuture<Void>?
         var eventLoop: (any EventLoop)?
+        /// The response was handed over to the segments: its body is theirs.
+        var handedOver = false
     }
 
     private let sink: Sink
     private let context: Context
     private let state: NIOLockedValueBox<State>
+    /// Takes the response over when the content is split; without it, such a response is
+    /// stopped after its head.
+    private let handover: ResponseHandover?
 
-    init(machine: TransferMachine, sink: Sink, context: Context) {
+    init(machine: TransferMachine, sink: Sink, context: Context, handover: ResponseHandover? = nil) {
         self.sink = sink
         self.context = context
+        self.handover = handover
         self.state = NIOLockedValueBox(State(machine: machine))
     }
 
@@ -127,6 +133,14 @@ final class TransferDelegate: ResponseReceiver {
         case .stop:
             task.cancel()
             return task.eventLoop.makeSucceededVoidFuture()
+        case .split:
+            if let handover {
+                state.withLockedValue { $0.handedOver = true }
+                handover.handOver(task)
+            } else {
+                task.cancel()
+            }
+            return task.eventLoop.makeSucceededVoidFuture()
         case .take(let taken):
             take = taken
         }
@@ -176,7 +190,8 @@ final class TransferDelegate: ResponseReceiver {
     func receivedBodyPart(task: any ResponseTask, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         let count = buffer.readableBytes
         let (action, writer, digest) = state.withLockedValue {
-            state -> (TransferMachine.BodyAction, BatchWriter?, ContentDigest?) in
+            state -> (TransferMachine.BodyAction?, BatchWriter?, ContentDigest?) in
+            guard !state.handedOver else { return (nil, nil, nil) }
             let action = state.machine.receivedBodyPart(count)
             switch action {
             case .keep:
@@ -187,6 +202,9 @@ final class TransferDelegate: ResponseReceiver {
             case .discard, .drop:
                 return (action, nil, nil)
             }
+        }
+        guard let action else {
+            return handover?.received(buffer, task: task) ?? task.eventLoop.makeSucceededVoidFuture()
         }
         switch action {
         case .discard:
@@ -206,8 +224,6 @@ final class TransferDelegate: ResponseReceiver {
             return written.and(allowed).map { _ in }
         }
     }
-
-
 
     /// Remembers `future` as the file's preparation (unless it is a write), and turns its
     /// failure into the transfer's failure so the request stops.

@@ -19,13 +19,14 @@ import NIOHTTP1
 ///     ├── 3xx, 4xx, 5xx, ───► discarding ─────────┴── end ──► finished (fail, complete, not modified)
 ///     │   206 mismatch, 416,    (body counted, dropped past 64 KiB)
 ///     │   304, size limits
-///     └── fresh 200, big enough, Accept-Ranges, validator: stop ──► segmenting
+///     └── fresh 200, big enough, Accept-Ranges, validator: split ─► segmenting
 /// ```
 ///
 /// Each event returns the one action the caller must carry out:
 /// - ``start()`` → ``EndAction``: the first request, or the segments of a segmented partial.
 /// - ``receivedHead(status:headers:)`` → ``HeadAction``: take the body (and how), discard
-///   it, or stop the request.
+///   it, stop the request, or split the content (the response goes on as the first
+///   segment's).
 /// - ``receivedBodyPart(_:)`` → ``BodyAction``: write it at an offset, keep it in memory,
 ///   discard it, or drop the connection. Allocation-free: it runs for every body part.
 /// - ``failed(_:)``: the I/O failed (a write, a reservation); the attempt ends with it.
@@ -190,8 +191,11 @@ struct TransferMachine: Sendable {
         case take(Take)
         /// Read the body and drop it (an error's or a redirect's).
         case discard
-        /// Stop the request: its body is not wanted (segments, a restart, a failure).
+        /// Stop the request: its body is not wanted (a restart, a failure).
         case stop
+        /// The content is fetched in segments: the response goes on as the first segment's
+        /// (see ``ResponseHandover``), or is stopped where it cannot be handed over.
+        case split
     }
 
     enum BodyAction: Hashable, Sendable {
@@ -258,6 +262,8 @@ struct TransferMachine: Sendable {
     private var partialIsEmpty: Bool
     /// Segments are tried for the first response from zero only.
     private var segmentation: Int64?
+    /// Whether the response to the request in flight may be split (``HeadAction/split``).
+    var maySplit: Bool { segmentation != nil }
     /// Whether the plan was already restarted from zero once.
     private var restarted = false
     /// The segmented partial to resume, consumed by ``start()``.
@@ -332,7 +338,7 @@ struct TransferMachine: Sendable {
         case .write(let offset, let truncate, let total):
             if !multiplexed || settings.splitsHTTP2, let segments = segments(status: status, action: action, headers: headers) {
                 state = .segmenting(segments)
-                return .stop
+                return .split
             }
             if case .memory(let limit) = destination, let total, total > Int64(limit) {
                 return stop(
@@ -475,7 +481,8 @@ struct TransferMachine: Sendable {
                 return send(.restart(reason), progress: (0, settings.expectedSize))
             }
         case .segmenting(let segments):
-            // The request was stopped after its head: its error is that stop.
+            // The request was handed over to the segments, or stopped after its head (its
+            // error is that stop).
             return .segment(segments)
         case .idle, .finished:
             preconditionFailure("a request ended that the transfer machine did not send")
@@ -615,6 +622,16 @@ extension TransferMachine {
             self.requestEnd = requestEnd
             self.claimEnd = claimEnd
             self.total = total
+        }
+
+        /// The first response of the download (a `200` of the whole content, whose head
+        /// qualified it for segments), kept as the first segment's, which ends at
+        /// `claimEnd`: writing from its first byte (see ``ResponseHandover``).
+        static func adopted(url: URL, claimEnd: Int64, total: Int64, validator: Validator) -> SegmentResponse {
+            var response = SegmentResponse(url: url, start: 0, requestEnd: total, claimEnd: claimEnd, total: total)
+            response.state = .writing
+            response.validator = validator
+            return response
         }
 
         /// Whether the body is being written.

@@ -349,19 +349,24 @@ package final class TransferOperation: Sendable {
                 revalidating: revalidating?.validator))
         let sink = TransferDelegate.Sink.file(file, paths)
         var body: ByteBuffer?
+        var handover: ResponseHandover?
         var action = machine.start()
         while true {
             switch action {
             case .send:
-                action = try await exchange(&machine, action, sink: sink, digest: &digest, body: &body)
+                action = try await exchange(
+                    &machine, action, sink: sink, digest: &digest, body: &body, handover: &handover)
             case .segment(let segments):
                 // Segments are not hashed as they arrive: the file is, at the end.
                 digest = nil
                 sources.withLockedValue {
                     $0.beginSegments(from: segments.url, validator: segments.validator, startedAt: source.current)
                 }
+                let first = handover
+                handover = nil
+                defer { first?.abandon() }
                 action = machine.segmentsEnded(
-                    try await segmented(segments, file: file, paths: paths, sources: sources))
+                    try await segmented(segments, file: file, paths: paths, sources: sources, adopting: first))
             case .finish(let finish):
                 return try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
             case .notModified(let finalURL):
@@ -415,7 +420,7 @@ package final class TransferOperation: Sendable {
     /// (``PartStream``).
     private func segmented(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths,
-        sources: NIOLockedValueBox<SourceSet>
+        sources: NIOLockedValueBox<SourceSet>, adopting handover: ResponseHandover?
     ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         if segments.prepares {
             // The staged bytes go: so do the parts read from them.
@@ -431,7 +436,7 @@ package final class TransferOperation: Sendable {
         parts?.start()
         let transfer = SegmentedTransfer(
             segments, file: file, paths: paths, connections: connections, sources: sources, policy: policy,
-            download: download, environment: environment, parts: parts)
+            download: download, environment: environment, parts: parts, adopting: handover)
         let outcome: SegmentedTransfer.Outcome
         do {
             outcome = try await transfer.run()
@@ -629,7 +634,9 @@ package final class TransferOperation: Sendable {
             settings: machineSettings(carrying: nil, source: source), destination: .memory(limit: limit))
         var used: ContentDigest?
         var body: ByteBuffer?
-        let action = try await exchange(&machine, machine.start(), sink: .memory, digest: &used, body: &body)
+        var handover: ResponseHandover?  // (never: a body in memory is not split)
+        let action = try await exchange(
+            &machine, machine.start(), sink: .memory, digest: &used, body: &body, handover: &handover)
         let finish: TransferMachine.Finish
         switch action {
         case .finish(let finished):
@@ -658,9 +665,12 @@ package final class TransferOperation: Sendable {
     /// Sends the machine's requests (`action`, then each redirect and restart) until it
     /// asks for something else, which is returned. `digest` is the digest carried in and
     /// then the one a kept body used; `body` is the body kept in memory.
+    ///
+    /// A response the machine splits is handed over (`handover`, for the segments to
+    /// adopt) where the segments can take it: a file's, from one source, not paced.
     private func exchange(
         _ machine: inout TransferMachine, _ action: TransferMachine.EndAction, sink: TransferDelegate.Sink,
-        digest: inout ContentDigest?, body: inout ByteBuffer?
+        digest: inout ContentDigest?, body: inout ByteBuffer?, handover: inout ResponseHandover?
     ) async throws(DownloadError) -> TransferMachine.EndAction {
         var action = action
         while case .send(let next) = action {
@@ -680,12 +690,28 @@ package final class TransferOperation: Sendable {
                 }
             }
             if let progress = next.progress { core.meter.reset(completed: progress.completed, total: progress.total) }
+            var adoptable: ResponseHandover?
+            if machine.maySplit, case .file = sink, request.mirrors.isEmpty, core.pacedRequestSize == nil {
+                adoptable = ResponseHandover()
+            }
             let delegate = TransferDelegate(
                 machine: machine, sink: sink,
                 context: TransferDelegate.Context(
                     core: core, threadPool: threadPool, checkpointer: checkpointer,
-                    algorithm: request.checksum?.algorithm, carriedDigest: digest, name: request.url.lastPathComponent))
-            let transportError = await send(next, delegate: delegate)
+                    algorithm: request.checksum?.algorithm, carriedDigest: digest, name: request.url.lastPathComponent),
+                handover: adoptable)
+            let transportError: (any Error)?
+            if let adoptable {
+                switch await adoptable.run({ await self.send(next, delegate: delegate) }) {
+                case .handedOver:
+                    handover = adoptable
+                    transportError = nil
+                case .ended(let error):
+                    transportError = error
+                }
+            } else {
+                transportError = await send(next, delegate: delegate)
+            }
             let received = await delegate.drained()
             if received.answered { reachability.noteAnswered(endpoint.key) }
             machine = received.machine
