@@ -45,8 +45,7 @@ struct RateSchedule: Sendable {
         mutating func refill(at now: ContinuousClock.Instant) {
             guard now > updated else { return }
             let elapsed = now - updated
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            tokens = min(Self.burst(for: rate), tokens + rate * seconds)
+            tokens = min(Self.burst(for: rate), tokens + rate * elapsed.inSeconds)
             updated = now
         }
 

@@ -116,7 +116,7 @@ final class ProgressMeter: Sendable {
     /// Updates the rate from the bytes since the last event and starts a new sample.
     private static func report(_ state: inout State, at now: ContinuousClock.Instant) -> DownloadProgress {
         let elapsed = now - state.sampleStart
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         if seconds > 0 {
             let instant = Double(state.sampleBytes) / seconds
             state.rate = state.rate == 0 ? instant : state.rate * 0.7 + instant * 0.3

@@ -73,7 +73,7 @@ final class SegmentTable: Sendable {
 
             /// Bytes per second; `nil` when nothing was measured.
             var rate: Double? {
-                let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                let seconds = elapsed.inSeconds
                 guard bytes > 0, seconds > 0 else { return nil }
                 return Double(bytes) / seconds
             }

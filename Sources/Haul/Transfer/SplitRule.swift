@@ -32,14 +32,10 @@ struct SplitRule: Hashable, Sendable {
     /// asked again as more bytes come (the server may slow down).
     func shouldJoin(remaining: Int64, delivered: Int64, elapsed: Duration) -> Bool {
         guard remaining > 0, elapsed >= max(setup, Self.minimumWindow) else { return false }
-        let seconds = Self.seconds(elapsed)
+        let seconds = elapsed.inSeconds
         guard delivered > 0, seconds > 0 else { return true }
         let rate = Double(delivered) / seconds
-        return Double(remaining) / rate > Self.payback * Self.seconds(setup)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return Double(remaining) / rate > Self.payback * setup.inSeconds
     }
 }
 
@@ -126,8 +122,7 @@ final class SegmentJoining: Sendable {
     /// until it has decided.
     private func schedule(on loop: any EventLoop) {
         let window = state.withLockedValue { max($0.rule.setup, SplitRule.minimumWindow) }
-        let nanoseconds = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
-        let check = loop.scheduleTask(in: .nanoseconds(nanoseconds)) { [weak self] in
+        let check = loop.scheduleTask(in: .nanoseconds(Int64(window.inSeconds * 1e9))) { [weak self] in
             guard let self else { return }
             let (parked, again) = state.withLockedValue { state -> ([CheckedContinuation<Bool, Never>]?, Bool) in
                 guard state.decided == nil else { return (nil, false) }
