@@ -312,6 +312,27 @@ struct JournalTests {
         await writer.close()
     }
 
+    @Test func aNewJournalHasTheSchemaTheMigrationsBuildOneByOne() throws {
+        // Given the schema GRDB's migrator builds, a transaction per migration
+        let stepwise = try DatabaseQueue()
+        try Journal.migrator.migrate(stepwise)
+        // When a new journal is made, every migration in one transaction
+        let made = try Journal(writer: DatabaseQueue())
+        // Then the two have the same tables, indexes and columns, and the same record of
+        // the migrations applied, so that the migrator finds nothing left to run
+        func schema(_ reader: any DatabaseReader) throws -> [String] {
+            try reader.read { db in
+                try String.fetchAll(
+                    db, sql: "SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY type, name")
+            }
+        }
+        #expect(try schema(made.writer) == schema(stepwise))
+        #expect(try schema(made.writer).count >= 10)
+        let applied = try made.writer.read { try Journal.migrator.appliedIdentifiers($0) }
+        #expect(applied == Set(Journal.migrations.map(\.identifier)))
+        #expect(try made.writer.read { try Journal.migrator.hasCompletedMigrations($0) })
+    }
+
     @Test func firstSchemaVersionOpensAndUpgrades() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-v1-\(UUID().uuidString).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }

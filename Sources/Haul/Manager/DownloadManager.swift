@@ -251,6 +251,7 @@ public actor DownloadManager {
         try checkTLSSetup()
         let validated = try ValidatedRequest(request)
         try checkObjectStorage(validated)
+        clients.prepare(for: request.url)
         let paths = validated.paths
         if let handle = try join(request, paths: paths) { return handle }
         guard let store, var record = JobRecord(request: request, paths: paths) else {
@@ -351,6 +352,7 @@ public actor DownloadManager {
         for request in requests {
             let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
             try checkObjectStorage(validated)
+            clients.prepare(for: request.url)
             let paths = validated.paths
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {

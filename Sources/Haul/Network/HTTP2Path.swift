@@ -90,7 +90,8 @@ final class HTTP2Path: Sendable {
         var origins: [Origin: OriginState] = [:]
         var nextID = 0
         var shutDown = false
-        var context: NIOSSLContext?
+        /// The TLS context, made once: under way or made.
+        var context: EventLoopFuture<NIOSSLContext>?
     }
 
     private let tls: TLSConfiguration
@@ -344,17 +345,33 @@ final class HTTP2Path: Sendable {
         }
     }
 
-    /// The TLS context, made once (reading trust roots is blocking work: on the pool).
+    /// Starts making the TLS context, so that the first connection finds it made or under
+    /// way: reading the system's trust roots takes milliseconds (about 4.5 ms for Debian's
+    /// 140 authorities), which the first request of a short run would otherwise wait for.
+    func prepare() {
+        guard state.withLockedValue({ $0.context == nil }) else { return }
+        _ = sslContext(on: group.next())
+    }
+
+    /// The TLS context, made once (reading trust roots is blocking work: on the pool); a
+    /// failure is not kept, so the next connection tries again.
     private func sslContext(on loop: any EventLoop) -> EventLoopFuture<NIOSSLContext> {
-        if let context = state.withLockedValue({ $0.context }) { return loop.makeSucceededFuture(context) }
-        let tls = self.tls
-        return threadPool.runIfActive(eventLoop: loop) { try NIOSSLContext(configuration: tls) }.map { context in
-            self.state.withLockedValue { state in
-                if let made = state.context { return made }
-                state.context = context
-                return context
+        let (context, promise) = state.withLockedValue { state -> (EventLoopFuture<NIOSSLContext>, EventLoopPromise<NIOSSLContext>?) in
+            if let context = state.context { return (context, nil) }
+            let promise = loop.makePromise(of: NIOSSLContext.self)
+            state.context = promise.futureResult
+            return (promise.futureResult, promise)
+        }
+        if let promise {
+            let tls = self.tls
+            promise.completeWith(threadPool.runIfActive(eventLoop: loop) { try NIOSSLContext(configuration: tls) })
+            promise.futureResult.whenFailure { _ in
+                self.state.withLockedValue { state in
+                    if state.context === promise.futureResult { state.context = nil }
+                }
             }
         }
+        return context.hop(to: loop)
     }
 
     /// Connects, shakes hands, and sets the connection up for HTTP/2 if the server chose

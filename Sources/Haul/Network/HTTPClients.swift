@@ -75,6 +75,13 @@ final class HTTPClients: Sendable {
         } : nil
     }
 
+    /// Starts making what a first request to `url` needs before it can connect, when that
+    /// takes long: the TLS context of the HTTP/2 path (see ``HTTP2Path/prepare()``).
+    func prepare(for url: URL) {
+        guard let http2, url.scheme?.lowercased() == "https", proxies.proxy(for: url) == nil else { return }
+        http2.prepare()
+    }
+
     /// The proxy a request to `url` goes through, if any.
     func proxy(for url: URL) -> DownloadManager.ProxyServer? { proxies.proxy(for: url) }
 

@@ -1,11 +1,21 @@
 import GRDB
 
+/// One named step of the journal's schema.
+struct SchemaMigration: Sendable {
+    let identifier: String
+    let migrate: @Sendable (Database) throws -> Void
+
+    init(_ identifier: String, migrate: @escaping @Sendable (Database) throws -> Void) {
+        self.identifier = identifier
+        self.migrate = migrate
+    }
+}
+
 extension Journal {
-    /// The journal's schema, built by named migrations. Never edit a shipped migration:
-    /// add a new one.
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: jobs") { db in
+    /// The journal's schema, built by named migrations, in order. Never edit a shipped
+    /// migration: add a new one.
+    static let migrations: [SchemaMigration] = [
+        SchemaMigration("v1: jobs") { db in
             try db.create(table: "job") { table in
                 table.primaryKey("id", .text)
                 table.column("url", .text).notNull()
@@ -29,8 +39,8 @@ extension Journal {
                 table.column("finishedAt", .datetime)
             }
             try db.create(index: "job_by_state", on: "job", columns: ["state", "priority"])
-        }
-        migrator.registerMigration("v2: ownership and remote control") { db in
+        },
+        SchemaMigration("v2: ownership and remote control") { db in
             try db.alter(table: "job") { table in
                 table.add(column: "owner", .integer)
                 table.add(column: "session", .integer)
@@ -41,8 +51,8 @@ extension Journal {
             }
             try db.create(index: "job_commands", on: "job", columns: ["owner"], condition: Column("command") != nil)
             try db.create(index: "job_admission", on: "job", columns: ["session", "state", "priority"])
-        }
-        migrator.registerMigration("v3: content sync") { db in
+        },
+        SchemaMigration("v3: content sync") { db in
             // The last manifest a directory was synced from, for conditional GETs.
             try db.create(table: "syncState") { table in
                 table.column("directory", .text).notNull()
@@ -62,23 +72,23 @@ extension Journal {
                 table.column("inode", .integer).notNull()
                 table.column("sha256", .text).notNull()
             }
-        }
-        migrator.registerMigration("v4: claim index") { db in
+        },
+        SchemaMigration("v4: claim index") { db in
             // Admission asks for this session's queued, unowned jobs by priority then age:
             // with `owner` in the index and `priority` descending (rowid follows), that is a
             // plain index scan that stops at the LIMIT, instead of a sort of every queued row.
             try db.drop(index: "job_admission")
             try db.execute(sql: "CREATE INDEX job_claim ON job(session, state, owner, priority DESC)")
-        }
-        migrator.registerMigration("v5: credentials") { db in
+        },
+        SchemaMigration("v5: credentials") { db in
             // Which credential headers a job was started with, and a reference to them that
             // reveals nothing (see `CredentialReference`); their values are not in `headers`
             // unless the user chose to store them.
             try db.alter(table: "job") { table in
                 table.add(column: "credentials", .text)
             }
-        }
-        migrator.registerMigration("v6: completed files") { db in
+        },
+        SchemaMigration("v6: completed files") { db in
             // `owner` and `session` now hold owner tokens (see `OwnerLocks`), not PIDs; a PID
             // left by an older version names no live owner. The completed file's path, size,
             // modification time and validator let the same download next time be a
@@ -89,22 +99,22 @@ extension Journal {
                 table.add(column: "fileModified", .integer)
                 table.add(column: "fileValidator", .text)
             }
-        }
-        migrator.registerMigration("v7: speed limits") { db in
+        },
+        SchemaMigration("v7: speed limits") { db in
             // A download's own speed limit (bytes per second), so that it holds after a
             // restart, in `haul resume` and in the service.
             try db.alter(table: "job") { table in
                 table.add(column: "maxBytesPerSecond", .integer)
             }
-        }
-        migrator.registerMigration("v8: connections") { db in
+        },
+        SchemaMigration("v8: connections") { db in
             // A download's own connections (`split` of an aria2 client), so that they hold
             // after a restart, in `haul resume` and in the service.
             try db.alter(table: "job") { table in
                 table.add(column: "connections", .integer)
             }
-        }
-        migrator.registerMigration("v9: sources and pieces") { db in
+        },
+        SchemaMigration("v9: sources and pieces") { db in
             // Other addresses of the same content (`DownloadRequest.mirrors`), as a JSON
             // array of URLs, the digests of its pieces (`DownloadRequest.pieces`), and the
             // address the URL's content is fetched from now (a refreshed signed URL), so
@@ -114,8 +124,8 @@ extension Journal {
                 table.add(column: "pieces", .text)
                 table.add(column: "location", .text)
             }
-        }
-        migrator.registerMigration("v10: webhook outbox") { db in
+        },
+        SchemaMigration("v10: webhook outbox") { db in
             // The webhooks a service owes (`haul serve --webhook`): one row per download end
             // and receiver, written in the transaction that records the end, deleted once
             // the receiver has taken it. What the body says is kept here, as it was then.
@@ -137,6 +147,38 @@ extension Journal {
             }
             try db.create(index: "outbox_due", on: "outbox", columns: ["nextAttemptAt"])
         }
+    ]
+
+    /// The migrations as GRDB's migrator runs them on a journal that has some of them.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        for migration in migrations {
+            migrator.registerMigration(migration.identifier, migrate: migration.migrate)
+        }
         return migrator
+    }
+
+    /// Brings the schema of the journal `writer` opened up to date.
+    ///
+    /// A new, empty journal gets every migration in one transaction, with GRDB's record of
+    /// them, instead of a transaction (and a foreign-key check) each: a first run on a
+    /// machine, or with a new `--journal`, opens it in a third of the time. An existing
+    /// journal, however old, goes through the migrator, which runs the ones it lacks.
+    static func updateSchema(of writer: any DatabaseWriter) throws {
+        try writer.barrierWriteWithoutTransaction { db in
+            // Checked inside the write transaction: two processes creating the same journal
+            // at once take turns, and the second finds it made.
+            try db.inTransaction(.immediate) {
+                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") == 0 else { return .commit }
+                try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+                for migration in migrations {
+                    try migration.migrate(db)
+                    try db.execute(
+                        sql: "INSERT INTO grdb_migrations (identifier) VALUES (?)", arguments: [migration.identifier])
+                }
+                return .commit
+            }
+        }
+        try migrator.migrate(writer)
     }
 }

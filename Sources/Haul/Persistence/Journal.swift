@@ -139,7 +139,7 @@ public final class Journal: Sendable {
                 ? NSTemporaryDirectory() + "haul-journal-\(UUID().uuidString)" : path)
         let live = liveSnapshot
         do {
-            try Self.migrator.migrate(writer)
+            try Self.updateSchema(of: writer)
             // Only write transactions ask who is alive, and they all run on the writer's
             // one connection.
             writer.writeWithoutTransaction { db in
