@@ -135,6 +135,55 @@ extension HeavyProcessTests {
             }
         }
 
+        @Test func aCompletedObjectIsRevalidatedNotFetchedAgainUntilItChanges() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    let bytes = f.serve("again.bin", count: 40_000, seed: 7, etag: .custom("v1"))
+                    let arguments = [
+                        "get", "-q", "--journal", journal, "-o", "s3://haul/again/again.bin",
+                        f.server.url("/files/again.bin").absoluteString,
+                    ]
+                    let first = try await Haul.run(arguments, environment: server.environment)
+                    #expect(first.status == 0, "\(first.stderr)")
+                    #expect(try await Self.object("again/again.bin", bucket: "haul", in: server, client: client) == bytes)
+
+                    // Given the same download again, with the object still in the store
+                    f.server.resetStatistics()
+                    let second = try await Haul.run(arguments, environment: server.environment)
+                    // Then it is one conditional request, answered without a body
+                    #expect(second.status == 0, "\(second.stderr)")
+                    let asked = f.server.requests(path: "/files/again.bin")
+                    #expect(asked.count == 1)
+                    #expect(asked.first?.header("If-None-Match") == "\"v1\"")
+                    #expect(f.server.statistics.bodyBytesServed == 0)
+                    #expect(try await Self.object("again/again.bin", bucket: "haul", in: server, client: client) == bytes)
+                    #expect(Self.staged(journal).isEmpty, "\(Self.staged(journal))")
+
+                    // When the object in the store was replaced since, it is downloaded again
+                    let location = try S3Location(bucket: "haul", key: "again/again.bin")
+                    let other = ByteBuffer(bytes: [UInt8](repeating: 1, count: 100))
+                    _ = try await client.putObject(location, body: other, sha256: S3Client.sha256(of: other))
+                    f.server.resetStatistics()
+                    let replaced = try await Haul.run(arguments, environment: server.environment)
+                    #expect(replaced.status == 0, "\(replaced.stderr)")
+                    #expect(f.server.requests(path: "/files/again.bin").first?.header("If-None-Match") == nil)
+                    #expect(f.server.statistics.bodyBytesServed == bytes.count)
+                    #expect(try await Self.object("again/again.bin", bucket: "haul", in: server, client: client) == bytes)
+
+                    // And when it was deleted, too
+                    _ = try await client.send(
+                        "DELETE", try location.objectURL(endpoint: server.endpoint, region: "us-east-1"), headers: [],
+                        body: nil, what: "delete")
+                    f.server.resetStatistics()
+                    let deleted = try await Haul.run(arguments, environment: server.environment)
+                    #expect(deleted.status == 0, "\(deleted.stderr)")
+                    #expect(f.server.requests(path: "/files/again.bin").first?.header("If-None-Match") == nil)
+                    #expect(try await Self.object("again/again.bin", bucket: "haul", in: server, client: client) == bytes)
+                }
+            }
+        }
+
         @Test func aKilledUploadResumesAtThePartItStoodAtAndTheObjectAppearsOnlyThen() async throws {
             try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in

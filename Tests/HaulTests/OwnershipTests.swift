@@ -8,7 +8,7 @@ import Testing
 
 /// Who runs a job: liveness from the kernel (a lock the owner holds), following a job
 /// another process runs, and taking over the job of one that died.
-@Suite("Ownership and following")
+@Suite("Ownership and following", .timeLimit(.minutes(3)))
 struct OwnershipTests {
     // MARK: - A second `haul get` of a running download
 

@@ -60,13 +60,15 @@ extension DownloadManager {
             case .resumed:
                 job.core.emit(.started)
             case .completed(let path, let size, let finalURL):
-                guard CompletedFile.attributes(path: path)?.size == size else {
+                // An object is recorded completed once stored; a file is checked for.
+                let object = path.hasPrefix("s3://") ? try? S3Location(parsing: path) : nil
+                guard object != nil || CompletedFile.attributes(path: path)?.size == size else {
                     await takeOver(job)
                     continue
                 }
                 job.core.meter.reset(completed: size, total: size)
                 let result = DownloadResult(
-                    id: id, fileURL: URL(fileURLWithPath: path), data: nil,
+                    id: id, fileURL: object?.address ?? URL(fileURLWithPath: path), data: nil,
                     finalURL: URL(string: finalURL) ?? job.request.url, byteCount: size, bytesTransferred: 0)
                 finish(job, .success(result), journaled: true)
             case .failed(let code, let message):

@@ -48,6 +48,17 @@ final class S3Client: Sendable {
 
     // MARK: - Objects
 
+    /// The size and ETag of the object at `location`, or `nil` when there is none.
+    func headObject(_ location: S3Location) async throws(DownloadError) -> (size: Int64, etag: String)? {
+        let what = "look up \(location)"
+        let reply = try await send("HEAD", try objectURL(location), headers: [], body: nil, what: what, accepting: [404])
+        guard reply.status != .notFound else { return nil }
+        guard let length = reply.headers.first(name: "content-length").flatMap({ Int64($0) }) else {
+            throw DownloadError(.protocolViolation, "cannot \(what): the store's answer has no Content-Length")
+        }
+        return (length, try Self.etag(reply, what: what))
+    }
+
     /// Stores `body` at `location` in one request, with its SHA-256 (base64, see
     /// ``sha256(of:)``) as S3's checksum.
     ///

@@ -80,6 +80,16 @@ package struct S3Location: Sendable, Hashable, CustomStringConvertible {
         return location
     }
 
+    /// The object's `s3://bucket/key` URL, the key percent-encoded where a URL needs it
+    /// (spaces, …): what ``DownloadResult/fileURL`` says of a download stored here.
+    var address: URL {
+        var address = URLComponents()
+        address.scheme = "s3"
+        address.host = bucket
+        address.path = "/" + key
+        return address.url ?? URL(string: "s3://\(bucket)/")!
+    }
+
     // MARK: - Request URLs
 
     /// The URL of a request for the object (or, for a prefix, for the key as written),

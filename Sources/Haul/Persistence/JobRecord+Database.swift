@@ -60,13 +60,14 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         mirrors = row["mirrors"]
         pieces = row["pieces"]
         location = row["location"]
+        fileTag = row["fileTag"]
     }
 
     /// Every column, in the order ``init(selected:)`` reads them: a query that selects
     /// them so is decoded by position, without looking each column up by name (which
     /// lowercases and hashes its name, for every column of every row).
     package static let selection = """
-        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location, fileTag
         """
 
     /// How many columns ``selection`` names.
@@ -114,5 +115,6 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         mirrors = row[33]
         pieces = row[34]
         location = row[35]
+        fileTag = row[36]
     }
 }

@@ -51,6 +51,10 @@ package struct JobRecord: Codable, Hashable, Sendable {
     package var fileModified: Int64?
     /// The validator its content came with (as ``validator``).
     package var fileValidator: String?
+    // Added by migration v11.
+    /// For a download completed into an object store (whose `s3://` address is
+    /// ``filePath``): the object's entity tag, as the store gave it.
+    package var fileTag: String?
     // Added by migration v5.
     /// The credential headers the job was started with, as a ``CredentialReference``;
     /// `nil` when it has none.
@@ -125,6 +129,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         fileSize = nil
         fileModified = nil
         fileValidator = nil
+        fileTag = nil
         maxBytesPerSecond = request.maxBytesPerSecond
         connections = request.connections
         mirrors = Self.encode(urls: request.mirrors)
@@ -149,7 +154,8 @@ package struct JobRecord: Codable, Hashable, Sendable {
     func completedFile() -> CompletedFile? {
         guard let filePath, let fileSize, let fileModified, let validator = fileValidator.flatMap(Self.decode(validator:))
         else { return nil }
-        return CompletedFile(path: filePath, size: fileSize, modified: fileModified, validator: validator)
+        return CompletedFile(
+            path: filePath, size: fileSize, modified: fileModified, objectTag: fileTag, validator: validator)
     }
 
     /// The request this record describes.

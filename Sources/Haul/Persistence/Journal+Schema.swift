@@ -146,7 +146,15 @@ extension Journal {
                 table.column("lastError", .text)
             }
             try db.create(index: "outbox_due", on: "outbox", columns: ["nextAttemptAt"])
-        }
+        },
+        SchemaMigration("v11: completed objects") { db in
+            // A download completed into an object store: the object's entity tag as the store
+            // gave it, so that the same download next time is a conditional request while the
+            // object is still there unchanged (`filePath` holds its `s3://` address).
+            try db.alter(table: "job") { table in
+                table.add(column: "fileTag", .text)
+            }
+        },
     ]
 
     /// The migrations as GRDB's migrator runs them on a journal that has some of them.

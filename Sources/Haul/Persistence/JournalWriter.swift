@@ -246,13 +246,14 @@ final class JournalWriter: Sendable {
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
                         errorCode = NULL, lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0,
-                        owner = NULL, command = NULL, filePath = ?, fileSize = ?, fileModified = ?, fileValidator = ?
+                        owner = NULL, command = NULL, filePath = ?, fileSize = ?, fileModified = ?, fileValidator = ?,
+                        fileTag = ?
                     WHERE id = ? AND owner = ?
                     """
             ).execute(
                 arguments: [
                     bytes, bytes, finalURL, now, now, file?.path, file?.size, file?.modified,
-                    JobRecord.encode(validator: file?.validator), id, me,
+                    JobRecord.encode(validator: file?.validator), file?.objectTag, id, me,
                 ])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
             try db.cachedStatement(
@@ -393,7 +394,7 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, force, force, force, force, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, force, force, force, force, force, me,
                 me,
             ])
         return db.changesCount > 0
@@ -419,6 +420,7 @@ final class JournalWriter: Sendable {
             fileSize = CASE WHEN \(keepsFile) THEN job.fileSize END,
             fileModified = CASE WHEN \(keepsFile) THEN job.fileModified END,
             fileValidator = CASE WHEN \(keepsFile) THEN job.fileValidator END,
+            fileTag = CASE WHEN \(keepsFile) THEN job.fileTag END,
             url = excluded.url, destinationKind = excluded.destinationKind,
             destinationPath = excluded.destinationPath, destinationName = excluded.destinationName,
             partialPath = excluded.partialPath, state = excluded.state, priority = excluded.priority,

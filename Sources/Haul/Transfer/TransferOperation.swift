@@ -102,8 +102,11 @@ package final class TransferOperation: Sendable {
     func run() async -> TransferOutcome {
         var digest: ContentDigest?
         var journaled = download.journaled
-        // Checked once: a file changed since its completion is downloaded again.
-        let revalidating = journaled?.completedFile.flatMap { $0.isUnchanged ? $0 : nil }
+        // Checked once: a file or object changed since its completion is downloaded again.
+        var revalidating: CompletedFile?
+        if let completed = journaled?.completedFile, await completed.isUnchanged(in: environment.objectStore) {
+            revalidating = completed
+        }
         // Where the URL's content is fetched from: the URL, or where it was refreshed to.
         var primary = request.location ?? request.url
         var source = URLRefreshRule(url: primary, canRefresh: configuration.refreshURL != nil)
@@ -376,7 +379,7 @@ package final class TransferOperation: Sendable {
                 // Still current: the completed file stays as it is, and nothing was transferred.
                 core.meter.reset(completed: revalidating.size, total: revalidating.size)
                 let result = DownloadResult(
-                    id: request.id, fileURL: URL(fileURLWithPath: revalidating.path), data: nil, finalURL: finalURL,
+                    id: request.id, fileURL: revalidating.url, data: nil, finalURL: finalURL,
                     byteCount: revalidating.size, bytesTransferred: 0)
                 return (result, revalidating)
             case .fail(let error):
@@ -599,8 +602,9 @@ package final class TransferOperation: Sendable {
             threadPool: threadPool, retry: configuration.retry, settings: settings, validator: validator?.headerValue,
             onRetry: uploadRetried)
         let checkpointer = self.checkpointer
+        let etag: String
         do {
-            _ = try await upload.run { () throws(DownloadError) in
+            etag = try await upload.run { () throws(DownloadError) in
                 if let fence = checkpointer, fence.fencesCompletion { try await fence.confirmCompletion(bytes: size) }
             }
         } catch where error.code == .network || error.code == .timeout {
@@ -613,15 +617,15 @@ package final class TransferOperation: Sendable {
             PartialFile.remove(paths)
             _ = unlink(paths.uploadRecord)
         }
-        // `s3://bucket/key`, the key percent-encoded where a URL needs it (spaces, …).
-        var address = URLComponents()
-        address.scheme = "s3"
-        address.host = object.bucket
-        address.path = "/" + object.key
         let result = DownloadResult(
-            id: request.id, fileURL: address.url, data: nil, finalURL: finalURL, byteCount: size,
+            id: request.id, fileURL: object.address, data: nil, finalURL: finalURL, byteCount: size,
             bytesTransferred: core.meter.bytesTransferred)
-        return (result, nil)
+        // With a validator, the same download next time asks the store whether the object is
+        // still this one, then the server whether its content changed.
+        let completed = validator.map {
+            CompletedFile(path: object.description, size: size, modified: 0, objectTag: etag, validator: $0)
+        }
+        return (result, completed)
     }
 
     private func attemptInMemory(carrying digest: inout ContentDigest?, source: URLRefreshRule) async throws(DownloadError)
