@@ -184,6 +184,36 @@ extension HeavyProcessTests {
             }
         }
 
+        @Test func aSecondGetOfTheSameObjectFollowsTheFirstAndStoresNothingAgain() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    // Given a haul storing an object, its download held at the server
+                    let bytes = f.serve("shared.bin", count: 30_000, seed: 3)
+                    let arguments = [
+                        "get", "--json", "--journal", journal, "-o", "s3://haul/shared.bin",
+                        f.server.url("/files/shared.bin?gate=g").absoluteString,
+                    ]
+                    let first = try HaulProcess(arguments, environment: server.environment)
+                    await f.server.waitForGateWaiters("g", count: 1)
+                    // When a second haul is asked for the same object, and follows the first
+                    let second = try HaulProcess(arguments, environment: server.environment)
+                    _ = try #require(await second.line { $0.contains("\"event\":\"attached\"") })
+                    f.server.release("g")
+                    let firstRun = await first.wait()
+                    let secondRun = await second.wait()
+                    // Then it ends with the object the first one stored, not a download of its own
+                    #expect(firstRun.status == 0, "\(firstRun.stderr)")
+                    #expect(secondRun.status == 0, "\(secondRun.stderr)")
+                    let completed = try #require(secondRun.stdout.split(separator: "\n").first { $0.contains("\"completed\"") })
+                    #expect(completed.contains("\"transferred\":0"), "\(completed)")
+                    #expect(completed.contains("s3://haul/shared.bin"), "\(completed)")
+                    #expect(f.server.requests(path: "/files/shared.bin").count == 1)
+                    #expect(try await Self.object("shared.bin", bucket: "haul", in: server, client: client) == bytes)
+                }
+            }
+        }
+
         @Test func aKilledUploadResumesAtThePartItStoodAtAndTheObjectAppearsOnlyThen() async throws {
             try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in
