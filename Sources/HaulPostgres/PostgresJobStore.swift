@@ -206,6 +206,16 @@ package final class PostgresJobStore: JobStore, Sendable {
         writes.yield(.run(body))
     }
 
+    /// Runs a statement that needs no lease; a failure is said as a warning naming `what`
+    /// could not be done (nothing waits on these writes to act on it).
+    private func write(_ what: String, _ query: PostgresQuery) async {
+        do {
+            _ = try await client.query(query, logger: logger)
+        } catch {
+            logger.warning("could not \(what) in the queue", metadata: ["error": "\(String(reflecting: error))"])
+        }
+    }
+
     /// Runs a fenced statement for `id`'s lease; says whether a row matched. No lease, no
     /// statement.
     private func fenced(
@@ -232,7 +242,9 @@ package final class PostgresJobStore: JobStore, Sendable {
                     }
                 }
             } catch {
-                logger.debug("write failed", metadata: ["id": "\(key)", "error": "\(String(reflecting: error))"])
+                logger.warning(
+                    "could not record a change of \(key) in the queue (its lease decides what happens to it)",
+                    metadata: ["id": "\(key)", "error": "\(String(reflecting: error))"])
             }
         }
     }
@@ -521,17 +533,22 @@ package final class PostgresJobStore: JobStore, Sendable {
         throws(DownloadError) -> JobRecord
     {
         guard let url = URL(string: url) else { throw .queue("\(key): the queued URL '\(url)' is not a URL") }
-        let decoded = (try? JSONDecoder().decode(QueueRequest.Options.self, from: Data(options.utf8)))
+        let decoded: QueueRequest.Options
+        do {
+            decoded = try JSONDecoder().decode(QueueRequest.Options.self, from: Data(options.utf8))
+        } catch {
+            throw .queue("\(key): the queued options are not the JSON this version reads: \(error)")
+        }
         var request = DownloadRequest(
             url: url, destination: destination(named: name), id: DownloadID(key),
-            priority: Self.priority(fromQueue: priority), expectedSize: decoded?.expectedSize,
-            checksum: try decoded?.checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
-            headers: (decoded?.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
-        request.maxBytesPerSecond = decoded?.maxBytesPerSecond
-        request.connections = decoded?.connections
-        request.mirrors = (decoded?.mirrors ?? []).compactMap(URL.init(string:))
-        request.pieces = decoded?.pieces.flatMap(JobRecord.decode(pieces:))
-        request.location = decoded?.location.flatMap(URL.init(string:))
+            priority: Self.priority(fromQueue: priority), expectedSize: decoded.expectedSize,
+            checksum: try decoded.checksum.map { text throws(DownloadError) in try Checksum(parsing: text) },
+            headers: (decoded.headers ?? []).compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
+        request.maxBytesPerSecond = decoded.maxBytesPerSecond
+        request.connections = decoded.connections
+        request.mirrors = (decoded.mirrors ?? []).compactMap(URL.init(string:))
+        request.pieces = decoded.pieces.flatMap(JobRecord.decode(pieces:))
+        request.location = decoded.location.flatMap(URL.init(string:))
         return try JobRecord.make(for: request)
     }
 
@@ -576,8 +593,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 for try await row in rows.decode(Row.self) {
                     let (key, state, url, name, options, priority, committed, total, validator, boot, leaseOwner, leased,
                         command, finalURL, errorCode, error) = row
-                    guard var record = try? makeRecord(key: key, url: url, name: name, options: options, priority: priority)
-                    else { continue }
+                    var record = try makeRecord(key: key, url: url, name: name, options: options, priority: priority)
                     record.state = Self.jobState(queueState: state)
                     record.owner = record.state == .running && leased ? leaseOwner : nil
                     record.bytesCommitted = committed
@@ -692,9 +708,7 @@ package final class PostgresJobStore: JobStore, Sendable {
             WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
             """
         }
-        submit { [self] in
-            _ = try? await client.query("SELECT pg_notify(\(PostgresQueue.channel), '')", logger: logger)
-        }
+        submit { [self] in await write("wake the workers", "SELECT pg_notify(\(PostgresQueue.channel), '')") }
     }
 
     /// A failed attempt: retried later, after the backoff (or `Retry-After`), by whichever
@@ -736,11 +750,12 @@ package final class PostgresJobStore: JobStore, Sendable {
         // leaves something to add.
         guard finalURL != held.url else { return }
         submit { [self] in
-            _ = try? await client.query(
+            await write(
+                "record where \(key) was redirected to",
                 """
                 UPDATE haul_jobs SET final_url = \(finalURL), updated_at = now()
                 WHERE key = \(key) AND state = 'completed' AND lease_owner = \(owner) AND attempt = \(held.attempt)
-                """, logger: logger)
+                """)
         }
     }
 
@@ -787,8 +802,9 @@ package final class PostgresJobStore: JobStore, Sendable {
         let key = id.rawValue
         let command = command.rawValue
         submit { [self] in
-            _ = try? await client.query(
-                "UPDATE haul_jobs SET command = NULL WHERE key = \(key) AND command = \(command)", logger: logger)
+            await write(
+                "clear the \(command) command of \(key)",
+                "UPDATE haul_jobs SET command = NULL WHERE key = \(key) AND command = \(command)")
         }
     }
 
@@ -802,13 +818,14 @@ package final class PostgresJobStore: JobStore, Sendable {
         let attempts = names.map { keys[$0]!.attempt }
         let me = self.owner
         submit { [self] in
-            _ = try? await client.query(
+            await write(
+                "give \(names.count) job(s) back to the queue (their leases expire instead)",
                 """
                 UPDATE haul_jobs j SET state = 'available', scheduled_at = now(), lease_expires_at = NULL, updated_at = now()
                 FROM unnest(\(names)::text[], \(attempts)::int8[]) AS held(key, attempt)
                 WHERE j.key = held.key AND j.attempt = held.attempt AND j.state = 'running' AND j.lease_owner = \(me)
-                """, logger: logger)
-            _ = try? await client.query("SELECT pg_notify(\(PostgresQueue.channel), '')", logger: logger)
+                """)
+            await write("wake the workers", "SELECT pg_notify(\(PostgresQueue.channel), '')")
         }
     }
 
