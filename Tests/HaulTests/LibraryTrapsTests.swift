@@ -10,7 +10,7 @@ struct LibraryTrapsTests {
     // MARK: - Joining
 
     @Test func memoryRequestJoiningAFileDownloadGetsTheBytes() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             // Given a file download in flight
             let bytes = f.serve("mj", count: 5000)
             let file = try await f.manager.download(f.request("/files/mj?gate=g", to: "mj"))
@@ -34,7 +34,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func memoryJoinerStillHasItsLimit() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             let bytes = f.serve("ml", count: 5000)
             let file = try await f.manager.download(f.request("/files/ml?gate=g", to: "ml"))
             await f.server.waitForGateWaiters("g", count: 1)
@@ -51,7 +51,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func memoryJoinerOfAMemoryDownloadKeepsItsSmallerLimit() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             let bytes = f.serve("mm", count: 5000)
             let url = f.server.url("/files/mm?gate=g")
             let large = try await f.manager.download(DownloadRequest(url: url, destination: .memory(limit: 1 << 20)))
@@ -66,7 +66,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func sameIDForAnotherFileIsRefused() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             let bytes = f.serve("df", count: 1000)
             let first = try await f.manager.download(f.request("/files/df?gate=g", to: "a", id: "same"))
             await f.server.waitForGateWaiters("g", count: 1)
@@ -87,7 +87,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func fileRequestMeetingAMemoryDownloadIsRefused() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             f.serve("fm", count: 1000)
             let memory = try await f.manager.download(
                 DownloadRequest(url: f.server.url("/files/fm?gate=g"), destination: .memory(limit: 1 << 20)))
@@ -108,7 +108,7 @@ struct LibraryTrapsTests {
     // MARK: - Early events
 
     @Test func aLateSubscriberFirstGetsTheCurrentState() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             // Given a download that queued and started before anyone listened
             f.serve("late", count: 1000)
             let handle = try await f.manager.download(f.request("/files/late?gate=g"))
@@ -128,7 +128,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func aSubscriberOfAPausedDownloadGetsItsProgressAndState() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             let bytes = f.serve("lp", count: 600_000)
             let handle = try await f.manager.download(f.request("/files/lp?stall_after=200000&stall_times=1"))
             let watcher = handle.events
@@ -169,7 +169,7 @@ struct LibraryTrapsTests {
     // MARK: - Abandoning
 
     @Test func abandoningKeepsALargePartialByDefault() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             // Given a large download partway through
             let bytes = f.serve("ab", count: 600_000)
             let handle = try await f.manager.download(f.request("/files/ab?stall_after=200000&stall_times=1"))
@@ -191,7 +191,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func anAbandonedPartialIsResumableInTheJournal() async throws {
-        try await Fixture.with(journal: true) { f in
+        try await Fixture.with(journal: true, Self.holding) { f in
             f.serve("aj", count: 600_000)
             let handle = try await f.manager.download(f.request("/files/aj?stall_after=200000&stall_times=1"))
             let events = handle.events
@@ -208,7 +208,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func abandoningCanDeleteThePartialWhenTheRequestSaysSo() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             // Given a thumbnail-like download that is not worth resuming
             f.serve("thumb", count: 600_000)
             var request = f.request("/files/thumb?stall_after=200000")
@@ -227,7 +227,7 @@ struct LibraryTrapsTests {
     }
 
     @Test func aJoinedCallerThatKeepsOutvotesOneThatDeletes() async throws {
-        try await Fixture.with { f in
+        try await Fixture.with(Self.holding) { f in
             f.serve("both", count: 600_000)
             var deleting = f.request("/files/both?stall_after=200000&stall_times=1")
             deleting.whenAbandoned = .deletePartial
@@ -315,6 +315,17 @@ struct LibraryTrapsTests {
         case .failed: "failed"
         case .cancelled: "cancelled"
         }
+    }
+
+    /// The fixture's configuration here: every test with a fixture holds a response (at a
+    /// gate, or stalled) while it goes on, and a held request must not time out. On a
+    /// loaded machine a test can take longer than the fixture's 10 s idle timeout to get
+    /// from the hold to its release, and the request would be retried: a second request to
+    /// the server and a `retrying` event, where the tests expect one request (a joined
+    /// transfer), `started` first (a late subscriber), or a download still held (a pause,
+    /// an abandon).
+    static func holding(_ configuration: inout DownloadManager.Configuration) {
+        configuration.idleTimeout = .seconds(600)
     }
 
     /// Cancels the only task awaiting `handle` (what a SwiftUI `.task` does when its view
