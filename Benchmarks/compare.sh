@@ -21,6 +21,14 @@
 #      20 MB/s) per connection (nginx limit_rate), over 8 connections: haul -x 8 (its
 #      per-host cap left at the default, 6) and aria2c -x 8 -s 8 -k 1M. Not in the default
 #      ONLY: each run takes about 13 s per tool at best (50 s with the rows at defaults).
+#   8. One 16 KiB file per process, ONE_PER_RUN (6) times per tool in each run (30 with
+#      RUNS=5), the tools interleaved: what a script that calls a tool once per file pays.
+#      Every tool at its defaults; Haul with a fresh journal and with a copy of one holding
+#      ONE_JOURNAL_ROWS (10,000) finished rows. Wall, CPU and peak RSS per process. Before
+#      each run's rows, the haul binary's pages are dropped from the page cache and one
+#      untimed haul run reads back what a run needs (see the report's notes: a binary
+#      just built is all in the page cache, and its peak RSS reads 3-4 MiB higher).
+#      Not in the default ONLY.
 #   7. A flaky link: FLAKY_COUNT (200) files of FLAKY_SIZE (1 MiB), FLAKY_JOBS (10) in
 #      flight, through Benchmarks/relay.py with a FLAKY_RTT_MS (10 ms) round trip that
 #      resets the connection before FLAKY_RESET_RATE (0.02) of the server's 64 KiB pieces;
@@ -131,6 +139,8 @@ FLAKY_RESET_RATE=${FLAKY_RESET_RATE:-0.02}
 FLAKY_JOBS=${FLAKY_JOBS:-10}
 FLAKY_SEED=${FLAKY_SEED:-1}
 FLAKY_TIMEOUT=${FLAKY_TIMEOUT:-300}
+ONE_PER_RUN=${ONE_PER_RUN:-6}
+ONE_JOURNAL_ROWS=${ONE_JOURNAL_ROWS:-10000}
 
 log() { printf '[compare %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -1134,6 +1144,56 @@ workload_flaky() { # TARGET RUN TOOL
 }
 
 # ---------------------------------------------------------------------------------------
+# Workload 8: one 16 KiB file ($BASE_URL/q.bin) per process. Rows: haul (a fresh
+# journal), "haul (10k rows)" (a copy of a journal holding ONE_JOURNAL_ROWS finished rows,
+# made once over plain HTTP and copied before each run, outside the timing), curl, wget2,
+# aria2c; each with only the URL, where to write, quiet output and (HTTPS) the test CA.
+
+ONE_TOOLS=(haul "haul (10k rows)" curl wget2 aria2c)
+ONE_TEMPLATE=$WORK/one-journal.sqlite
+make_one_template() {
+    [[ -s $ONE_TEMPLATE ]] && return
+    local list=$WORK/one-journal.txt dir=$WORK/one-journal-out
+    awk -v n="$ONE_JOURNAL_ROWS" -v u="http://127.0.0.1:$PORT/q.bin" \
+        'BEGIN { for (i = 0; i < n; i++) printf "%s?row=%d\n  out=r%d.bin\n", u, i, i }' >"$list"
+    log "workload 8: a journal of $ONE_JOURNAL_ROWS finished rows"
+    "$HAUL" get -q -i "$list" -d "$dir" -j 16 --per-host 16 --journal "$ONE_TEMPLATE" >"$LOGS/w8-template.log" 2>&1 ||
+        die "could not make the journal of $ONE_JOURNAL_ROWS rows (see $LOGS/w8-template.log)"
+    rm -rf "$dir"
+}
+# Drops the haul binary's pages from the page cache, then runs it once (untimed), so that
+# every run measures it as installed and used now and then, not as just built.
+settle_haul_binary() {
+    python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$HAUL"
+    prepare tmpfs
+    "$HAUL" get "$BASE_URL/q.bin" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${TLS_HAUL_CA[@]}" >/dev/null 2>&1 || true
+}
+one_cmd() { # TOOL
+    case $1 in
+    haul*) CMD=("$HAUL" get "$BASE_URL/q.bin" -d "$OUT" -q --journal "$STATE/journal.sqlite" "${TLS_HAUL_CA[@]}") ;;
+    curl) CMD=(curl -sS --fail "${TLS_CURL_CA[@]}" -o "$OUT/q.bin" "$BASE_URL/q.bin") ;;
+    wget2) CMD=(wget2 -q --no-hsts --no-hpkp "${TLS_WGET2_CA[@]}" -P "$OUT" "$BASE_URL/q.bin") ;;
+    aria2c) CMD=(aria2c -q "${TLS_ARIA2C[@]}" -d "$OUT" "$BASE_URL/q.bin") ;;
+    esac
+}
+workload_one() { # WORKLOAD TARGET RUN TOOL
+    local w=$1 target=$2 run=$3 tool=$4 logfile status size
+    logfile=$LOGS/w$w$SFX-$target-${tool//[ ()]/_}-$run.log
+    prepare "$target"
+    if [[ $tool == "haul (10k rows)" ]]; then cp "$ONE_TEMPLATE" "$STATE/journal.sqlite"; fi
+    one_cmd "$tool"
+    run_timed "$logfile" "${CMD[@]}"
+    status=$(status_of "$R_RC")
+    if [[ $status == ok ]]; then
+        size=$(stat -c %s "$OUT/q.bin" 2>/dev/null || echo 0)
+        ((size == SMALL_SIZE)) || status="the file has $size bytes"
+    fi
+    [[ $status == ok ]] || note_failure "$w" "$target" "$tool" "$run" "$status" "$logfile"
+    record "$w" "$target" "$tool" "$run" "$status" "$R_WALL" "$R_CPU" "$R_RSS" 0
+}
+
+# ---------------------------------------------------------------------------------------
 # Run everything: for each target and run, every round trip of RTT_MS (its workloads over
 # plain HTTP, then with HTTPS=1 workloads 1, 2, 3 and 6 over HTTP/1.1 and HTTP/2), then
 # workload 7 (its own relay).
@@ -1181,6 +1241,16 @@ for target in "${TARGETS[@]}"; do
                     if ((DEFAULTS)); then
                         for tool in haul curl wget2 aria2c; do workload_limited "$(key 6)" "$target" "$run" "$tool" defaults; done
                     fi
+                fi
+                if want 8; then
+                    log "$where: workload 8 (one 16 KiB file per process, $ONE_PER_RUN times per tool)"
+                    make_one_template
+                    settle_haul_binary
+                    for ((i = 1; i <= ONE_PER_RUN; i++)); do
+                        for tool in "${ONE_TOOLS[@]}"; do
+                            workload_one "$(key 8)" "$target" "$(((run - 1) * ONE_PER_RUN + i))" "$tool"
+                        done
+                    done
                 fi
                 if want 5 && [[ $variant == http ]]; then
                     log "$where: workload 5 (resume at ~50%)"
@@ -1320,7 +1390,7 @@ disk_fs=$(fs_type "$DISK_ROOT")
     echo "| wget2 | $(wget2 --version 2>/dev/null | head -n1 | sed 's/^GNU Wget2 //; s/ - .*//') |"
     echo "| aria2c | $(aria2c --version | head -n1 | sed 's/^aria2 version //') |"
     echo "| nginx | $(nginx -v 2>&1 | sed 's/^nginx version: nginx\///') |"
-    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS RTT_MS=\"$RTT_MS\" DEFAULTS=$DEFAULTS TUNED=\"$TUNED\"$(want 6 && echo " LIMITED_SIZE=$LIMITED_SIZE LIMIT_RATE=$LIMIT_RATE")$(want 7 && echo " FLAKY_COUNT=$FLAKY_COUNT FLAKY_SIZE=$FLAKY_SIZE FLAKY_JOBS=$FLAKY_JOBS FLAKY_RTT_MS=$FLAKY_RTT_MS FLAKY_RESET_RATE=$FLAKY_RESET_RATE FLAKY_SEED=$FLAKY_SEED") |"
+    echo "| settings | RUNS=$RUNS SIZE=$SIZE SMALL_COUNT=$SMALL_COUNT QUEUE_COUNT=$QUEUE_COUNT QUEUE_STOP_FILES=$QUEUE_STOP_FILES QUEUE_MAX_SECONDS=$QUEUE_MAX_SECONDS ONLY=$ONLY SKIP_DISK=$SKIP_DISK HTTPS=$HTTPS RTT_MS=\"$RTT_MS\" DEFAULTS=$DEFAULTS TUNED=\"$TUNED\"$(want 6 && echo " LIMITED_SIZE=$LIMITED_SIZE LIMIT_RATE=$LIMIT_RATE")$(want 8 && echo " ONE_PER_RUN=$ONE_PER_RUN ONE_JOURNAL_ROWS=$ONE_JOURNAL_ROWS")$(want 7 && echo " FLAKY_COUNT=$FLAKY_COUNT FLAKY_SIZE=$FLAKY_SIZE FLAKY_JOBS=$FLAKY_JOBS FLAKY_RTT_MS=$FLAKY_RTT_MS FLAKY_RESET_RATE=$FLAKY_RESET_RATE FLAKY_SEED=$FLAKY_SEED") |"
     if ((NEED_RELAY)); then
         echo "| far link | Benchmarks/relay.py ($(python3 --version 2>&1)) in front of nginx: each direction held RTT/2, pipelined, no bandwidth cap; a connection's first bytes held one RTT (the handshake); TCP's window over the far link not modelled |"
     fi
@@ -1405,6 +1475,11 @@ disk_fs=$(fs_type "$DISK_ROOT")
                 if ((DEFAULTS)); then
                     summary_line "6$k" "… each tool at its defaults: wall" "haul (defaults)" 6 2 s 1 "curl (defaults)" "wget2 (defaults)" "aria2c (defaults)"
                 fi
+            fi
+            if want 8; then
+                summary_line "8$k" "one 16 KiB file per process$proto, fresh journal: wall" haul 6 3 s 1 curl wget2 aria2c
+                summary_line "8$k" "… with $ONE_JOURNAL_ROWS finished rows: wall" "haul (10k rows)" 6 3 s 1 curl wget2 aria2c
+                summary_line "8$k" "… peak RSS" haul 8 1 MiB 1024 curl wget2 aria2c
             fi
             if want 5 && [[ $v == http ]]; then
                 summary_line 5 "resume from ~50%: second run wall" haul 6 2 s 1 curl wget2 aria2c
@@ -1521,6 +1596,30 @@ disk_fs=$(fs_type "$DISK_ROOT")
             done
         fi
 
+        if want 8; then
+            for v in "${variants[@]}"; do
+                k="" title=""
+                if [[ $v != http ]]; then k=-$v title=" over $(variant_name "$v")"; fi
+                echo
+                echo "### Workload 8$title: one 16 KiB file per process ($((RUNS * ONE_PER_RUN)) runs per row)"
+                echo
+                # (No CPU column: /usr/bin/time counts it in 10 ms steps, as long as a run.)
+                echo "| tool | wall ms | wall ÷ aria2c | peak RSS MiB | peak RSS ÷ curl | problems |"
+                echo "|---|---|---|---|---|---|"
+                aria_wall=$(med "8$k" "$target" aria2c 6)
+                curl_rss=$(med "8$k" "$target" curl 8)
+                for tool in "${ONE_TOOLS[@]}"; do
+                    wall=$(med "8$k" "$target" "$tool" 6)
+                    rss=$(med "8$k" "$target" "$tool" 8)
+                    st=$(row_status "8$k" "$target" "$tool")
+                    wms="" rssm=""
+                    [[ -n $wall ]] && wms=$(calc "$wall * 1000")
+                    [[ -n $rss ]] && rssm=$(calc "$rss / 1024")
+                    echo "| $tool | $(fmt 1 "$wms") | $(ratio "$wall" "$aria_wall") | $(fmt 1 "$rssm") | $(ratio "$rss" "$curl_rss") | $st |"
+                done
+            done
+        fi
+
         if want 4; then
             echo
             echo "### Workload 4: $QUEUE_COUNT queued URLs (window: until $QUEUE_STOP_FILES files are complete or ${QUEUE_MAX_SECONDS} s)"
@@ -1621,6 +1720,9 @@ disk_fs=$(fs_type "$DISK_ROOT")
     done
     if want 7; then
         echo "- Workload 7: \`haul get -i LIST -j $FLAKY_JOBS --per-host $FLAKY_JOBS ${HAUL_RETRIES[*]}\`, \`curl --parallel --parallel-max $FLAKY_JOBS --retry 100 --retry-all-errors --retry-delay 1 -K CONFIG\` (curl starts a file over on a retry), \`wget2 --max-threads=$FLAKY_JOBS --tries=100 --retry-connrefused --waitretry=0 --continue -i LIST\` (wget2 does not retry a body cut short: it keeps the short file), \`aria2c -j $FLAKY_JOBS -x1 --max-tries=0 --retry-wait=0 -c -i LIST\`, each stopped after ${FLAKY_TIMEOUT} s. The relay (\`--rtt-ms $FLAKY_RTT_MS --reset-rate $FLAKY_RESET_RATE --seed FLAKY_SEED+run\`) is restarted for each run, so every tool's n-th connection meets the same resets. Files right: sha256 against the corpus. Bytes served: the sum of nginx's \`\$body_bytes_sent\` over the run's requests (reset ones included; on loopback nginx hands a 1 MiB response to the kernel at once, so a reset request counts whole from where it started)."
+    fi
+    if want 8; then
+        echo "- Workload 8: \`haul get URL -d OUT -q --journal J\` (J new each run, or a copy of a journal of $ONE_JOURNAL_ROWS finished rows made by Haul itself), \`curl -sS --fail -o OUT/q.bin URL\`, \`wget2 -q -P OUT URL\`, \`aria2c -q -d OUT URL\`, each with the test CA over HTTPS; $ONE_PER_RUN rounds per run, each round every tool once. Before each run's rounds the haul binary's pages are dropped from the page cache (\`posix_fadvise(DONTNEED)\`) and one untimed haul run reads back what a run needs: a freshly built binary is all in the page cache, so that the kernel maps 64 KiB around every page a run touches, and its peak RSS reads 3-4 MiB higher than the same binary's once installed. Peak RSS counts the mapped binary and libraries. Every run checks the file's size."
     fi
     echo "- Workloads 1, 2, 5 and 6 check the file's size (and its bytes on the first run, in workload 5 every run)."
     if ((${#NOTES[@]})); then
