@@ -256,8 +256,9 @@ package final class PostgresJobStore: JobStore, Sendable {
     // MARK: - Admission
 
     /// Claims `job` for this worker, leased: inserts it running, or takes over the row with
-    /// its key unless another worker's lease on it lasts. (The queue keeps no completed
-    /// file's details, so `force` changes nothing: a completed row starts again from zero.)
+    /// its key unless another worker's lease on it lasts. A row the same download completed
+    /// (same URL, name, checksum and expected size) hands over its completed file, to be
+    /// revalidated, unless `force`.
     package func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim {
         let request = try queueRequest(for: job)
         let options = try encodedOptions(request)
@@ -265,7 +266,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         let name = request.name, priority = request.priority, attempts = request.maxAttempts
         let owner = self.owner, lease = leaseSeconds
         let logger = self.logger
-        typealias Row = (Int, Int, String, Int64, Int64?, String?, String?, Bool, Bool)
+        typealias Row = (Int, Int, String, Int64, Int64?, String?, String?, Bool, Bool, String?)
         let claimed: Row?
         do {
             claimed = try await answering(within: deadline) { [client] in
@@ -279,7 +280,13 @@ package final class PostgresJobStore: JobStore, Sendable {
                     let rows = try await connection.query(
                         """
                         WITH previous AS (
-                            SELECT id, state, lease_owner, url FROM haul_jobs WHERE key = \(key) FOR UPDATE
+                            SELECT id, state, lease_owner, url, destination, options, completed_file,
+                                NOT \(force) AND state = 'completed' AND url = \(url)
+                                    AND destination IS NOT DISTINCT FROM \(name)
+                                    AND options->'checksum' IS NOT DISTINCT FROM \(options)::jsonb->'checksum'
+                                    AND options->'expectedSize' IS NOT DISTINCT FROM \(options)::jsonb->'expectedSize'
+                                    AS keeps_file
+                            FROM haul_jobs WHERE key = \(key) FOR UPDATE
                         )
                         UPDATE haul_jobs j SET
                             state = 'running',
@@ -290,13 +297,15 @@ package final class PostgresJobStore: JobStore, Sendable {
                             priority = \(priority), updated_at = now(), finished_at = NULL,
                             bytes_committed = CASE WHEN p.state IN ('completed', 'cancelled') OR p.url <> \(url) THEN 0
                                 ELSE j.bytes_committed END,
-                            last_error = NULL, last_error_code = NULL
+                            last_error = NULL, last_error_code = NULL,
+                            completed_file = CASE WHEN p.keeps_file THEN p.completed_file END
                         FROM previous p
                         WHERE j.id = p.id AND NOT (p.state = 'running' AND j.lease_expires_at > now()
                             AND p.lease_owner IS DISTINCT FROM \(owner))
                         RETURNING j.attempt, j.max_attempts, j.url, j.bytes_committed, j.total_bytes, j.validator,
                                   j.boot_id, (p.state = 'running' AND p.lease_owner IS DISTINCT FROM \(owner)),
-                                  p.state IN ('completed', 'cancelled') OR p.url <> \(url)
+                                  p.state IN ('completed', 'cancelled') OR p.url <> \(url),
+                                  CASE WHEN p.keeps_file THEN p.completed_file::text END
                         """, logger: logger)
                     for try await row in rows.decode(Row.self) { return row }
                     return nil
@@ -305,7 +314,8 @@ package final class PostgresJobStore: JobStore, Sendable {
         } catch {
             throw DownloadError.queue("could not claim \(key): \(String(reflecting: error))")
         }
-        guard let (attempt, maxAttempts, url2, committed, total, validator, boot, rescued, fresh) = claimed else {
+        guard let (attempt, maxAttempts, url2, committed, total, validator, boot, rescued, fresh, completedText) = claimed
+        else {
             guard let attachment = try await attachments(for: [key]).first else {
                 throw DownloadError.queue("\(key) is held by another worker that could not be found")
             }
@@ -320,10 +330,22 @@ package final class PostgresJobStore: JobStore, Sendable {
         record.totalBytes = total ?? record.totalBytes
         record.validator = validator
         record.bootID = boot
-        return .claimed(
-            ClaimedJob(
-                record: record, progress: fresh ? nil : StoredProgress(committed: committed, bootID: boot),
-                mayBeWritten: rescued))
+        let progress: StoredProgress?
+        if let completedText {
+            progress = StoredProgress(committed: 0, bootID: nil, completedFile: try Self.completedFile(completedText, of: key))
+        } else {
+            progress = fresh ? nil : StoredProgress(committed: committed, bootID: boot)
+        }
+        return .claimed(ClaimedJob(record: record, progress: progress, mayBeWritten: rescued))
+    }
+
+    /// The completed file a row keeps (`completed_file`, the JSON of ``CompletedFile``).
+    private static func completedFile(_ text: String, of key: String) throws(DownloadError) -> CompletedFile {
+        do {
+            return try JSONDecoder().decode(CompletedFile.self, from: Data(text.utf8))
+        } catch {
+            throw .queue("\(key): the completed file the queue keeps is not the JSON this version reads: \(error)")
+        }
     }
 
     /// Adds `jobs` to the queue, available to every worker (those whose key is queued
@@ -746,14 +768,25 @@ package final class PostgresJobStore: JobStore, Sendable {
         let owner = self.owner
         guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }
         onRoom()
-        // The completion itself was recorded (fenced) before the rename; only a redirect
-        // leaves something to add.
-        guard finalURL != held.url else { return }
+        // The completion itself was recorded (fenced) before the rename; a redirect and the
+        // completed file (for a conditional request next time) are what is left to add.
+        var completed: String?
+        if let file {
+            do {
+                completed = String(decoding: try JSONEncoder().encode(file), as: UTF8.self)
+            } catch {
+                logger.warning("cannot keep the completed file of \(key): \(error)", metadata: ["id": "\(key)"])
+            }
+        }
+        guard finalURL != held.url || completed != nil else { return }
+        let redirected: String? = finalURL != held.url ? finalURL : nil
+        let kept = completed
         submit { [self] in
             await write(
-                "record where \(key) was redirected to",
+                "record how \(key) ended",
                 """
-                UPDATE haul_jobs SET final_url = \(finalURL), updated_at = now()
+                UPDATE haul_jobs SET final_url = coalesce(\(redirected), final_url),
+                    completed_file = coalesce(\(kept)::jsonb, completed_file), updated_at = now()
                 WHERE key = \(key) AND state = 'completed' AND lease_owner = \(owner) AND attempt = \(held.attempt)
                 """)
         }

@@ -58,7 +58,16 @@ extension PostgresQueue {
                 // Heartbeats and per-host counts read the running jobs.
                 "CREATE INDEX haul_jobs_running ON haul_jobs (lease_owner, host) WHERE state = 'running'",
             ]
-        )
+        ),
+        (
+            "v2 completed files",
+            [
+                // The file (or object) a job's last run completed, as the journal keeps it:
+                // the same download claimed again is a conditional request while it is still
+                // there unchanged, unless forced.
+                "ALTER TABLE haul_jobs ADD COLUMN completed_file jsonb"
+            ]
+        ),
     ]
 
     /// An arbitrary constant: the advisory lock the migrations take.

@@ -63,6 +63,46 @@ enum StoreConformance {
         await b.close()
     }
 
+    /// A download completed with a validator, claimed again, hands over its completed file
+    /// to be revalidated (a conditional request); claimed with `force`, it starts over.
+    static func completedClaimedAgainRevalidatesUnlessForced(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let job = try harness.record("again")
+        let file = CompletedFile(
+            path: "/srv/again", size: 4000, modified: 1_700_000_000_000_000_000, validator: .etag("\"v1\""))
+        func complete() async throws {
+            a.recordStarted(job.jobID)
+            try await a.confirmCompletion(job.jobID, bytes: 4000)
+            a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, path: file.path, file: file)
+            await a.flush()
+        }
+        guard case .claimed(let first) = try await a.claim(job, force: false) else {
+            Issue.record("a new job is claimed")
+            return
+        }
+        #expect(first.progress?.completedFile == nil)
+        try await complete()
+        #expect(try await a.watch([job.jobID]).rows[job.jobID]?.state == .completed)
+
+        // Claimed again: the completed file comes with it
+        guard case .claimed(let again) = try await a.claim(job, force: false) else {
+            Issue.record("a completed job is claimed again")
+            return
+        }
+        #expect(again.progress?.completedFile == file)
+        #expect(again.progress?.committed ?? 0 == 0)
+
+        // Forced: nothing to revalidate, and the row keeps no completed file any more
+        try await complete()
+        guard case .claimed(let forced) = try await a.claim(job, force: true) else {
+            Issue.record("a completed job is claimed again when forced")
+            return
+        }
+        #expect(forced.progress?.completedFile == nil)
+        try await complete()
+        await a.close()
+    }
+
     /// A failed job is resumed (queued again) and claimed again.
     static func failAndRetry(_ harness: any StoreHarness) async throws {
         let a = try await harness.makeOwner()
@@ -323,6 +363,9 @@ struct StoreConformanceJournalTests {
     }
     @Test func submitClaimingAtOnce() async throws { try await JournalHarness.with(StoreConformance.submitClaimingAtOnce) }
     @Test func failAndRetry() async throws { try await JournalHarness.with(StoreConformance.failAndRetry) }
+    @Test func completedClaimedAgainRevalidatesUnlessForced() async throws {
+        try await JournalHarness.with(StoreConformance.completedClaimedAgainRevalidatesUnlessForced)
+    }
     @Test func pauseAndResume() async throws { try await JournalHarness.with(StoreConformance.pauseAndResume) }
     @Test func cancel() async throws { try await JournalHarness.with(StoreConformance.cancel) }
     @Test func heldJobIsAttached() async throws { try await JournalHarness.with(StoreConformance.heldJobIsAttached) }
@@ -343,6 +386,9 @@ struct StoreConformancePostgresTests {
     }
     @Test func submitClaimingAtOnce() async throws { try await PostgresHarness.with(StoreConformance.submitClaimingAtOnce) }
     @Test func failAndRetry() async throws { try await PostgresHarness.with(StoreConformance.failAndRetry) }
+    @Test func completedClaimedAgainRevalidatesUnlessForced() async throws {
+        try await PostgresHarness.with(StoreConformance.completedClaimedAgainRevalidatesUnlessForced)
+    }
     @Test func pauseAndResume() async throws { try await PostgresHarness.with(StoreConformance.pauseAndResume) }
     @Test func cancel() async throws { try await PostgresHarness.with(StoreConformance.cancel) }
     @Test func heldJobIsAttached() async throws { try await PostgresHarness.with(StoreConformance.heldJobIsAttached) }

@@ -11,7 +11,7 @@ import Darwin
 /// with. While it is still there unchanged, the same download is a conditional request
 /// (`If-None-Match`, else `If-Modified-Since`), and a `304 Not Modified` completes it
 /// without a body.
-package struct CompletedFile: Sendable, Hashable {
+package struct CompletedFile: Codable, Sendable, Hashable {
     /// The file's path, or the object's `s3://bucket/key` address.
     var path: String
     var size: Int64
