@@ -24,8 +24,9 @@ final class JournalStore: JobStore {
     let signals: AsyncStream<StoreSignal>
     private let lost: NIOLockedValueBox<[DownloadID]>
     private let closed = NIOLockedValueBox(false)
-    /// Where the blocking control statements of ``leave(_:for:)`` run.
-    private static let controlQueue = DispatchQueue(label: "haul.journal.control")
+    /// Where the blocking control statements of ``leave(_:for:)`` run: this store's own,
+    /// not one the process shares (the library owns no globals).
+    private let controlQueue = DispatchQueue(label: "haul.journal.control")
 
     init(journal: Journal, logger: Logger, pollInterval: Duration = .milliseconds(250)) {
         self.journal = journal
@@ -70,7 +71,7 @@ final class JournalStore: JobStore {
 
     func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
         let session = try ownerToken()
-        return try await Self.off { () throws(DownloadError) in
+        return try await off { () throws(DownloadError) in
             try self.journal.adoptUnfinished(session: session, keepingPaused: keepingPaused)
         }
     }
@@ -95,7 +96,7 @@ final class JournalStore: JobStore {
 
     func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
         _ = try ownerToken()
-        try await Self.off { () throws(DownloadError) in
+        try await off { () throws(DownloadError) in
             switch command {
             case .pause: _ = try self.journal.pause(id)
             case .cancel: _ = try self.journal.cancel(id)
@@ -105,7 +106,7 @@ final class JournalStore: JobStore {
     }
 
     /// Runs blocking journal work on the control queue, off the Swift concurrency pool.
-    private static func off<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T)
+    private func off<T: Sendable>(_ body: @escaping @Sendable () throws(DownloadError) -> T)
         async throws(DownloadError) -> T
     {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, DownloadError>, Never>) in
