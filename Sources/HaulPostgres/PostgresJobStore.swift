@@ -216,19 +216,20 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    /// Runs a fenced statement for `id`'s lease; says whether a row matched. No lease, no
-    /// statement.
+    /// Runs `update` (an `UPDATE haul_jobs SET …` with no `WHERE`) fenced on `id`'s lease:
+    /// it changes the row only while this worker's claim of it (its attempt) holds. No lease,
+    /// no statement. The fence is written here, once, for every fenced write.
     private func fenced(
-        _ id: DownloadID, forgetting: Bool, reportingLoss: Bool = false,
-        _ makeQuery: @escaping @Sendable (_ attempt: Int) -> PostgresQuery
+        _ id: DownloadID, forgetting: Bool, reportingLoss: Bool = false, _ update: PostgresQuery
     ) {
         guard let held = lease(of: id) else { return }
         let key = id.rawValue
         if forgetting { forget(key, held) }
+        let query = Self.fencing(update, key: key, owner: owner, attempt: held.attempt)
         submit { [self] in
             do {
                 var matched = false
-                for try await _ in try await client.query(makeQuery(held.attempt), logger: logger).decode(Int64.self) {
+                for try await _ in try await client.query(query, logger: logger).decode(Int64.self) {
                     matched = true
                 }
                 if !matched {
@@ -247,6 +248,20 @@ package final class PostgresJobStore: JobStore, Sendable {
                     metadata: ["id": "\(key)", "error": "\(String(reflecting: error))"])
             }
         }
+    }
+
+    /// `update` limited to the row of `key` that owner `owner` runs under claim `attempt`,
+    /// returning its ID when it matched.
+    static func fencing(_ update: PostgresQuery, key: String, owner: Int64, attempt: Int) -> PostgresQuery {
+        var binds = update.binds
+        let first = binds.count + 1
+        binds.append(key, context: .default)
+        binds.append(owner, context: .default)
+        binds.append(attempt, context: .default)
+        return PostgresQuery(
+            unsafeSQL: update.sql
+                + " WHERE key = $\(first) AND state = 'running' AND lease_owner = $\(first + 1) AND attempt = $\(first + 2) RETURNING id",
+            binds: binds)
     }
 
     // MARK: - Owners
@@ -289,7 +304,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                             FROM haul_jobs WHERE key = \(key) FOR UPDATE
                         )
                         UPDATE haul_jobs j SET
-                            state = 'running',
+                            state = 'running', phase = NULL, retries = 0,
                             lease_owner = \(owner), attempt = j.attempt + 1,
                             max_attempts = greatest(j.max_attempts, j.attempt + 1),
                             lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL,
@@ -348,9 +363,10 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
     }
 
-    /// Adds `jobs` to the queue, available to every worker (those whose key is queued
-    /// already stay as they are), then claims up to `limit` jobs as ``claimQueued(limit:)``
-    /// does; returns those, and the submitted jobs another live worker runs.
+    /// Adds `jobs` to the queue, available to every worker (those whose key waits or runs
+    /// already stay as they are; those that ended are queued again, see
+    /// `requeueFinished`), then claims up to `limit` jobs as ``claimQueued(limit:)`` does;
+    /// returns those, and the submitted jobs another live worker runs.
     package func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
         -> SubmittedJobs
     {
@@ -363,10 +379,69 @@ package final class PostgresJobStore: JobStore, Sendable {
         } catch {
             throw DownloadError.queue("could not queue \(jobs.count) job(s): \(String(reflecting: error))")
         }
+        try await requeueFinished(jobs, requests, forcing: forcing)
         let attachments = try await attachments(for: requests.map(\.id))
         // The queue's own order decides what is claimed, per-host caps included.
         let claimed = limit > 0 ? try await claimQueued(limit: limit) : []
         return SubmittedJobs(claimed: claimed, attachments: attachments)
+    }
+
+    /// Submitted again, a download that ended (completed, failed, cancelled) or that a person
+    /// paused is queued again with the new request's details, as the journal's submission
+    /// does: a completed one keeps its completed file (for a conditional request) while its
+    /// URL, name, checksum and expected size are the same, unless `forcing` names it; one
+    /// whose URL changed starts from nothing. (Queued and running rows are left as they are:
+    /// they run anyway, and a running one's takeover is the claims' to decide.)
+    private func requeueFinished(_ jobs: [JobRecord], _ requests: [QueueRequest], forcing: Set<String>)
+        async throws(DownloadError)
+    {
+        var keys: [String] = [], urls: [String] = [], hosts: [String] = [], names: [String] = []
+        var options: [String] = [], priorities: [Int] = [], attempts: [Int] = [], forced: [Bool] = []
+        var paused: [Bool] = []
+        for (record, request) in zip(jobs, requests) {
+            keys.append(request.id)
+            urls.append(request.url.absoluteString)
+            hosts.append(PostgresQueue.hostKey(request.url))
+            names.append(request.name ?? "")
+            options.append(try encodedOptions(request))
+            priorities.append(request.priority)
+            attempts.append(request.maxAttempts)
+            forced.append(forcing.contains(request.id))
+            paused.append(record.state == .paused)
+        }
+        do {
+            _ = try await answering(within: deadline * (1 + requests.count / 1000)) {
+                [client, logger, keys, urls, hosts, names, options, priorities, attempts, forced, paused] in
+                var requeued = 0
+                let rows = try await client.query(
+                    """
+                    UPDATE haul_jobs j SET state = CASE WHEN t.s THEN 'paused' ELSE 'available' END, phase = NULL,
+                        retries = 0, scheduled_at = now(), url = t.u, host = t.h, destination = NULLIF(t.d, ''),
+                        options = t.o::jsonb, priority = t.p, max_attempts = j.attempt + t.m, command = NULL,
+                        lease_owner = NULL, lease_expires_at = NULL, last_error = NULL, last_error_code = NULL,
+                        finished_at = NULL, updated_at = now(),
+                        bytes_committed = CASE WHEN j.state IN ('completed', 'cancelled') OR j.url <> t.u THEN 0
+                            ELSE j.bytes_committed END,
+                        validator = CASE WHEN j.state IN ('completed', 'cancelled') OR j.url <> t.u THEN NULL
+                            ELSE j.validator END,
+                        completed_file = CASE WHEN NOT t.f AND j.state = 'completed' AND j.url = t.u
+                            AND j.destination IS NOT DISTINCT FROM NULLIF(t.d, '')
+                            AND j.options->'checksum' IS NOT DISTINCT FROM t.o::jsonb->'checksum'
+                            AND j.options->'expectedSize' IS NOT DISTINCT FROM t.o::jsonb->'expectedSize'
+                            THEN j.completed_file END
+                    FROM unnest(\(keys)::text[], \(urls)::text[], \(hosts)::text[], \(names)::text[],
+                                \(options)::text[], \(priorities)::int8[], \(attempts)::int8[], \(forced)::bool[],
+                                \(paused)::bool[]) AS t(k, u, h, d, o, p, m, f, s)
+                    WHERE j.key = t.k AND j.state IN ('completed', 'failed', 'cancelled', 'paused')
+                    RETURNING j.id
+                    """, logger: logger)
+                for try await _ in rows.decode(Int64.self) { requeued += 1 }
+                if requeued > 0 { try await client.query("SELECT pg_notify(\(PostgresQueue.channel), '')", logger: logger) }
+                return requeued
+            }
+        } catch {
+            throw DownloadError.queue("could not queue \(jobs.count) job(s) again: \(String(reflecting: error))")
+        }
     }
 
     /// Makes the jobs a person paused available again (unless `keepingPaused`: the queue
@@ -414,7 +489,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         guard !keys.isEmpty else { return [] }
         let watch = try await watch(keys.map { DownloadID($0) })
         return watch.rows.values.compactMap { record in
-            guard record.state == .running, let holder = record.owner, holder != owner, let live = watch.live[holder]
+            guard let holder = record.owner, holder != owner, let live = watch.live[holder]
             else { return nil }
             return JobAttachment(id: DownloadID(record.id), holder: holder, owner: live, record: record)
         }
@@ -464,7 +539,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         let lease = leaseSeconds
         let perHost = settings.perHost != nil
         let logger = self.logger
-        typealias Row = (String, Int, Int, String, String?, String, Int, Int64, Int64?, String?, String?, Bool)
+        typealias Row = (String, Int, Int, String, String?, String, Int, Int64, Int64?, String?, String?, Bool, String?)
         let rows: [Row]
         do {
             rows = try await answering(within: deadline) { [client] in
@@ -493,12 +568,14 @@ package final class PostgresJobStore: JobStore, Sendable {
                             SELECT id, state AS previous_state, lease_owner AS previous_owner FROM ranked WHERE slot <= \(cap)
                             ORDER BY priority DESC, scheduled_at, id LIMIT \(room)
                         )
-                        UPDATE haul_jobs j SET state = 'running', lease_owner = \(owner), attempt = j.attempt + 1,
+                        UPDATE haul_jobs j SET state = 'running', phase = NULL, retries = 0, lease_owner = \(owner),
+                            attempt = j.attempt + 1,
                             lease_expires_at = now() + make_interval(secs => \(lease)), command = NULL, updated_at = now()
                         FROM chosen WHERE j.id = chosen.id
                         RETURNING j.key, j.attempt, j.max_attempts, j.url, j.destination, j.options::text, j.priority,
                                   j.bytes_committed, j.total_bytes, j.validator, j.boot_id,
-                                  (chosen.previous_state = 'running' AND chosen.previous_owner IS DISTINCT FROM \(owner))
+                                  (chosen.previous_state = 'running' AND chosen.previous_owner IS DISTINCT FROM \(owner)),
+                                  j.completed_file::text
                         """, logger: logger)
                     var rows: [Row] = []
                     for try await row in result.decode(Row.self) { rows.append(row) }
@@ -509,7 +586,9 @@ package final class PostgresJobStore: JobStore, Sendable {
             throw DownloadError.queue("could not claim jobs: \(String(reflecting: error))")
         }
         var records: [ClaimedJob] = []
-        for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot, rescued) in rows {
+        for (key, attempt, maxAttempts, url, name, options, priority, committed, total, validator, boot, rescued, completed)
+            in rows
+        {
             let held = Held(attempt: attempt, maxAttempts: maxAttempts, url: url)
             let reclaimed = state.withLockedValue { state in
                 defer { state.leases[key] = held }
@@ -526,9 +605,11 @@ package final class PostgresJobStore: JobStore, Sendable {
                 record.validator = validator
                 record.bootID = boot
                 record.owner = owner
+                // A completed download queued again is revalidated (see `requeueFinished`).
+                let file = try completed.map { text throws(DownloadError) in try Self.completedFile(text, of: key) }
                 records.append(
                     ClaimedJob(
-                        record: record, progress: StoredProgress(committed: committed, bootID: boot),
+                        record: record, progress: StoredProgress(committed: committed, bootID: boot, completedFile: file),
                         mayBeWritten: rescued))
             } catch {
                 recordFailed(DownloadID(key), error)
@@ -601,7 +682,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         let keys = ids.map(\.rawValue)
         let lease = leaseSeconds
         typealias Row = (String, String, String, String?, String, Int, Int64, Int64?, String?, String?, Int64?, Bool,
-            String?, String?, String?, String?)
+            String?, String?, String?, String?, String?, Int)
         do {
             return try await answering(within: deadline) { [self] in
                 var watch = JobWatch(rows: [:], live: [:])
@@ -609,15 +690,16 @@ package final class PostgresJobStore: JobStore, Sendable {
                     """
                     SELECT key, state, url, destination, options::text, priority, bytes_committed, total_bytes, validator,
                            boot_id, lease_owner, coalesce(lease_expires_at > now(), false), command, final_url,
-                           last_error_code, last_error
+                           last_error_code, last_error, phase, retries
                     FROM haul_jobs WHERE key = ANY(\(keys)::text[])
                     """, logger: logger)
                 for try await row in rows.decode(Row.self) {
                     let (key, state, url, name, options, priority, committed, total, validator, boot, leaseOwner, leased,
-                        command, finalURL, errorCode, error) = row
+                        command, finalURL, errorCode, error, phase, retries) = row
                     var record = try makeRecord(key: key, url: url, name: name, options: options, priority: priority)
-                    record.state = Self.jobState(queueState: state)
-                    record.owner = record.state == .running && leased ? leaseOwner : nil
+                    record.state = Self.jobState(queueState: state, phase: phase)
+                    record.owner = state == "running" && leased ? leaseOwner : nil
+                    record.attempts = retries
                     record.bytesCommitted = committed
                     record.totalBytes = total ?? record.totalBytes
                     record.validator = validator
@@ -644,9 +726,11 @@ package final class PostgresJobStore: JobStore, Sendable {
     }
 
     /// The library's state for a queue state: waiting ones are queued.
-    static func jobState(queueState: String) -> JobState {
+    /// The library's state for a queue state and, while a worker holds the job, its phase
+    /// there (queued behind its slots, waiting for its host).
+    static func jobState(queueState: String, phase: String? = nil) -> JobState {
         switch queueState {
-        case "running": .running
+        case "running": phase.flatMap(JobState.init(rawValue:)) ?? .running
         case "paused": .paused
         case "completed": .completed
         case "failed": .failed
@@ -676,60 +760,63 @@ package final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Fire-and-forget writes
 
-    /// The transfer of job `id` starts: its lease is extended from now, as a heartbeat would.
+    /// The transfer of job `id` starts: its lease is extended from now, as a heartbeat would,
+    /// and it is transferring (no longer queued behind its worker's slots or waiting for its
+    /// host).
     package func recordStarted(_ id: DownloadID) {
-        let owner = self.owner
-        let key = id.rawValue
         let lease = leaseSeconds
-        fenced(id, forgetting: false, reportingLoss: true) { attempt in
+        fenced(
+            id, forgetting: false, reportingLoss: true,
             """
-            UPDATE haul_jobs SET lease_expires_at = now() + make_interval(secs => \(lease)), updated_at = now()
-            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-            """
-        }
+            UPDATE haul_jobs SET phase = NULL, lease_expires_at = now() + make_interval(secs => \(lease)),
+                updated_at = now()
+            """)
     }
 
-    package func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
-        let owner = self.owner
-        let key = id.rawValue
-        switch state {
-        case .queued, .running, .waiting, .completed:
-            // The job stays leased to this worker: its heartbeat keeps the lease.
-            return
+    /// Queued and waiting jobs stay leased to this worker (its heartbeat keeps the lease):
+    /// their phase says which. A pause for a shutdown and an eviction give the job back to
+    /// the queue; a person's pause, a cancellation and a failure end this worker's claim.
+    package func recordState(_ id: DownloadID, _ change: StateChange, errorCode: String?, error: String?) {
+        let lease = leaseSeconds
+        switch change {
+        case .queued, .waiting:
+            let phase = change.rawValue
+            fenced(
+                id, forgetting: false, reportingLoss: true,
+                """
+                UPDATE haul_jobs SET phase = \(phase), lease_expires_at = now() + make_interval(secs => \(lease)),
+                    updated_at = now(), last_error_code = \(errorCode), last_error = \(error)
+                """)
         case .paused where errorCode == Journal.shutdownCode:
             release(id)
         case .paused:
-            fenced(id, forgetting: true) { attempt in
+            fenced(
+                id, forgetting: true,
                 """
-                UPDATE haul_jobs SET state = 'paused', lease_expires_at = NULL, updated_at = now(),
+                UPDATE haul_jobs SET state = 'paused', phase = NULL, lease_expires_at = NULL, updated_at = now(),
                     last_error_code = \(errorCode), last_error = \(error)
-                WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-                """
-            }
+                """)
         case .cancelled where errorCode == "evicted":
             release(id)
         case .cancelled, .failed:
-            let final = state.rawValue
-            fenced(id, forgetting: true) { attempt in
+            let final = change.rawValue
+            fenced(
+                id, forgetting: true,
                 """
-                UPDATE haul_jobs SET state = \(final), lease_expires_at = NULL, updated_at = now(), finished_at = now(),
-                    last_error_code = \(errorCode), last_error = \(error)
-                WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-                """
-            }
+                UPDATE haul_jobs SET state = \(final), phase = NULL, lease_expires_at = NULL, updated_at = now(),
+                    finished_at = now(), last_error_code = \(errorCode), last_error = \(error)
+                """)
         }
     }
 
     /// Gives job `id` back to the queue, available at once, with its committed bytes.
     private func release(_ id: DownloadID) {
-        let owner = self.owner
-        let key = id.rawValue
-        fenced(id, forgetting: true) { attempt in
+        fenced(
+            id, forgetting: true,
             """
-            UPDATE haul_jobs SET state = 'available', scheduled_at = now(), lease_expires_at = NULL, updated_at = now()
-            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-            """
-        }
+            UPDATE haul_jobs SET state = 'available', phase = NULL, scheduled_at = now(), lease_expires_at = NULL,
+                updated_at = now()
+            """)
         submit { [self] in await write("wake the workers", "SELECT pg_notify(\(PostgresQueue.channel), '')") }
     }
 
@@ -737,28 +824,25 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// worker claims it then; or failed for good (see ``LeasedJob/decide(after:attempt:maxAttempts:policy:)``).
     package func recordFailed(_ id: DownloadID, _ error: DownloadError) {
         guard let held = lease(of: id) else { return }
-        let owner = self.owner
-        let key = id.rawValue
         let code = error.code.description
         let message = error.message
         switch LeasedJob.decide(after: error, attempt: held.attempt, maxAttempts: held.maxAttempts, policy: settings.retry) {
         case .retry(let delay):
             let seconds = delay.timeInterval
-            fenced(id, forgetting: true) { attempt in
+            fenced(
+                id, forgetting: true,
                 """
-                UPDATE haul_jobs SET state = 'retryable', scheduled_at = now() + make_interval(secs => \(seconds)),
+                UPDATE haul_jobs SET state = 'retryable', phase = NULL,
+                    scheduled_at = now() + make_interval(secs => \(seconds)),
                     lease_expires_at = NULL, updated_at = now(), last_error_code = \(code), last_error = \(message)
-                WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-                """
-            }
+                """)
         case .fail:
-            fenced(id, forgetting: true) { attempt in
+            fenced(
+                id, forgetting: true,
                 """
-                UPDATE haul_jobs SET state = 'failed', lease_expires_at = NULL, updated_at = now(), finished_at = now(),
-                    last_error_code = \(code), last_error = \(message)
-                WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-                """
-            }
+                UPDATE haul_jobs SET state = 'failed', phase = NULL, lease_expires_at = NULL, updated_at = now(),
+                    finished_at = now(), last_error_code = \(code), last_error = \(message)
+                """)
         }
     }
 
@@ -795,40 +879,40 @@ package final class PostgresJobStore: JobStore, Sendable {
     package func recordCheckpoint(
         _ id: DownloadID, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?
     ) {
-        let owner = self.owner
-        let key = id.rawValue
         let lease = leaseSeconds
         // Saving progress extends the lease, as a heartbeat does.
-        fenced(id, forgetting: false, reportingLoss: true) { attempt in
+        fenced(
+            id, forgetting: false, reportingLoss: true,
             """
             UPDATE haul_jobs SET bytes_committed = \(bytes), total_bytes = coalesce(\(total), total_bytes),
                 validator = coalesce(\(validator), validator), boot_id = \(bootID),
                 lease_expires_at = now() + make_interval(secs => \(lease)), updated_at = now()
-            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-            """
-        }
+            """)
     }
 
-    /// Retries are the queue's (each a new claim, counted in `attempt`), and a worker's
-    /// manager makes none of its own (its `maxRetries` is 0): a retry inside a claim only
-    /// extends the lease, fenced like any write.
+    /// The retries made within this worker's claim (the queue's own retries are new claims,
+    /// counted in `attempt`); a retry extends the lease, as a heartbeat does.
     package func recordAttempt(_ id: DownloadID, _ attempts: Int) {
-        recordStarted(id)
+        let lease = leaseSeconds
+        fenced(
+            id, forgetting: false, reportingLoss: true,
+            """
+            UPDATE haul_jobs SET retries = \(attempts), lease_expires_at = now() + make_interval(secs => \(lease)),
+                updated_at = now()
+            """)
     }
 
     /// Kept in the job's options, where its URL's other settings are; fenced like any write.
     package func recordSources(_ id: DownloadID, location: URL?, mirrors: [URL]) {
-        let owner = self.owner
-        let key = id.rawValue
         let location = location?.absoluteString
         let mirrors = JobRecord.encode(urls: mirrors) ?? "[]"
-        fenced(id, forgetting: false, reportingLoss: true) { attempt in
+        fenced(
+            id, forgetting: false, reportingLoss: true,
             """
-            UPDATE haul_jobs SET options = options || jsonb_build_object('location', \(location)::text, 'mirrors', \(mirrors)::jsonb),
+            UPDATE haul_jobs SET
+                options = options || jsonb_build_object('location', \(location)::text, 'mirrors', \(mirrors)::jsonb),
                 updated_at = now()
-            WHERE key = \(key) AND state = 'running' AND lease_owner = \(owner) AND attempt = \(attempt) RETURNING id
-            """
-        }
+            """)
     }
 
     package func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID) {

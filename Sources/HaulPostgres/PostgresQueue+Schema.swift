@@ -68,6 +68,18 @@ extension PostgresQueue {
                 "ALTER TABLE haul_jobs ADD COLUMN completed_file jsonb"
             ]
         ),
+        (
+            "v3 phases and retries",
+            [
+                // What a running job's worker does with it while it holds it: queued behind
+                // its slots, or waiting for its host to answer (NULL: transferring). The
+                // queue's `state` stays 'running' (the job is leased); the library's state
+                // refines it.
+                "ALTER TABLE haul_jobs ADD COLUMN phase text CHECK (phase IN ('queued', 'waiting'))",
+                // Retries its worker made within the current claim (`attempt` counts claims).
+                "ALTER TABLE haul_jobs ADD COLUMN retries integer NOT NULL DEFAULT 0",
+            ]
+        ),
     ]
 
     /// An arbitrary constant: the advisory lock the migrations take.

@@ -244,6 +244,101 @@ enum StoreConformance {
         await a.close()
         await b.close()
     }
+
+    /// A held job's phases as its owner records them (waiting for its host, queued behind
+    /// its slots, running again), its retries and its sources: each seen by another owner,
+    /// which never claims it meanwhile.
+    static func phasesRetriesAndSources(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let job = try harness.record("phases")
+        _ = try await a.submit([job], forcing: [], claimingUpTo: 0)
+        #expect(try await a.claimQueued(limit: 10).map(\.id) == [job.jobID])
+        a.recordStarted(job.jobID)
+        a.recordState(job.jobID, .waiting, errorCode: "network", error: "127.0.0.1:9 does not answer")
+        await a.flush()
+        let waiting = try await b.watch([job.jobID]).rows[job.jobID]
+        #expect(waiting?.state == .waiting)
+        #expect(waiting?.owner == (try a.ownerToken()))
+        #expect(try await b.claimQueued(limit: 10).isEmpty, "a waiting job is its owner's")
+        a.recordState(job.jobID, .queued, errorCode: nil, error: nil)
+        await a.flush()
+        let queued = try await b.watch([job.jobID]).rows[job.jobID]
+        #expect(queued?.state == .queued)
+        #expect(queued?.owner == (try a.ownerToken()))
+        #expect(try await b.claimQueued(limit: 10).isEmpty, "a job queued behind its owner's slots is its owner's")
+        a.recordStarted(job.jobID)
+        a.recordAttempt(job.jobID, 2)
+        let moved = try #require(URL(string: "http://127.0.0.1:9/files/phases-moved"))
+        let mirror = try #require(URL(string: "http://127.0.0.1:10/files/phases"))
+        a.recordSources(job.jobID, location: moved, mirrors: [mirror])
+        await a.flush()
+        let running = try #require(try await b.watch([job.jobID]).rows[job.jobID])
+        #expect(running.state == .running)
+        #expect(running.attempts == 2)
+        #expect(running.location == moved.absoluteString)
+        #expect(running.mirrors == JobRecord.encode(urls: [mirror]))
+        await a.close()
+        await b.close()
+    }
+
+    /// Submitted again, a download that completed is queued again and claimed with its
+    /// completed file, to revalidate (unless forced); one that failed is queued again.
+    static func submittedAgainAfterItsEnd(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let done = try harness.record("done")
+        let failing = try harness.record("failing-again")
+        let file = CompletedFile(
+            path: "/srv/done", size: 4000, modified: 1_700_000_000_000_000_000, validator: .etag("\"v1\""))
+        _ = try await a.submit([done, failing], forcing: [], claimingUpTo: 0)
+        #expect(Set(try await a.claimQueued(limit: 10).map(\.id)) == [done.jobID, failing.jobID])
+        a.recordStarted(done.jobID)
+        try await a.confirmCompletion(done.jobID, bytes: 4000)
+        a.recordCompleted(done.jobID, bytes: 4000, finalURL: done.url, path: file.path, file: file)
+        a.recordStarted(failing.jobID)
+        a.recordState(failing.jobID, .failed, errorCode: "http", error: "HTTP 404")
+        await a.flush()
+        // Submitted again: both wait again, the completed one with its file
+        _ = try await a.submit([done, failing], forcing: [], claimingUpTo: 0)
+        let rows = try await a.watch([done.jobID, failing.jobID]).rows
+        #expect(rows[done.jobID]?.state == .queued)
+        #expect(rows[failing.jobID]?.state == .queued)
+        #expect(rows[failing.jobID]?.errorCode == nil)
+        let claimed = try await a.claimQueued(limit: 10)
+        #expect(Set(claimed.map(\.id)) == [done.jobID, failing.jobID])
+        #expect(claimed.first { $0.id == done.jobID }?.progress?.completedFile == file)
+        #expect(claimed.first { $0.id == failing.jobID }?.progress?.completedFile == nil)
+        // Completed again, then submitted again forced: nothing to revalidate
+        try await a.confirmCompletion(done.jobID, bytes: 4000)
+        a.recordCompleted(done.jobID, bytes: 4000, finalURL: done.url, path: file.path, file: file)
+        await a.flush()
+        _ = try await a.submit([done], forcing: [done.id], claimingUpTo: 0)
+        let forced = try await a.claimQueued(limit: 10)
+        #expect(forced.map(\.id) == [done.jobID])
+        #expect(forced.first?.progress?.completedFile == nil)
+        await a.close()
+    }
+
+    /// A sequence of the contract, by name: each runs on both stores.
+    struct Sequence: Sendable, CustomTestStringConvertible {
+        let name: String
+        let run: @Sendable (any StoreHarness) async throws -> Void
+        var testDescription: String { name }
+    }
+
+    /// Every sequence, written once.
+    static let sequences: [Sequence] = [
+        Sequence(name: "submitClaimCheckpointComplete", run: submitClaimCheckpointComplete),
+        Sequence(name: "submitClaimingAtOnce", run: submitClaimingAtOnce),
+        Sequence(name: "completedClaimedAgainRevalidatesUnlessForced", run: completedClaimedAgainRevalidatesUnlessForced),
+        Sequence(name: "submittedAgainAfterItsEnd", run: submittedAgainAfterItsEnd),
+        Sequence(name: "failAndRetry", run: failAndRetry),
+        Sequence(name: "pauseAndResume", run: pauseAndResume),
+        Sequence(name: "cancel", run: cancel),
+        Sequence(name: "heldJobIsAttached", run: heldJobIsAttached),
+        Sequence(name: "crashedOwnerTakenOverAndFenced", run: crashedOwnerTakenOverAndFenced),
+        Sequence(name: "phasesRetriesAndSources", run: phasesRetriesAndSources),
+    ]
 }
 
 /// One store kind under the conformance suite: makes owners of one store, and crashes them.
@@ -358,19 +453,9 @@ final class PostgresHarness: StoreHarness {
 
 @Suite("Store conformance: SQLite journal", .timeLimit(.minutes(1)))
 struct StoreConformanceJournalTests {
-    @Test func submitClaimCheckpointComplete() async throws {
-        try await JournalHarness.with(StoreConformance.submitClaimCheckpointComplete)
-    }
-    @Test func submitClaimingAtOnce() async throws { try await JournalHarness.with(StoreConformance.submitClaimingAtOnce) }
-    @Test func failAndRetry() async throws { try await JournalHarness.with(StoreConformance.failAndRetry) }
-    @Test func completedClaimedAgainRevalidatesUnlessForced() async throws {
-        try await JournalHarness.with(StoreConformance.completedClaimedAgainRevalidatesUnlessForced)
-    }
-    @Test func pauseAndResume() async throws { try await JournalHarness.with(StoreConformance.pauseAndResume) }
-    @Test func cancel() async throws { try await JournalHarness.with(StoreConformance.cancel) }
-    @Test func heldJobIsAttached() async throws { try await JournalHarness.with(StoreConformance.heldJobIsAttached) }
-    @Test func crashedOwnerTakenOverAndFenced() async throws {
-        try await JournalHarness.with(StoreConformance.crashedOwnerTakenOverAndFenced)
+    @Test(arguments: StoreConformance.sequences)
+    func sequence(_ sequence: StoreConformance.Sequence) async throws {
+        try await JournalHarness.with { try await sequence.run($0) }
     }
 }
 
@@ -381,19 +466,9 @@ struct StoreConformanceJournalTests {
         "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"),
     .timeLimit(.minutes(1)))
 struct StoreConformancePostgresTests {
-    @Test func submitClaimCheckpointComplete() async throws {
-        try await PostgresHarness.with(StoreConformance.submitClaimCheckpointComplete)
-    }
-    @Test func submitClaimingAtOnce() async throws { try await PostgresHarness.with(StoreConformance.submitClaimingAtOnce) }
-    @Test func failAndRetry() async throws { try await PostgresHarness.with(StoreConformance.failAndRetry) }
-    @Test func completedClaimedAgainRevalidatesUnlessForced() async throws {
-        try await PostgresHarness.with(StoreConformance.completedClaimedAgainRevalidatesUnlessForced)
-    }
-    @Test func pauseAndResume() async throws { try await PostgresHarness.with(StoreConformance.pauseAndResume) }
-    @Test func cancel() async throws { try await PostgresHarness.with(StoreConformance.cancel) }
-    @Test func heldJobIsAttached() async throws { try await PostgresHarness.with(StoreConformance.heldJobIsAttached) }
-    @Test func crashedOwnerTakenOverAndFenced() async throws {
-        try await PostgresHarness.with(StoreConformance.crashedOwnerTakenOverAndFenced)
+    @Test(arguments: StoreConformance.sequences)
+    func sequence(_ sequence: StoreConformance.Sequence) async throws {
+        try await PostgresHarness.with { try await sequence.run($0) }
     }
 }
 

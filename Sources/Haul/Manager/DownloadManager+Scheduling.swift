@@ -221,8 +221,8 @@ extension DownloadManager {
         checkIdle()
     }
 
-    func record(_ job: Job, _ state: JobState, errorCode: String? = nil, error: String? = nil) {
+    func record(_ job: Job, _ change: StateChange, errorCode: String? = nil, error: String? = nil) {
         guard job.paths != nil else { return }
-        store?.recordState(job.id, state, errorCode: errorCode, error: error)
+        store?.recordState(job.id, change, errorCode: errorCode, error: error)
     }
 }

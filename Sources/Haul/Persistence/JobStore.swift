@@ -94,8 +94,8 @@ package protocol JobStore: AnyObject, Sendable {
 
     /// Job `id` runs now.
     func recordStarted(_ id: DownloadID)
-    /// Job `id` is in `state` now, with the error that put it there, if any.
-    func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?)
+    /// Job `id` is in `change`'s state now, with the error that put it there, if any.
+    func recordState(_ id: DownloadID, _ change: StateChange, errorCode: String?, error: String?)
     /// Job `id` failed with `error`. A store may decide to try it again later (the shared
     /// queue's retries with backoff); the journal records it as failed.
     func recordFailed(_ id: DownloadID, _ error: DownloadError)
@@ -134,6 +134,33 @@ package protocol JobStore: AnyObject, Sendable {
     /// Flushes, then stops whatever the store runs for this manager and ends ``signals``.
     /// Called once, at shutdown.
     func close() async
+}
+
+/// The states ``JobStore/recordState(_:_:errorCode:error:)`` records: those that no write of
+/// their own records (a start is ``JobStore/recordStarted(_:)``, a completion
+/// ``JobStore/recordCompleted(_:bytes:finalURL:path:file:)``).
+package enum StateChange: String, Sendable, CaseIterable {
+    /// Queued behind the owner's slots again (its host answered again, a person resumed it).
+    case queued
+    /// Waiting for its host to answer.
+    case waiting
+    /// Stopped by a person, a shutdown or a full disk; its partial file is kept.
+    case paused
+    /// Cancelled or evicted.
+    case cancelled
+    /// Failed for good.
+    case failed
+
+    /// The job's state once the change is recorded.
+    package var state: JobState {
+        switch self {
+        case .queued: .queued
+        case .waiting: .waiting
+        case .paused: .paused
+        case .cancelled: .cancelled
+        case .failed: .failed
+        }
+    }
 }
 
 /// What submitting jobs did (see ``JobStore/submit(_:forcing:claimingUpTo:)``).

@@ -124,8 +124,8 @@ final class JournalStore: JobStore {
         writer.submit(.started(id: id.rawValue, owner: owner))
     }
 
-    func recordState(_ id: DownloadID, _ state: JobState, errorCode: String?, error: String?) {
-        writer.submit(.state(id: id.rawValue, state, errorCode: errorCode, error: error))
+    func recordState(_ id: DownloadID, _ change: StateChange, errorCode: String?, error: String?) {
+        writer.submit(.state(id: id.rawValue, change.state, errorCode: errorCode, error: error))
     }
 
     func recordFailed(_ id: DownloadID, _ error: DownloadError) {
