@@ -742,15 +742,16 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// Pauses, cancels or resumes job `id` through the queue: at once when it waits, else
     /// by a command its worker acts on. Resuming a failed or cancelled job queues it again,
     /// as the journal's does.
-    package func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
+    package func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) -> Bool {
         do {
-            try await answering(within: deadline) { [self] in
+            return try await answering(within: deadline) { [self] in
                 switch command {
-                case .pause: try await queue.pause([id.rawValue])
-                case .cancel: try await queue.cancel([id.rawValue])
+                case .pause: return try await queue.command(.pause, ids: [id.rawValue]).direct > 0
+                case .cancel: return try await queue.command(.cancel, ids: [id.rawValue]).direct > 0
                 case .resume:
                     // A paused job becomes available; a failed or cancelled one is queued again.
-                    if try await queue.resume([id.rawValue]) == 0 { try await queue.retry([id.rawValue]) }
+                    if try await queue.resume([id.rawValue]) > 0 { return true }
+                    return try await queue.retry([id.rawValue]) > 0
                 }
             }
         } catch {

@@ -158,33 +158,53 @@ public final class PostgresQueue: Service, Sendable {
     /// stop it (it keeps the partial). Returns how many jobs were found unfinished.
     @discardableResult
     public func pause(_ ids: [String]) async throws -> Int {
-        try await command("pause", ids: ids, waiting: "paused", from: ["available", "retryable"])
+        let changed = try await command(.pause, ids: ids)
+        return changed.direct + changed.requested
     }
 
     /// Cancels jobs: waiting or paused ones at once; a running one's worker is asked to.
     @discardableResult
     public func cancel(_ ids: [String]) async throws -> Int {
-        try await command("cancel", ids: ids, waiting: "cancelled", from: ["available", "retryable", "paused"])
+        let changed = try await command(.cancel, ids: ids)
+        return changed.direct + changed.requested
     }
 
-    private func command(_ command: String, ids: [String], waiting: String, from states: [String]) async throws -> Int {
-        var changed = 0
+    /// A command for jobs: carried out at once on those that wait, asked of the workers of
+    /// running ones.
+    package enum Command: String, Sendable {
+        case pause, cancel
+
+        /// The state a waiting job takes at once.
+        var waitingState: String { self == .pause ? "paused" : "cancelled" }
+        /// The states in which a job takes it at once.
+        var fromStates: [String] { self == .pause ? ["available", "retryable"] : ["available", "retryable", "paused"] }
+    }
+
+    /// Carries out `command` for `ids`; returns how many took it at once (`direct`: a
+    /// cancelled one's partial file is the caller's to delete) and how many workers were
+    /// asked (`requested`).
+    package func command(_ command: Command, ids: [String]) async throws -> (direct: Int, requested: Int) {
+        var direct = 0
+        var requested = 0
+        let waiting = command.waitingState
+        let states = command.fromStates
+        let name = command.rawValue
         try await client.withTransaction(logger: logger) { connection in
-            let direct = try await connection.query(
+            let rows = try await connection.query(
                 """
                 UPDATE haul_jobs SET state = \(waiting), updated_at = now(),
                     finished_at = CASE WHEN \(waiting) = 'cancelled' THEN now() ELSE finished_at END
                 WHERE key = ANY(\(ids)::text[]) AND state = ANY(\(states)::text[]) RETURNING id
                 """, logger: logger)
-            for try await _ in direct.decode(Int64.self) { changed += 1 }
+            for try await _ in rows.decode(Int64.self) { direct += 1 }
             let running = try await connection.query(
                 """
-                UPDATE haul_jobs SET command = \(command), updated_at = now()
+                UPDATE haul_jobs SET command = \(name), updated_at = now()
                 WHERE key = ANY(\(ids)::text[]) AND state = 'running' RETURNING id
                 """, logger: logger)
-            for try await _ in running.decode(Int64.self) { changed += 1 }
+            for try await _ in running.decode(Int64.self) { requested += 1 }
         }
-        return changed
+        return (direct, requested)
     }
 
     /// Queues failed, cancelled or paused jobs again (all of them when `ids` is empty),

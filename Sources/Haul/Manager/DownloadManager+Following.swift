@@ -114,9 +114,16 @@ extension DownloadManager {
     }
 
     /// Leaves a command for the process that runs a followed download (pause, cancel,
-    /// resume), without waiting for it.
+    /// resume), without waiting for it. A cancellation the store carried out at once (its
+    /// holder had gone meanwhile) leaves the partial file to this manager, as any
+    /// cancellation of its own does.
     func forward(_ id: DownloadID, _ command: JobLifecycle.Command) {
         guard let store else { return }
-        Task { try? await store.leave(command, for: id) }
+        let paths = command == .cancel ? jobs[id]?.paths : nil
+        let threadPool = self.threadPool
+        Task {
+            guard (try? await store.leave(command, for: id)) == true, let paths else { return }
+            try? await threadPool.perform { () throws(DownloadError) in PartialFile.remove(paths) }
+        }
     }
 }

@@ -83,8 +83,11 @@ package protocol JobStore: AnyObject, Sendable {
     func watch(_ ids: [DownloadID]) async throws(DownloadError) -> JobWatch
 
     /// Applies `command` to job `id` directly when no live owner holds it, else leaves it
-    /// for its holder (who hears of it through ``commands()``).
-    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError)
+    /// for its holder (who hears of it through ``commands()``). Returns whether it applied
+    /// directly: a job cancelled so has its partial file deleted by the caller, as the
+    /// holder deletes it when it acts on the command.
+    @discardableResult
+    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) -> Bool
 
     /// When to look again, and which jobs this owner lost: one stream per store, for its
     /// manager. It ends at ``close()``.

@@ -231,16 +231,26 @@ public final class Journal: Sendable {
     /// Cancels a job and deletes its partial file (directly, or through its owner).
     @discardableResult
     public func cancel(_ id: DownloadID) throws(DownloadError) -> ControlResult {
+        let (result, partial) = try cancelRow(id)
+        if let partial { PartialFile.remove(partialAt: partial) }
+        return result
+    }
+
+    /// Cancels a job's row (directly, or through its owner); when it was cancelled directly,
+    /// returns its partial file's path too, for the caller to delete (the journal's store
+    /// touches no files).
+    package func cancelRow(_ id: DownloadID) throws(DownloadError) -> (ControlResult, partialPath: String?) {
+        var partial: String?
         let result = try control(id, command: "cancel") { record in
             guard record.state.isUnfinished else { return false }
             record.state = .cancelled
             record.finishedAt = Date()
             record.lastError = "cancelled"
             record.errorCode = "cancelled"
+            partial = record.partialPath
             return true
         }
-        if result == .applied, let record = try record(id) { Self.removePartial(at: record.partialPath) }
-        return result
+        return (result, result == .applied ? partial : nil)
     }
 
     /// Queues a failed, cancelled or paused job again, resuming from its partial file.
@@ -467,16 +477,7 @@ public final class Journal: Sendable {
             ).deleteAll(db)
             return (directories, live)
         }
-        for directory in directories {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-            for name in names where name.hasSuffix(PartialPaths.partialSuffix) {
-                let path = (directory as NSString).appendingPathComponent(name)
-                if !live.contains(path) {
-                    Self.removePartial(at: path)
-                    report.partialFiles += 1
-                }
-            }
-        }
+        report.partialFiles = PartialFile.removeOrphans(in: directories, keeping: live)
         return report
     }
 
@@ -499,13 +500,6 @@ public final class Journal: Sendable {
             try record.update(db)
             return .applied
         }
-    }
-
-    package static func removePartial(at partialPath: String) {
-        let base = String(partialPath.dropLast(PartialPaths.partialSuffix.count))
-        try? FileManager.default.removeItem(atPath: partialPath)
-        try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix)
-        try? FileManager.default.removeItem(atPath: base + PartialPaths.metadataSuffix + ".tmp")
     }
 
     // MARK: - Access

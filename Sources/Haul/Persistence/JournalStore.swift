@@ -94,13 +94,13 @@ final class JournalStore: JobStore {
         return JobWatch(rows: rows, live: live)
     }
 
-    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) {
+    func leave(_ command: JobLifecycle.Command, for id: DownloadID) async throws(DownloadError) -> Bool {
         _ = try ownerToken()
-        try await off { () throws(DownloadError) in
+        return try await off { () throws(DownloadError) in
             switch command {
-            case .pause: _ = try self.journal.pause(id)
-            case .cancel: _ = try self.journal.cancel(id)
-            case .resume: _ = try self.journal.retry(id)
+            case .pause: try self.journal.pause(id) == .applied
+            case .cancel: try self.journal.cancelRow(id).0 == .applied
+            case .resume: try self.journal.retry(id) == .applied
             }
         }
     }

@@ -16,7 +16,7 @@ import NIOCore
 /// A file known not to exist yet is opened (and created) only by the first call that
 /// needs it, so a small download whose body is kept in memory touches the disk once, when
 /// it is committed; until then ``length()`` is 0 and ``sync()`` does nothing.
-final class PartialFile: Sendable {
+package final class PartialFile: Sendable {
     let path: String
     /// Whether the file did not exist when this object was made (see
     /// ``init(creatingOnDemand:)``).
@@ -229,10 +229,37 @@ final class PartialFile: Sendable {
     }
 
     /// Removes a partial file and its metadata, ignoring files that are already gone.
+    ///
+    /// The one place partial files are deleted: by the manager (a cancellation, a download
+    /// cancelled directly in a store, an orphan `haul clean` finds), the transfer (a response
+    /// that rejects what the partial holds) and the journal's control handle, never by a
+    /// ``JobStore``.
     static func remove(_ paths: PartialPaths) {
-        _ = unlink(paths.partial)
-        _ = unlink(paths.metadata)
-        _ = unlink(paths.metadata + ".tmp")
+        remove(partialAt: paths.partial)
+    }
+
+    /// ``remove(_:)`` for the partial file at `partialPath` (a journal row's `partialPath`).
+    package static func remove(partialAt partialPath: String) {
+        let base = String(partialPath.dropLast(PartialPaths.partialSuffix.count))
+        _ = unlink(partialPath)
+        _ = unlink(base + PartialPaths.metadataSuffix)
+        _ = unlink(base + PartialPaths.metadataSuffix + ".tmp")
+    }
+
+    /// Removes the partial files in `directories` that none of `live` (partial paths of
+    /// unfinished jobs) is; returns how many it removed.
+    package static func removeOrphans(in directories: Set<String>, keeping live: Set<String>) -> Int {
+        var removed = 0
+        for directory in directories {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for name in names where name.hasSuffix(PartialPaths.partialSuffix) {
+                let path = (directory as NSString).appendingPathComponent(name)
+                guard !live.contains(path) else { continue }
+                remove(partialAt: path)
+                removed += 1
+            }
+        }
+        return removed
     }
 }
 

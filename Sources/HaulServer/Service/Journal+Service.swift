@@ -241,7 +241,7 @@ extension Journal {
             }
             return true
         }
-        for partial in partials { Self.removePartial(at: partial) }
+        for partial in partials { PartialFile.remove(partialAt: partial) }
         for file in files {
             // Only the file this job made: one whose size still matches.
             var info = stat()
