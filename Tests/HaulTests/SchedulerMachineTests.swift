@@ -68,6 +68,17 @@ struct SchedulerMachineTests {
             events: [submit("1"), submit("2"), .limitsChanged(slots: nil, perHost: 3), .transferEnded(id("1"))],
             last: [.start(id("2"), connections: 3)]),
         Row(
+            name: "a download's own connections are granted under the same rule: a set per-host cap clamps them",
+            machine: machine(perHost: 3, connections: 4),
+            events: [.submitted(id("1"), host: "a:80", priority: .normal, connections: 8)],
+            last: [.start(id("1"), connections: 3)]),
+        Row(
+            name: "a download's own connections hold across a requeue behind a busy slot",
+            machine: machine(slots: 1, perHost: 6, connections: 4, perHostIsSet: false),
+            events: [submit("1"), .submitted(id("2"), host: "a:80", priority: .normal, connections: 1),
+                     .transferEnded(id("1"))],
+            last: [.start(id("2"), connections: 1)]),
+        Row(
             name: "new connections apply to downloads that start next",
             machine: machine(slots: 1, perHost: 6, connections: 4, perHostIsSet: false),
             events: [submit("1"), submit("2"), .limitsChanged(slots: nil, perHost: nil, connections: 10),
@@ -302,5 +313,25 @@ struct SchedulerMachineTests {
         #expect(!machine.isIdle)
         _ = machine.handle(.transferEnded(Self.id("1")))
         #expect(machine.isIdle)
+    }
+
+    static func following(paused: Bool) -> Following {
+        var following = Following(holder: 7, owner: JournalOwner(pid: 1, host: "h"))
+        following.isPaused = paused
+        return following
+    }
+
+    @Test(arguments: [
+        ([], true),
+        ([.paused], true),
+        ([.paused, .waiting], false),
+        ([.running], false),
+        ([.queued], false),
+        ([.elsewhere(Self.following(paused: true))], true),
+        ([.elsewhere(Self.following(paused: false))], false),
+    ] as [([JobLifecycle.Phase], Bool)])
+    func idleOnlyWhenEveryDownloadHeldIsPaused(phases: [JobLifecycle.Phase], idle: Bool) {
+        let machine = Self.machine()
+        #expect(machine.isIdle(holding: phases) == idle)
     }
 }

@@ -22,10 +22,7 @@ extension DownloadManager {
                     schedule(.transferEnded(id))
                     continue
                 }
-                // A request's own connections, under the same rule as the manager's.
-                let granted =
-                    job.request.connections.map { scheduler.limits.connections(asked: $0) } ?? connections
-                perform(job.lifecycle.start(), for: job, connections: granted)
+                perform(job.lifecycle.start(), for: job, connections: connections)
             case .evict(let id):
                 if let job = jobs[id] { stop(job, intent: .cancel(.evicted)) }
             case .admit(let limit):
@@ -53,7 +50,10 @@ extension DownloadManager {
             case .enqueue(let journaled):
                 job.core.emit(.queued)
                 if journaled { record(job, .queued) }
-                schedule(.submitted(job.id, host: job.endpoint.key, priority: job.request.priority))
+                schedule(
+                    .submitted(
+                        job.id, host: job.endpoint.key, priority: job.request.priority,
+                        connections: job.request.connections))
             case .markPaused:
                 job.core.emit(.paused)
                 record(job, .paused)

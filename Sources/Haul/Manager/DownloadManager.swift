@@ -695,16 +695,7 @@ public actor DownloadManager {
         return job
     }
 
-    var isIdle: Bool {
-        guard !scheduler.isAdmitting, !scheduler.storeMayHaveWork || isShutDown else { return false }
-        return jobs.values.allSatisfy { job in
-            switch job.lifecycle.phase {
-            case .paused: true
-            case .elsewhere(let following): following.isPaused
-            default: false
-            }
-        }
-    }
+    var isIdle: Bool { scheduler.isIdle(holding: jobs.values.lazy.map(\.lifecycle.phase)) }
 
     func checkIdle() {
         guard !idleWaiters.isEmpty, isIdle else { return }

@@ -89,8 +89,10 @@ package struct SchedulerMachine: Sendable {
     /// Something that happened to the scheduler's downloads, or to the manager.
     package enum Event: Hashable, Sendable {
         /// `id` waits for a slot now (new, resumed, requeued, its host back, admitted). A
-        /// running `id` queues when its transfer ends (at the back of its line).
-        case submitted(DownloadID, host: String, priority: DownloadPriority)
+        /// running `id` queues when its transfer ends (at the back of its line). `connections`
+        /// is what the download asks for of its own (`nil`: the manager's
+        /// ``Limits/connectionsPerDownload``); it is granted under the same rule.
+        case submitted(DownloadID, host: String, priority: DownloadPriority, connections: Int? = nil)
         /// `id` no longer waits (paused, cancelled, its host down, or run elsewhere).
         case withdrawn(DownloadID)
         /// The running `id` was asked to stop (pause, cancel, eviction, a lost lease): its
@@ -152,6 +154,8 @@ package struct SchedulerMachine: Sendable {
     private var queue = DownloadQueue()
     /// The host of each queued download.
     private var queuedHosts: [DownloadID: String] = [:]
+    /// The connections the downloads that asked for their own asked for, while they wait.
+    private var askedConnections: [DownloadID: Int] = [:]
     private var running: [DownloadID: Running] = [:]
     private var hostCounts: [String: Int] = [:]
     private var startCounter: UInt64 = 0
@@ -193,12 +197,28 @@ package struct SchedulerMachine: Sendable {
         queue.isEmpty && running.isEmpty && !isAdmitting && (!storeMayHaveWork || isShutDown)
     }
 
+    /// ``isIdle``, and no download the manager holds outside the queue is still under way:
+    /// `phases` are those of the manager's downloads, of which only paused ones (here, or
+    /// followed in another process) let it be idle. A download waiting for its host, or
+    /// followed while another process runs it, is still going to end.
+    func isIdle(holding phases: some Sequence<JobLifecycle.Phase>) -> Bool {
+        guard isIdle else { return false }
+        return phases.allSatisfy { phase in
+            switch phase {
+            case .paused: true
+            case .elsewhere(let following): following.isPaused
+            case .queued, .running, .waiting, .finished: false
+            }
+        }
+    }
+
     // MARK: - Events
 
     /// Takes in `event` and returns what to do, in order.
     package mutating func handle(_ event: Event) -> [Action] {
         switch event {
-        case .submitted(let id, let host, let priority):
+        case .submitted(let id, let host, let priority, let connections):
+            askedConnections[id] = connections
             guard running[id] == nil else {
                 running[id]?.requeue = priority
                 return []
@@ -209,6 +229,7 @@ package struct SchedulerMachine: Sendable {
             running[id]?.requeue = nil
             queue.remove(id)
             queuedHosts[id] = nil
+            askedConnections[id] = nil
         case .stopping(let id):
             running[id]?.isStopping = true
             return []
@@ -252,6 +273,7 @@ package struct SchedulerMachine: Sendable {
             isShutDown = true
             queue = DownloadQueue()
             queuedHosts = [:]
+            askedConnections = [:]
             return []
         }
         return schedule()
@@ -284,7 +306,7 @@ package struct SchedulerMachine: Sendable {
             startCounter += 1
             running[id] = Running(host: host, order: startCounter)
             hostCounts[host, default: 0] += 1
-            actions.append(.start(id, connections: limits.connectionsGranted))
+            actions.append(.start(id, connections: limits.connections(asked: askedConnections.removeValue(forKey: id))))
         }
         return actions
     }
