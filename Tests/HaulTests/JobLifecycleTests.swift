@@ -176,4 +176,33 @@ struct JobLifecycleTests {
         ended.finish()
         #expect(ended.phase == .finished)
     }
+
+    typealias Reason = DownloadError.CancellationReason
+
+    /// Which cancellations keep the partial, and what the store records of each.
+    @Test(arguments: [
+        (Reason.userRequested, false, DownloadRequest.AbandonAction.keepPartial,
+         JobLifecycle.CancelledEnd(keepsPartial: false, change: .cancelled, errorCode: "cancelled", error: "cancelled")),
+        (.evicted, false, .deletePartial,
+         JobLifecycle.CancelledEnd(keepsPartial: true, change: .cancelled, errorCode: "evicted", error: "evicted")),
+        (.noLongerWanted, false, .keepPartial, JobLifecycle.CancelledEnd(keepsPartial: true, change: .paused)),
+        (.noLongerWanted, false, .deletePartial,
+         JobLifecycle.CancelledEnd(
+            keepsPartial: false, change: .cancelled, errorCode: "cancelled", error: "no longer wanted")),
+        (.shutdown, false, .deletePartial,
+         JobLifecycle.CancelledEnd(
+            keepsPartial: true, change: .paused, errorCode: Journal.shutdownCode, error: "stopped with its process")),
+        (.shutdown, true, .keepPartial, JobLifecycle.CancelledEnd(keepsPartial: true, change: .paused)),
+    ] as [(Reason, Bool, DownloadRequest.AbandonAction, JobLifecycle.CancelledEnd)])
+    func aCancellationsEnd(
+        reason: Reason, wasPaused: Bool, whenAbandoned: DownloadRequest.AbandonAction, end: JobLifecycle.CancelledEnd
+    ) {
+        #expect(JobLifecycle.cancelledEnd(reason, wasPaused: wasPaused, whenAbandoned: whenAbandoned) == end)
+    }
+
+    @Test func aFullDiskPausesWhereAnyOtherFailureFails() {
+        let full = DownloadError(.diskFull, "no space left")
+        #expect(JobLifecycle.failedEnd(full) == .paused(errorCode: full.code.description, error: "no space left"))
+        #expect(JobLifecycle.failedEnd(DownloadError(.httpStatus, "HTTP 404", statusCode: 404)) == .failed)
+    }
 }

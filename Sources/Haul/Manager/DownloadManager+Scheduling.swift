@@ -156,12 +156,8 @@ extension DownloadManager {
     // MARK: - Finishing
 
     func finishCancelled(_ job: Job, reason: DownloadError.CancellationReason, wasPaused: Bool = false) {
-        // Eviction, shutdown and (unless the request says otherwise) abandonment keep the
-        // partial so the download can resume later.
-        let keepsPartial =
-            reason == .evicted || reason == .shutdown
-            || (reason == .noLongerWanted && job.request.whenAbandoned == .keepPartial)
-        if !keepsPartial, let paths = job.paths {
+        let end = JobLifecycle.cancelledEnd(reason, wasPaused: wasPaused, whenAbandoned: job.request.whenAbandoned)
+        if !end.keepsPartial, let paths = job.paths {
             PartialFile.remove(paths)
             if paths.object != nil, let store = objectStore {
                 // A cancelled object's upload is aborted: its parts never linger in the bucket.
@@ -173,14 +169,7 @@ extension DownloadManager {
                 }
             }
         }
-        if reason == .shutdown, !wasPaused {
-            // Paused by the stop, not by a person: a service resumes it when it starts again.
-            record(job, .paused, errorCode: Journal.shutdownCode, error: "stopped with its process")
-        } else if reason == .shutdown || (reason == .noLongerWanted && keepsPartial) {
-            record(job, .paused)
-        } else {
-            record(job, .cancelled, errorCode: reason == .evicted ? "evicted" : "cancelled", error: reason.rawValue)
-        }
+        record(job, end.change, errorCode: end.errorCode, error: end.error)
         finish(job, .failure(.cancelled(reason, id: job.id)), journaled: true)
     }
 
@@ -208,12 +197,10 @@ extension DownloadManager {
             }
         case .failure(let error):
             finished.failed += 1
-            if !journaled {
-                // A full disk pauses the job in the journal: `haul resume` continues it.
-                if error.code == .diskFull {
-                    record(job, .paused, errorCode: error.code.description, error: error.message)
-                } else if job.paths != nil {
-                    store?.recordFailed(job.id, error)
+            if !journaled, job.paths != nil {
+                switch JobLifecycle.failedEnd(error) {
+                case .paused(let code, let message): record(job, .paused, errorCode: code, error: message)
+                case .failed: store?.recordFailed(job.id, error)
                 }
             }
         }

@@ -214,3 +214,52 @@ package struct JobLifecycle: Hashable, Sendable {
         return [.enqueue(record: false)]
     }
 }
+
+// MARK: - Ends
+
+extension JobLifecycle {
+    /// How a cancelled download ends: whether its partial file stays for a later resume,
+    /// and what the store records of it.
+    struct CancelledEnd: Hashable, Sendable {
+        var keepsPartial: Bool
+        var change: StateChange
+        var errorCode: String?
+        var error: String?
+    }
+
+    /// The end of a download cancelled for `reason` (`wasPaused`: a person had paused it
+    /// before) whose request chose `whenAbandoned`. Eviction, shutdown and (unless the
+    /// request says otherwise) abandonment keep the partial so the download can resume
+    /// later, and record it as paused; a shutdown that was not a person's pause says so,
+    /// for a service to resume it when it starts again.
+    static func cancelledEnd(
+        _ reason: DownloadError.CancellationReason, wasPaused: Bool, whenAbandoned: DownloadRequest.AbandonAction
+    ) -> CancelledEnd {
+        let keepsPartial =
+            reason == .evicted || reason == .shutdown || (reason == .noLongerWanted && whenAbandoned == .keepPartial)
+        if reason == .shutdown, !wasPaused {
+            return CancelledEnd(
+                keepsPartial: true, change: .paused, errorCode: Journal.shutdownCode, error: "stopped with its process")
+        }
+        if reason == .shutdown || (reason == .noLongerWanted && keepsPartial) {
+            return CancelledEnd(keepsPartial: true, change: .paused)
+        }
+        return CancelledEnd(
+            keepsPartial: keepsPartial, change: .cancelled, errorCode: reason == .evicted ? "evicted" : "cancelled",
+            error: reason.rawValue)
+    }
+
+    /// What the store records of a download that failed with a file destination.
+    enum FailedEnd: Hashable, Sendable {
+        /// Paused, with the error, to continue by a resume (a full disk: `haul resume` once
+        /// there is room).
+        case paused(errorCode: String, error: String)
+        /// Failed (the store decides whether it is tried again later).
+        case failed
+    }
+
+    /// The record of a download that failed with `error`.
+    static func failedEnd(_ error: DownloadError) -> FailedEnd {
+        error.code == .diskFull ? .paused(errorCode: error.code.description, error: error.message) : .failed
+    }
+}
