@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
-import HaulServer
+import HaulCommandSupport
 
 /// What the commands that work on downloads ask for, carried out by one of three backends:
 /// the local journal (``JournalBackend``), a running `haul serve` (``ServiceBackend``) or
