@@ -115,6 +115,6 @@ struct Clean: AsyncParsableCommand {
 
     mutating func run() async throws {
         // The journal itself, even while a service runs for it.
-        try await BackendChoice.make(journal: journalOptions, followsService: false).with { try await $0.clean() }
+        try await JournalBackend(path: journalOptions.resolvedPath).clean()
     }
 }

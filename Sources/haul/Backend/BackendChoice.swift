@@ -8,16 +8,14 @@ import HaulServer
 /// rules every command shares:
 ///
 /// 1. `--queue URL` names the shared queue on PostgreSQL (``QueueBackend``);
-/// 2. else a `haul serve` running for the journal carries the command out
-///    (``ServiceBackend``), unless the command only ever works on the journal itself;
+/// 2. else the journal's downloads (``JournalChoice``): a `haul serve` running for the
+///    journal carries the command out (``ServiceBackend``);
 /// 3. else the journal, opened by this process (``JournalBackend``).
 ///
 /// ``refusal(of:)`` holds what each backend cannot do; ``open()`` makes the backend.
 enum BackendChoice {
-    /// The journal at this path, opened here.
-    case journal(path: String)
-    /// The service that ran for the journal at this path when the choice was made.
-    case service(journalPath: String)
+    /// The journal's downloads, here or through the service that runs for it.
+    case journal(JournalChoice)
     /// The shared queue.
     case queue(QueueAddress)
 
@@ -35,27 +33,18 @@ enum BackendChoice {
         var hooks = false
     }
 
-    /// The backend for a command with these options. `queue` is `nil` for a command
-    /// without `--queue`; `followsService` is `false` for one that always works on the
-    /// journal itself (`haul clean`).
-    static func make(journal: JournalOptions, queue: QueueOptions? = nil, followsService: Bool = true) throws
-        -> BackendChoice
-    {
+    /// The backend for a command with these options; `queue` is `nil` for a command
+    /// without `--queue`.
+    static func make(journal: JournalOptions, queue: QueueOptions? = nil) throws -> BackendChoice {
         if let address = try queue?.address() { return .queue(address) }
-        let path = journal.resolvedPath
-        if followsService, ServiceFiles(journalPath: path).runningAddress() != nil { return .service(journalPath: path) }
-        return .journal(path: path)
+        return .journal(JournalChoice.make(journal: journal))
     }
 
     /// Why this backend cannot do what a command `needs`, or `nil` when it can.
     func refusal(of needs: Needs) -> BackendRefusal? {
         switch self {
-        case .journal:
-            return needs.detach ? .detachWithoutService : nil
-        case .service:
-            if !needs.networkOptions.isEmpty { return .networkOptionsForService(needs.networkOptions) }
-            if needs.hooks { return .hooksForService }
-            return needs.overallRates ? .ratesForService : nil
+        case .journal(let choice):
+            return choice.refusal(of: needs)
         case .queue:
             if needs.hooks { return .hooksForQueue }
             return needs.credentials ? .credentialsForQueue : nil
@@ -87,22 +76,68 @@ enum BackendChoice {
         if case .queue = self { _ = try QueueBackend.request(for: entry, headers: headers) }
     }
 
-    /// Whether this is the shared queue, whose messages speak of queueing.
     /// Whether the downloads run here, on the local journal.
     var isJournal: Bool {
-        if case .journal = self { true } else { false }
+        if case .journal(.here) = self { true } else { false }
     }
 
+    /// Whether this is the shared queue, whose messages speak of queueing.
     var isQueue: Bool {
         if case .queue = self { true } else { false }
     }
 
     /// Opens the backend. A failure to open it is said on standard error and exits with 1.
-    /// A service that stopped since the choice leaves the journal to this process.
     func open() throws -> any CommandBackend {
         switch self {
-        case .queue(let address):
-            return QueueBackend(address: address)
+        case .queue(let address): QueueBackend(address: address)
+        case .journal(let choice): try choice.open()
+        }
+    }
+
+    /// Runs `body` with the opened backend, closing it after, whatever happens.
+    func with<T>(_ body: (any CommandBackend) async throws -> T) async throws -> T {
+        let backend = try open()
+        return try await backend.closing(after: { try await body(backend) })
+    }
+}
+
+/// Who works on a journal's downloads for a command: the `haul serve` running for the
+/// journal (``ServiceBackend``), else this process, on the journal itself
+/// (``JournalBackend``). Either continues unfinished downloads (``ResumingBackend``), so
+/// this is the whole choice of `haul resume`, which takes no `--queue`.
+enum JournalChoice {
+    /// The journal at this path, opened here.
+    case here(path: String)
+    /// The service that ran for the journal at this path when the choice was made.
+    case service(journalPath: String)
+
+    /// The service running for the journal `journal` names, if one runs; else the journal.
+    static func make(journal: JournalOptions) -> JournalChoice {
+        let path = journal.resolvedPath
+        return ServiceFiles(journalPath: path).runningAddress() != nil ? .service(journalPath: path) : .here(path: path)
+    }
+
+    /// Why this backend cannot do what a command `needs`, or `nil` when it can.
+    func refusal(of needs: BackendChoice.Needs) -> BackendRefusal? {
+        switch self {
+        case .here:
+            return needs.detach ? .detachWithoutService : nil
+        case .service:
+            if !needs.networkOptions.isEmpty { return .networkOptionsForService(needs.networkOptions) }
+            if needs.hooks { return .hooksForService }
+            return needs.overallRates ? .ratesForService : nil
+        }
+    }
+
+    /// Throws the refusal of `needs` as a usage error, for `validate()`.
+    func permit(_ needs: BackendChoice.Needs) throws {
+        if let refusal = refusal(of: needs) { throw ValidationError(refusal.description) }
+    }
+
+    /// Opens the backend. A failure to open it is said on standard error and exits with 1.
+    /// A service that stopped since the choice leaves the journal to this process.
+    func open() throws -> any ResumingBackend {
+        switch self {
         case .service(let path):
             let client: ServiceClient?
             do {
@@ -113,21 +148,14 @@ enum BackendChoice {
             }
             if let client { return ServiceBackend(client: client) }
             return try JournalBackend(path: path)
-        case .journal(let path):
+        case .here(let path):
             return try JournalBackend(path: path)
         }
     }
 
     /// Runs `body` with the opened backend, closing it after, whatever happens.
-    func with<T>(_ body: (any CommandBackend) async throws -> T) async throws -> T {
+    func with<T>(_ body: (any ResumingBackend) async throws -> T) async throws -> T {
         let backend = try open()
-        do {
-            let result = try await body(backend)
-            await backend.close()
-            return result
-        } catch {
-            await backend.close()
-            throw error
-        }
+        return try await backend.closing(after: { try await body(backend) })
     }
 }

@@ -48,10 +48,6 @@ struct QueueBackend: CommandBackend {
         return 0
     }
 
-    func resume(_ run: RunSettings) async throws -> Int32 {
-        throw BackendRefusal.unsupported("'haul resume' runs the journal's downloads: the shared queue's run on 'haul worker'")
-    }
-
     // MARK: - Jobs
 
     /// One line per job: state, attempt/attempts, bytes[/total], ID and the last error.
@@ -78,9 +74,5 @@ struct QueueBackend: CommandBackend {
             }
         }
         Console.out("\(action.name): \(count) job(s)\n")
-    }
-
-    func clean() async throws {
-        throw BackendRefusal.unsupported("'haul clean' works on the journal; the shared queue keeps its own jobs")
     }
 }
