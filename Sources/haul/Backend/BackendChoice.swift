@@ -31,6 +31,8 @@ enum BackendChoice {
         var overallRates = false
         /// `--on-complete` or `--on-error` given: they run in the process that downloads.
         var hooks = false
+        /// An object (`-o s3://bucket/key`) or prefix (`-d s3://bucket/prefix/`) to store into.
+        var objects = false
     }
 
     /// The backend for a command with these options; `queue` is `nil` for a command
@@ -47,6 +49,7 @@ enum BackendChoice {
             return choice.refusal(of: needs)
         case .queue:
             if needs.hooks { return .hooksForQueue }
+            if needs.objects { return .objectsForQueue }
             return needs.credentials ? .credentialsForQueue : nil
         }
     }
@@ -69,16 +72,28 @@ enum BackendChoice {
         return all ? .all : .ids(ids)
     }
 
-    /// Checks `entry` (with `-o` and `--checksum` applied) as this backend will take it:
-    /// the shared queue refuses file names outside its workers' directory and credential
-    /// headers. Throws a usage error.
-    func check(_ entry: InputEntry, headers: [(name: String, value: String)]) throws {
-        if case .queue = self { _ = try QueueBackend.request(for: entry, headers: headers) }
+    /// The rules `haul get` checks its entries by, for this backend: the shared queue's
+    /// messages speak of queueing, and it refuses file names outside its workers' directory
+    /// and credential headers (each entry is checked with `-o` and `--checksum` applied).
+    func entryRules(
+        output: String?, checksum: Checksum?, mirrors: [URL], headers: [(name: String, value: String)]
+    ) -> EntryScan.Rules {
+        EntryScan.Rules(output: output, checksum: checksum, mirrors: mirrors, queueing: isQueue) { entry in
+            if case .queue = self { _ = try QueueBackend.request(for: entry, headers: headers) }
+        }
     }
 
-    /// Whether the downloads run here, on the local journal.
-    var isJournal: Bool {
-        if case .journal(.here) = self { true } else { false }
+    /// The object storage that downloads into `object` are stored with, if any: the
+    /// environment's (``DownloadManager/ObjectStorage/fromEnvironment()``) when they run here; `nil` when a
+    /// running service stores them (with its own credentials, under its object roots) or
+    /// none is named. Throws a usage error when the environment has no usable credentials.
+    func objectStorage(for object: S3Location?) throws -> DownloadManager.ObjectStorage? {
+        guard object != nil, case .journal(.here) = self else { return nil }
+        do throws(DownloadError) {
+            return try .fromEnvironment()
+        } catch {
+            throw ValidationError("\(error.message).")
+        }
     }
 
     /// Whether this is the shared queue, whose messages speak of queueing.

@@ -216,6 +216,8 @@ enum BackendRefusal: Error, CustomStringConvertible {
     case hooksForService
     /// Hooks given with `--queue`: workers download, and run their own hooks.
     case hooksForQueue
+    /// An object or prefix to store into given with `--queue`.
+    case objectsForQueue
 
     var description: String {
         switch self {
@@ -231,6 +233,8 @@ enum BackendRefusal: Error, CustomStringConvertible {
             "a service runs for this journal and downloads in its own process: --on-complete and --on-error run where downloads run; give them to 'haul serve'."
         case .hooksForQueue:
             "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
+        case .objectsForQueue:
+            "s3:// destinations are not for --queue: a shared queue's objects go where its workers put them (haul worker -d s3://bucket/prefix/)."
         }
     }
 }
