@@ -63,12 +63,25 @@ let package = Package(
         .executableTarget(
             name: "haul",
             dependencies: [
-                "Haul", "HaulServer", "HaulPostgres",
+                "Haul", "HaulCommandSupport", "HaulServer", "HaulPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // What a process that runs downloads adds around the library, for `haul get` and
+        // `haul resume` as for `haul serve` and `haul worker`: the programs run after each
+        // download (`--on-complete`, `--on-error`) and the log handler (`--log-format`).
+        // Kept out of HaulServer so that a local `haul get` needs no service code.
+        .target(
+            name: "HaulCommandSupport",
+            dependencies: [
+                "Haul",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -78,7 +91,7 @@ let package = Package(
         .target(
             name: "HaulServer",
             dependencies: [
-                "Haul", "HaulPostgres",
+                "Haul", "HaulCommandSupport", "HaulPostgres",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -124,7 +137,7 @@ let package = Package(
         .testTarget(
             name: "HaulTests",
             dependencies: [
-                "Haul", "HaulServer", "HaulTestSupport", "HaulPostgres",
+                "Haul", "HaulCommandSupport", "HaulServer", "HaulTestSupport", "HaulPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),

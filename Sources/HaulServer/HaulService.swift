@@ -1,5 +1,6 @@
 import Foundation
 package import Haul
+package import HaulCommandSupport
 package import HaulPostgres
 import Hummingbird
 package import Logging

@@ -2,8 +2,60 @@ import ArgumentParser
 import Foundation
 import Haul
 
+/// `haul pause`, `haul cancel` and `haul retry`: one command, written once, that applies
+/// its ``ControlVerb``'s action to the downloads it names, on the backend its options
+/// choose.
+///
+/// Each verb names only its action, its words and its flag for every download:
+///
+///     ControlCommand<Pause>    haul pause  [ID…] [--all]
+///     ControlCommand<Cancel>   haul cancel [ID…] [--all]
+///     ControlCommand<Retry>    haul retry  [ID…] [--all-failed]
+struct ControlCommand<Verb: ControlVerb>: AsyncParsableCommand {
+    static var configuration: CommandConfiguration { Verb.configuration }
+
+    @Argument(help: ArgumentHelp("The IDs (URLs) of the downloads, as 'haul list' shows them.", valueName: "id"))
+    var ids: [String] = []
+
+    @Flag(name: .customLong(Verb.allFlag), help: ArgumentHelp(Verb.allHelp))
+    var all = false
+
+    @OptionGroup var journalOptions: JournalOptions
+
+    @OptionGroup var queueOptions: QueueOptions
+
+    /// The backend and the downloads named, once `validate()` has checked them.
+    @Derived var plan: (backend: BackendChoice, target: ControlTarget)?
+
+    mutating func validate() throws {
+        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
+        plan = (backend, try backend.target(of: Verb.action, ids: ids, all: all, allFlag: "--\(Verb.allFlag)"))
+    }
+
+    mutating func run() async throws {
+        let (backend, target) = $plan
+        try await backend.with { try await $0.control(Verb.action, target) }
+    }
+}
+
+/// What tells one control command from another: its action, its name, abstract and
+/// discussion, and the flag that names every download it applies to.
+protocol ControlVerb {
+    /// What the command does to each download.
+    static var action: ControlAction { get }
+    /// The command's name, abstract and discussion.
+    static var configuration: CommandConfiguration { get }
+    /// The long name of the flag for every download in ``ControlAction/allStates``.
+    static var allFlag: String { get }
+    /// That flag's help.
+    static var allHelp: String { get }
+}
+
 /// `haul pause`: pauses downloads, keeping their partial files.
-struct Pause: AsyncParsableCommand {
+enum Pause: ControlVerb {
+    static let action = ControlAction.pause
+    static let allFlag = "all"
+    static let allHelp = "Pause every queued, running or waiting download."
     static let configuration = CommandConfiguration(
         commandName: "pause",
         abstract: "Pause downloads, keeping their partial files.",
@@ -13,33 +65,13 @@ struct Pause: AsyncParsableCommand {
             download: "paused ID", "asked the running haul to pause ID", "ID is already \
             STATE", or "no job ID" on standard error (exit status 1).
             """)
-
-    @Argument(help: ArgumentHelp("The IDs (URLs) of the downloads, as 'haul list' shows them.", valueName: "id"))
-    var ids: [String] = []
-
-    @Flag(help: "Pause every queued, running or waiting download.")
-    var all = false
-
-    @OptionGroup var journalOptions: JournalOptions
-
-    @OptionGroup var queueOptions: QueueOptions
-
-    /// The backend and the downloads named, once `validate()` has checked them.
-    @Derived var plan: (backend: BackendChoice, target: ControlTarget)?
-
-    mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-        plan = (backend, try backend.target(of: .pause, ids: ids, all: all, allFlag: "--all"))
-    }
-
-    mutating func run() async throws {
-        let (backend, target) = $plan
-        try await backend.with { try await $0.control(.pause, target) }
-    }
 }
 
 /// `haul cancel`: cancels downloads and deletes their partial files.
-struct Cancel: AsyncParsableCommand {
+enum Cancel: ControlVerb {
+    static let action = ControlAction.cancel
+    static let allFlag = "all"
+    static let allHelp = "Cancel every unfinished (queued, running, paused or waiting) download."
     static let configuration = CommandConfiguration(
         commandName: "cancel",
         abstract: "Cancel downloads and delete their partial files.",
@@ -49,33 +81,13 @@ struct Cancel: AsyncParsableCommand {
             running haul to cancel ID", "ID is already STATE", or "no job ID" on standard \
             error (exit status 1).
             """)
-
-    @Argument(help: ArgumentHelp("The IDs (URLs) of the downloads, as 'haul list' shows them.", valueName: "id"))
-    var ids: [String] = []
-
-    @Flag(help: "Cancel every unfinished (queued, running, paused or waiting) download.")
-    var all = false
-
-    @OptionGroup var journalOptions: JournalOptions
-
-    @OptionGroup var queueOptions: QueueOptions
-
-    /// The backend and the downloads named, once `validate()` has checked them.
-    @Derived var plan: (backend: BackendChoice, target: ControlTarget)?
-
-    mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-        plan = (backend, try backend.target(of: .cancel, ids: ids, all: all, allFlag: "--all"))
-    }
-
-    mutating func run() async throws {
-        let (backend, target) = $plan
-        try await backend.with { try await $0.control(.cancel, target) }
-    }
 }
 
 /// `haul retry`: queues failed (or cancelled, or paused) downloads again.
-struct Retry: AsyncParsableCommand {
+enum Retry: ControlVerb {
+    static let action = ControlAction.retry
+    static let allFlag = "all-failed"
+    static let allHelp = "Retry every failed download."
     static let configuration = CommandConfiguration(
         commandName: "retry",
         abstract: "Queue failed, cancelled or paused downloads again.",
@@ -85,29 +97,6 @@ struct Retry: AsyncParsableCommand {
             Prints one line per download: "queued ID", "asked the running haul to resume \
             ID", "ID is already STATE", or "no job ID" on standard error (exit status 1).
             """)
-
-    @Argument(help: ArgumentHelp("The IDs (URLs) of the downloads, as 'haul list' shows them.", valueName: "id"))
-    var ids: [String] = []
-
-    @Flag(name: .customLong("all-failed"), help: "Retry every failed download.")
-    var allFailed = false
-
-    @OptionGroup var journalOptions: JournalOptions
-
-    @OptionGroup var queueOptions: QueueOptions
-
-    /// The backend and the downloads named, once `validate()` has checked them.
-    @Derived var plan: (backend: BackendChoice, target: ControlTarget)?
-
-    mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-        plan = (backend, try backend.target(of: .retry, ids: ids, all: allFailed, allFlag: "--all-failed"))
-    }
-
-    mutating func run() async throws {
-        let (backend, target) = $plan
-        try await backend.with { try await $0.control(.retry, target) }
-    }
 }
 
 /// `haul clean`: forgets finished downloads and deletes orphaned partial files.
@@ -126,6 +115,6 @@ struct Clean: AsyncParsableCommand {
 
     mutating func run() async throws {
         // The journal itself, even while a service runs for it.
-        try await BackendChoice.make(journal: journalOptions, followsService: false).with { try await $0.clean() }
+        try await JournalBackend(path: journalOptions.resolvedPath).clean()
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
 import Haul
-import HaulServer
+import HaulCommandSupport
 import Logging
 
 /// One run of `haul get` or `haul resume`: feeds a journaled manager, shows its events,

@@ -133,10 +133,7 @@ struct Get: AsyncParsableCommand {
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()
         let object = try objectDestination()
-        if object != nil, case .queue = backend {
-            throw ValidationError(
-                "s3:// destinations are not for --queue: a shared queue's objects go where its workers put them (haul worker -d s3://bucket/prefix/).")
-        }
+        try backend.permit(.init(objects: object != nil))
         // An object's key (not a prefix) takes one URL, as -o does: its last component stands
         // for the name in that rule.
         let output = object.map { $0.isPrefix ? nil : $0.key.split(separator: "/").last.map(String.init) } ?? self.output
@@ -163,9 +160,7 @@ struct Get: AsyncParsableCommand {
                 throw ValidationError("--metalink: \(error.description)")
             }
         }
-        let rules = EntryScan.Rules(output: output, checksum: checksum, mirrors: mirrors, queueing: backend.isQueue) {
-            entry in try backend.check(entry, headers: headers)
-        }
+        let rules = backend.entryRules(output: output, checksum: checksum, mirrors: mirrors, headers: headers)
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
             urls: plainURLs, extra: metalinkEntries, input: input, rules: rules, more: !metalinkURLs.isEmpty)
@@ -177,14 +172,7 @@ struct Get: AsyncParsableCommand {
             run: options.$settings)
         batch.object = object
         batch.run.hooks = hookOptions.$hooks
-        // (A running service stores objects with its own credentials, under its object roots.)
-        if object != nil, backend.isJournal {
-            do throws(DownloadError) {
-                batch.run.configuration.objectStorage = try .fromEnvironment()
-            } catch {
-                throw ValidationError("\(error.message).")
-            }
-        }
+        if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
         plan = (backend, batch, metalinkURLs, rules)
     }
 

@@ -21,8 +21,8 @@ struct HaulCommand: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Get.self, Resume.self, List.self, Pause.self, Cancel.self, Retry.self, Clean.self, ManifestCommand.self,
-            SyncCommand.self, Serve.self, Worker.self,
+            Get.self, Resume.self, List.self, ControlCommand<Pause>.self, ControlCommand<Cancel>.self,
+            ControlCommand<Retry>.self, Clean.self, ManifestCommand.self, SyncCommand.self, Serve.self, Worker.self,
         ])
 
     /// Exit status for invalid arguments, as curl and wget use (ArgumentParser's is `EX_USAGE`, 64).

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import HaulServer
+import HaulCommandSupport
 
 /// `--on-complete`, `--on-error` and `--hook-timeout`: programs run after each download
 /// ends, in the process that downloads (`haul get`, `haul resume`, `haul serve`,

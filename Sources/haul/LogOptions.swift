@@ -1,5 +1,5 @@
 import ArgumentParser
-import HaulServer
+import HaulCommandSupport
 import Logging
 
 /// `--log-format` and `--log-level`, for the commands that keep running: `haul serve` and

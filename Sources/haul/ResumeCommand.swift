@@ -30,10 +30,10 @@ struct Resume: AsyncParsableCommand {
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
     /// The backend, once `validate()` has chosen it.
-    @Derived var backend: BackendChoice?
+    @Derived var backend: JournalChoice?
 
     mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions)
+        let backend = JournalChoice.make(journal: journalOptions)
         try backend.permit(.init(networkOptions: options.network.given, hooks: hookOptions.given))
         self.backend = backend
     }

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Foundation
 import Haul
+import HaulCommandSupport
 import HaulPostgres
+import HaulServer
+import Logging
+import ServiceLifecycle
 
 /// `haul worker`: runs jobs of a shared queue on this machine until SIGTERM or SIGINT.
 struct Worker: AsyncParsableCommand {
@@ -109,5 +113,71 @@ struct Worker: AsyncParsableCommand {
         logger.notice("jobs of \(backend.address) into \(target)")
         let metrics = metricsListen.flatMap(Serve.parse).map { (host: $0.0, port: $0.1) }
         try await backend.work(settings, logger: logger, hooks: hookOptions.$hooks, metricsAddress: metrics)
+    }
+}
+
+extension QueueBackend {
+    /// `haul worker`: runs the queue's jobs with `settings` until SIGTERM or SIGINT, in a
+    /// service group that turns either signal into a graceful shutdown; `logger` hears the
+    /// worker's leases and errors and every download's end, and `hooks` run after each end.
+    ///
+    /// With `metricsAddress`, the worker's metrics are served at `/metrics` there.
+    func work(
+        _ settings: QueueWorker.Settings, logger: Logger, hooks: CompletionHooks,
+        metricsAddress: (host: String, port: Int)? = nil
+    ) async throws {
+        let queue = PostgresQueue(address: address)
+        let worker = QueueWorker(
+            queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool, logger: logger)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: AnnouncedWorker(worker: worker, logger: logger))
+        ]
+        var metrics: ServiceMetrics?
+        if let metricsAddress {
+            guard #available(macOS 14, iOS 17, tvOS 17, *) else {
+                throw ValidationError("--metrics-listen needs macOS 14 or later.")
+            }
+            let recorder = ServiceMetrics(worker: true)
+            metrics = recorder
+            let token = ProcessInfo.processInfo.environment[ServiceFiles.tokenVariable].flatMap { $0.isEmpty ? nil : $0 }
+            do {
+                let server = try WorkerMetricsServer.make(
+                    worker: worker, metrics: recorder, host: metricsAddress.host, port: metricsAddress.port, token: token,
+                    eventLoopGroup: ProcessResources.eventLoopGroup, logger: logger
+                ) { address in logger.notice("metrics at http://\(address)/metrics") }
+                services.append(.init(service: server))
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        let allServices = services
+        let downloadLog = Task { [metrics] in await DownloadLog.record(worker.downloadEvents, to: logger, metrics: metrics) }
+        defer { downloadLog.cancel() }
+        let hookEvents = hooks.isEmpty ? nil : worker.downloadEvents
+        let hookRuns = Task {
+            guard let hookEvents else { return }
+            await hooks.run(hookEvents, logger: logger)
+        }
+        defer { hookRuns.cancel() }
+        try await queue.withRunning {
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: allServices, gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: .init(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })))
+            try await group.run()
+        }
+        await hookRuns.value
+    }
+}
+
+/// The worker as a service that logs when it is registered and listening:
+/// `haul worker: worker ID is listening for jobs`.
+private struct AnnouncedWorker: Service {
+    let worker: QueueWorker
+    let logger: Logger
+
+    func run() async throws {
+        try await worker.run(started: { id in logger.notice("worker \(id) is listening for jobs") })
     }
 }

@@ -162,6 +162,32 @@ struct CLITests {
         #expect(!FileManager.default.fileExists(atPath: journal))
     }
 
+    /// What the chosen backend refuses of the options (``BackendChoice/refusal(of:)``) is a
+    /// usage error that says why, found before anything is opened.
+    @Test(arguments: [
+        (
+            ["get", "--queue", "postgres://u@127.0.0.1:1/db", "-o", "s3://bucket/key", "http://127.0.0.1:1/a"],
+            "Error: s3:// destinations are not for --queue: a shared queue's objects go where its workers put them (haul worker -d s3://bucket/prefix/).\n"
+        ),
+        (
+            ["get", "--queue", "postgres://u@127.0.0.1:1/db", "--secret-header", "A: b", "http://127.0.0.1:1/a"],
+            "Error: --secret-header with --queue: the shared queue stores headers in the clear, so it does not take credentials\n"
+        ),
+        (
+            ["get", "--detach", "http://127.0.0.1:1/a"],
+            "Error: --detach needs a running 'haul serve' for the journal.\n"
+        ),
+    ])
+    func aBackendsRefusalIsAUsageErrorThatSaysWhy(arguments: [String], message: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-refusal-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let journal = directory.appendingPathComponent("journal.sqlite").path
+        let run = try await Haul.run(arguments + ["--journal", journal])
+        #expect(run.status == 2)
+        #expect(run.stderr.hasPrefix(message + "Usage: haul get "), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: journal))
+    }
+
     @Test func inputFileWithOptionLines() async throws {
         try await CLIFixture.with { f, journal in
             let a = f.serve("a", count: 1000, seed: 1)

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import Testing
 
-@testable import HaulServer
+@testable import HaulCommandSupport
 
 /// The service's and the worker's log lines (`--log-format`): what they hold, and that no
 /// credential reaches them.

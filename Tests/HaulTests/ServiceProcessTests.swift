@@ -94,6 +94,29 @@ struct ServiceProcessTests {
         }
     }
 
+    /// `haul clean` works on the journal itself, even while a service runs for it (only the
+    /// journal backend cleans): it forgets the download the service finished.
+    @Test func cleanWorksOnTheJournalWhileAServiceRuns() async throws {
+        try await CLIFixture.with { f, journal in
+            // Given a service that finished one download
+            let directory = f.directory.path
+            f.serve("f", count: 1_000)
+            let service = try await Service.start(journal: journal, directory: directory)
+            let get = try await Haul.run(["get", "--journal", journal, "-d", directory, f.server.url("/files/f").absoluteString])
+            #expect(get.status == 0, "\(get.stderr)")
+
+            // When haul clean runs beside it
+            let clean = try await Haul.run(["clean", "--journal", journal])
+
+            // Then the journal forgets the finished download, and the file stays
+            #expect(clean.status == 0, "\(clean.stderr)")
+            #expect(clean.stdout == "removed 1 finished job and 0 orphaned partial files\n")
+            #expect(FileManager.default.fileExists(atPath: "\(directory)/f"))
+            #expect(await service.stop() == 0)
+            #expect(try await Haul.jobs(journal, all: true).isEmpty)
+        }
+    }
+
     /// `--log-format json`: every line on stderr is one JSON object with a time, a level, a
     /// label and a message; each download's end is there with its ID; no credential is.
     @Test func jsonLogsHoldEveryDownloadsEndAndNoCredential() async throws {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Haul
-import HaulServer
+import HaulCommandSupport
 
 /// What the commands that work on downloads ask for, carried out by one of three backends:
 /// the local journal (``JournalBackend``), a running `haul serve` (``ServiceBackend``) or
@@ -10,15 +10,13 @@ import HaulServer
 /// A command is written once against this protocol; ``BackendChoice`` picks the backend
 /// from its options. Each backend prints its outcome in its own words, as `haul` always
 /// has (a line per job from the journal, a count from the service or the queue), and
-/// returns the exit status. What a backend cannot do is refused while the arguments are
-/// checked (``BackendChoice/refusal(of:)``); a backend asked anyway throws
-/// ``BackendRefusal``.
+/// returns the exit status. Every backend does all of it: what only some do is a protocol
+/// of their own (``ResumingBackend``, and `clean`, which only ``JournalBackend`` has), and
+/// what a backend refuses of the options is found while the arguments are checked
+/// (``BackendChoice/refusal(of:)``).
 protocol CommandBackend {
     /// Downloads (or queues) the entries of `batch`; returns the exit status.
     func get(_ batch: GetBatch) async throws -> Int32
-
-    /// Continues every unfinished download; returns the exit status.
-    func resume(_ run: RunSettings) async throws -> Int32
 
     /// Prints the jobs `request` asks for.
     func list(_ request: ListRequest) async throws
@@ -27,11 +25,31 @@ protocol CommandBackend {
     /// an ID names no job.
     func control(_ action: ControlAction, _ target: ControlTarget) async throws
 
-    /// Forgets finished downloads and deletes orphaned partial files.
-    func clean() async throws
-
     /// Releases the backend's connections; called once, when the command is done.
     func close() async
+}
+
+extension CommandBackend {
+    /// Runs `body`, then closes the backend, whatever happens.
+    func closing<T>(after body: () async throws -> T) async throws -> T {
+        do {
+            let result = try await body()
+            await close()
+            return result
+        } catch {
+            await close()
+            throw error
+        }
+    }
+}
+
+/// A backend that continues a journal's unfinished downloads (`haul resume`): the journal
+/// itself (``JournalBackend``) or the `haul serve` running for it (``ServiceBackend``),
+/// as ``JournalChoice`` picks. The shared queue's jobs run on `haul worker` instead, so
+/// ``QueueBackend`` is not one.
+protocol ResumingBackend: CommandBackend {
+    /// Continues every unfinished download; returns the exit status.
+    func resume(_ run: RunSettings) async throws -> Int32
 }
 
 /// How downloads run in this process: the manager's configuration and the display.
@@ -198,8 +216,8 @@ enum BackendRefusal: Error, CustomStringConvertible {
     case hooksForService
     /// Hooks given with `--queue`: workers download, and run their own hooks.
     case hooksForQueue
-    /// An operation the backend does not have at all (no command asks for it).
-    case unsupported(String)
+    /// An object or prefix to store into given with `--queue`.
+    case objectsForQueue
 
     var description: String {
         switch self {
@@ -215,8 +233,8 @@ enum BackendRefusal: Error, CustomStringConvertible {
             "a service runs for this journal and downloads in its own process: --on-complete and --on-error run where downloads run; give them to 'haul serve'."
         case .hooksForQueue:
             "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
-        case .unsupported(let what):
-            what
+        case .objectsForQueue:
+            "s3:// destinations are not for --queue: a shared queue's objects go where its workers put them (haul worker -d s3://bucket/prefix/)."
         }
     }
 }

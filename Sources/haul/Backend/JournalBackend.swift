@@ -5,7 +5,7 @@ import Haul
 /// The backend that runs downloads in this process, on the local journal: a
 /// ``DownloadManager`` fed through a ``DownloadSession``, and the journal's own control
 /// calls, which reach a running `haul get` through the journal.
-struct JournalBackend: CommandBackend {
+struct JournalBackend: ResumingBackend {
     /// How many requests are handed to the manager at once: enough for one journal
     /// transaction to carry many, few enough that a long list is never all in memory.
     static let batchSize = 1_000
@@ -182,6 +182,8 @@ struct JournalBackend: CommandBackend {
         return try journal.job(DownloadID(normalised)) == nil ? id : DownloadID(normalised)
     }
 
+    /// `haul clean`: forgets finished downloads and deletes orphaned partial files. Only
+    /// the journal itself does this, even while a service runs for it.
     func clean() async throws {
         do {
             let report = try journal.clean()

@@ -2,9 +2,6 @@ import ArgumentParser
 import Foundation
 import Haul
 import HaulPostgres
-import HaulServer
-import Logging
-import ServiceLifecycle
 
 /// The backend that works on the shared queue on PostgreSQL (issue 14): `haul get` adds
 /// jobs for `haul worker` to run, and `list`, `pause`, `cancel` and `retry` work on the
@@ -35,59 +32,6 @@ struct QueueBackend: CommandBackend {
         }
     }
 
-    /// `haul worker`: runs the queue's jobs with `settings` until SIGTERM or SIGINT, in a
-    /// service group that turns either signal into a graceful shutdown; `logger` hears the
-    /// worker's leases and errors and every download's end, and `hooks` run after each end.
-    ///
-    /// With `metricsAddress`, the worker's metrics are served at `/metrics` there.
-    func work(
-        _ settings: QueueWorker.Settings, logger: Logger, hooks: CompletionHooks,
-        metricsAddress: (host: String, port: Int)? = nil
-    ) async throws {
-        let queue = PostgresQueue(address: address)
-        let worker = QueueWorker(
-            queue: queue, settings: settings, eventLoopGroup: ProcessResources.eventLoopGroup,
-            threadPool: ProcessResources.threadPool, logger: logger)
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: AnnouncedWorker(worker: worker, logger: logger))
-        ]
-        var metrics: ServiceMetrics?
-        if let metricsAddress {
-            guard #available(macOS 14, iOS 17, tvOS 17, *) else {
-                throw ValidationError("--metrics-listen needs macOS 14 or later.")
-            }
-            let recorder = ServiceMetrics(worker: true)
-            metrics = recorder
-            let token = ProcessInfo.processInfo.environment[ServiceFiles.tokenVariable].flatMap { $0.isEmpty ? nil : $0 }
-            do {
-                let server = try WorkerMetricsServer.make(
-                    worker: worker, metrics: recorder, host: metricsAddress.host, port: metricsAddress.port, token: token,
-                    eventLoopGroup: ProcessResources.eventLoopGroup, logger: logger
-                ) { address in logger.notice("metrics at http://\(address)/metrics") }
-                services.append(.init(service: server))
-            } catch {
-                throw ValidationError(error.description)
-            }
-        }
-        let allServices = services
-        let downloadLog = Task { [metrics] in await DownloadLog.record(worker.downloadEvents, to: logger, metrics: metrics) }
-        defer { downloadLog.cancel() }
-        let hookEvents = hooks.isEmpty ? nil : worker.downloadEvents
-        let hookRuns = Task {
-            guard let hookEvents else { return }
-            await hooks.run(hookEvents, logger: logger)
-        }
-        defer { hookRuns.cancel() }
-        try await queue.withRunning {
-            let group = ServiceGroup(
-                configuration: .init(
-                    services: allServices, gracefulShutdownSignals: [.sigterm, .sigint],
-                    logger: .init(label: "haul.worker", factory: { _ in SwiftLogNoOpLogHandler() })))
-            try await group.run()
-        }
-        await hookRuns.value
-    }
-
     // MARK: - Downloads
 
     /// Adds every entry in one transaction (all or nothing) and says how many were new.
@@ -102,10 +46,6 @@ struct QueueBackend: CommandBackend {
         let added = try await with { queue in try await queue.enqueue(wanted) }
         Console.out("queued \(added) of \(wanted.count) (\(wanted.count - added) already in the queue)\n")
         return 0
-    }
-
-    func resume(_ run: RunSettings) async throws -> Int32 {
-        throw BackendRefusal.unsupported("'haul resume' runs the journal's downloads: the shared queue's run on 'haul worker'")
     }
 
     // MARK: - Jobs
@@ -134,20 +74,5 @@ struct QueueBackend: CommandBackend {
             }
         }
         Console.out("\(action.name): \(count) job(s)\n")
-    }
-
-    func clean() async throws {
-        throw BackendRefusal.unsupported("'haul clean' works on the journal; the shared queue keeps its own jobs")
-    }
-}
-
-/// The worker as a service that logs when it is registered and listening:
-/// `haul worker: worker ID is listening for jobs`.
-private struct AnnouncedWorker: Service {
-    let worker: QueueWorker
-    let logger: Logger
-
-    func run() async throws {
-        try await worker.run(started: { id in logger.notice("worker \(id) is listening for jobs") })
     }
 }

@@ -6,7 +6,7 @@ import HaulServer
 /// The backend that hands the work to a running `haul serve` through its API
 /// (``ServiceClient``): it downloads, and this process follows the downloads on its event
 /// stream.
-struct ServiceBackend: CommandBackend {
+struct ServiceBackend: ResumingBackend {
     /// How many downloads the first request queues; each next one takes four times more, up
     /// to 2,000 (and 512 KiB: a service takes bodies of 1 MiB at most).
     static let firstPart = 100
@@ -180,10 +180,6 @@ struct ServiceBackend: CommandBackend {
         Console.out(
             "\(action.done) \(affected) download\(affected == 1 ? "" : "s") (through the service at \(client.address))\n")
         if affected == 0, case .ids = target { throw ExitCode.failure }
-    }
-
-    func clean() async throws {
-        throw BackendRefusal.unsupported("a service runs for this journal: 'haul clean' works on the journal itself")
     }
 
     /// The events a follower needs: quiet, only the ends of downloads (and removals), since
