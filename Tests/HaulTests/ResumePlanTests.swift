@@ -119,8 +119,8 @@ struct RetryPolicyTests {
         let policy = RetryPolicy(maxRetries: 3, baseDelay: .seconds(1), maxDelay: .seconds(8))
         #expect(policy.delay(beforeRetry: 1, retryAfter: .seconds(3)) == .seconds(3))
         #expect(policy.delay(beforeRetry: 1, retryAfter: .seconds(30)) == .seconds(8))
-        #expect(TransferOperation.parseRetryAfter("7") == .seconds(7))
-        #expect(TransferOperation.parseRetryAfter("soon") == nil)
+        #expect(TransportErrors.parseRetryAfter("7") == .seconds(7))
+        #expect(TransportErrors.parseRetryAfter("soon") == nil)
     }
 
     @Test func onlyTransientFailuresAreRetried() {

@@ -44,7 +44,7 @@ struct URLRefreshRuleTests {
     static let fresh = URL(string: "https://bucket.example/app.zip?X-Amz-Date=20261126T230000Z&X-Amz-Expires=300&X-Amz-Signature=cd")!
 
     static func status(_ code: Int, from url: URL) -> DownloadError {
-        TransferOperation.httpError(status: code, url: url, retryAfter: nil)
+        TransportErrors.httpError(status: code, url: url, retryAfter: nil)
     }
 
     @Test("Other failures are left as they are")

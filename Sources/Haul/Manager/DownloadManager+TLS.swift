@@ -188,38 +188,3 @@ extension DownloadManager {
         if let tlsSetupError { throw tlsSetupError }
     }
 }
-
-extension TransferOperation {
-    /// A TLS failure as a ``DownloadError`` naming the problem, or `nil` for other errors.
-    ///
-    /// A certificate that does not verify, a host name it does not cover and a failed
-    /// handshake are ``DownloadError/Code/tls``, which is not retried; a TLS connection that
-    /// breaks later is left to the network rules.
-    static func translateTLSError(_ error: any Error, host: String, url: URL) -> DownloadError? {
-        let advice =
-            "if the server's certificate is signed by a private authority, trust it with --ca-certificate FILE (TLSOptions.additionalTrustRoots)"
-        if let ssl = error as? NIOSSLError, case .handshakeFailed(let detail) = ssl {
-            let text = "\(detail)"
-            if text.contains("CERTIFICATE_VERIFY_FAILED") {
-                return DownloadError(
-                    .tls,
-                    "\(url.absoluteString): untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
-                )
-            }
-            if text.contains("CERTIFICATE_REQUIRED") || (text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT")) {
-                return DownloadError(
-                    .tls,
-                    "\(url.absoluteString): \(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"
-                )
-            }
-            return DownloadError(.tls, "\(url.absoluteString): the TLS handshake with \(host) failed: \(text)")
-        }
-        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
-            return DownloadError(
-                .tls,
-                "\(url.absoluteString): wrong host name: the server's certificate is not valid for \(host) (it names other hosts)"
-            )
-        }
-        return nil
-    }
-}

@@ -189,7 +189,7 @@ final class S3Client: Sendable {
 
         let receiver = CollectingReceiver { _ in limit }
         if let error = await clients.execute(request, receiver: receiver, logger: logger) {
-            throw TransferOperation.translate(error, url: url)
+            throw TransportErrors.translate(error, url: url)
         }
         let head: HTTPResponseHead?
         let collected: ByteBuffer

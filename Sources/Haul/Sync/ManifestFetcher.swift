@@ -79,7 +79,7 @@ struct ManifestFetcher: Sendable {
                 throw DownloadError(
                     .tooLarge, "the manifest at \(url.absoluteString) is larger than \(Self.maxSize / 1_048_576) MiB")
             } catch {
-                throw TransferOperation.translate(await clients.diagnosed(error, url: url), url: url)
+                throw TransportErrors.translate(await clients.diagnosed(error, url: url), url: url)
             }
             let status = Int(response.status.code)
             switch status {
@@ -104,7 +104,7 @@ struct ManifestFetcher: Sendable {
                 throw DownloadError(
                     .protocolViolation, "\(url.absoluteString) answered \(status) instead of the manifest")
             default:
-                var error = TransferOperation.httpError(
+                var error = TransportErrors.httpError(
                     status: status, url: url, retryAfter: response.headers.first(name: "Retry-After"))
                 if status == 404 {
                     error = DownloadError(

@@ -542,7 +542,7 @@ struct SegmentedTransfer: Sendable {
             } else {
                 await clients.execute(request, receiver: delegate, logger: logger)
             }
-        let ending = await delegate.drained(error: transportError.map { TransferOperation.translate($0, url: url) })
+        let ending = await delegate.drained(error: transportError.map { TransportErrors.translate($0, url: url) })
         return (ending, delegate.responseValidator)
     }
 }

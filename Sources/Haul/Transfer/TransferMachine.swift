@@ -390,7 +390,7 @@ struct TransferMachine: Sendable {
         case .redirect(let location):
             state = .discarding(discarded: 0, then: .redirect(status: status, location: location))
         case .fail(let status, let retryAfter):
-            let error = TransferOperation.httpError(status: status, url: redirects.url, retryAfter: retryAfter)
+            let error = TransportErrors.httpError(status: status, url: redirects.url, retryAfter: retryAfter)
             state = .discarding(discarded: 0, then: .fail(error))
         }
         return .discard
@@ -663,7 +663,7 @@ extension TransferMachine {
             default:
                 state = .refused(
                     .failed(
-                        TransferOperation.httpError(
+                        TransportErrors.httpError(
                             status: status, url: url, retryAfter: headers.first(name: "Retry-After"))))
             }
             return .stop

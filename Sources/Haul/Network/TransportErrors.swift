@@ -1,0 +1,185 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// What the network's failures mean to a person: transport errors (the client's, NIO's,
+/// TLS, SOCKS and socket errors) and HTTP error statuses as ``DownloadError`` values that
+/// say what happened and what to do, with the codes the retry rules read.
+///
+/// One place for every transfer, segment, manifest and object-store request.
+enum TransportErrors {
+    static func httpError(status: Int, url: URL, retryAfter: String?) -> DownloadError {
+        let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
+        return DownloadError(
+            .httpStatus, "HTTP \(status) \(reason) from \(url.absoluteString)", statusCode: status,
+            retryAfter: retryAfter.flatMap(parseRetryAfter), url: url)
+    }
+
+    /// Parses `Retry-After` as seconds or an HTTP date.
+    static func parseRetryAfter(_ value: String) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int64(text), seconds >= 0 { return .seconds(seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: text) else { return nil }
+        return .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000))
+    }
+
+    /// Turns a transport error into a ``DownloadError`` a person can act on.
+    static func translate(_ error: any Error, url: URL) -> DownloadError {
+        if let error = error as? DownloadError { return error }
+        let host = url.host ?? url.absoluteString
+        if let tls = translateTLSError(error, host: host, url: url) { return tls }
+        if let closed = error as? NIOHTTP2Errors.StreamClosed,
+            closed.errorCode == .refusedStream || closed.errorCode == .cancel
+        {
+            return DownloadError(
+                .network,
+                "\(url.absoluteString): \(host) did not process the request (its HTTP/2 stream was \(closed.errorCode == .refusedStream ? "refused" : "cancelled, the connection closing"))",
+                wasNotProcessed: true)
+        }
+        if let client = error as? HTTPClientError {
+            switch client {
+            case .connectTimeout:
+                return DownloadError(
+                    .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
+            case .readTimeout, .deadlineExceeded:
+                return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
+            case .remoteConnectionClosed:
+                return DownloadError(.network, "\(url.absoluteString): the server closed the connection early")
+            case .cancelled:
+                // Not Haul's own cancellation (that ends the attempts before any error is
+                // looked at): the client gave up a request on a connection that was closing
+                // (an HTTP/2 `GOAWAY`) before the server processed it.
+                return DownloadError(
+                    .network,
+                    "\(url.absoluteString): \(host) did not process the request (its connection was closing)",
+                    wasNotProcessed: true)
+            case .proxyAuthenticationRequired:
+                return DownloadError(
+                    .proxy,
+                    "\(url.absoluteString): the proxy asked for credentials (407 Proxy Authentication Required): give them in the proxy URL, http://USER:PASSWORD@HOST:PORT"
+                )
+            case .invalidProxyResponse:
+                return DownloadError(
+                    .proxy,
+                    "\(url.absoluteString): the proxy refused to open a tunnel (CONNECT) to \(host): it may not accept the credentials given, or not allow this host or port"
+                )
+            case .httpProxyHandshakeTimeout:
+                return DownloadError(
+                    .timeout, "\(url.absoluteString): the proxy did not open a tunnel to \(host) in time")
+            case .socksHandshakeTimeout:
+                return DownloadError(
+                    .timeout, "\(url.absoluteString): the SOCKS proxy did not open a connection to \(host) in time")
+            default:
+                return DownloadError(.network, "\(url.absoluteString): \(client)")
+            }
+        }
+        if let connection = error as? NIOConnectionError {
+            if connection.dnsAError != nil || connection.dnsAAAAError != nil {
+                return DownloadError(
+                    .network, "cannot resolve host \(connection.host): check the name and your DNS", isConnectivity: true)
+            }
+            if let first = connection.connectionErrors.first?.error {
+                return translateSocketError(first, host: "\(connection.host):\(connection.port)", url: url)
+            }
+        }
+        if let socks = translateSOCKSError(error, host: host, url: url) { return socks }
+        return translateSocketError(error, host: host, url: url)
+    }
+
+    /// A SOCKS proxy's refusal (RFC 1928 §6), told apart by its reply code: the target
+    /// being unreachable or refusing is a network failure (retried), the proxy's rules or
+    /// an unsupported request are not.
+    ///
+    /// The client's SOCKS errors are NIO's `SOCKSError` types, which Haul does not import:
+    /// they are recognised by name, and the reply code read by reflection.
+    static func translateSOCKSError(_ error: any Error, host: String, url: URL) -> DownloadError? {
+        let type = String(reflecting: Swift.type(of: error))
+        guard type.contains("SOCKSError") else { return nil }
+        let reply = Mirror(reflecting: error).children.first { $0.label == "reply" }.flatMap { reply in
+            Mirror(reflecting: reply.value).children.first { $0.label == "value" }?.value as? UInt8
+        }
+        switch reply {
+        case 3, 4:
+            return DownloadError(
+                .network, "\(url.absoluteString): the SOCKS proxy cannot reach \(host) (\(reply == 3 ? "network" : "host") unreachable)")
+        case 5:
+            return DownloadError(.network, "\(url.absoluteString): \(host) refused the SOCKS proxy's connection")
+        case 6:
+            return DownloadError(.timeout, "\(url.absoluteString): the SOCKS proxy's connection to \(host) timed out")
+        case 2:
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy's rules do not allow a connection to \(host)")
+        case let code?:
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy refused the connection to \(host) (reply \(code))")
+        case nil:
+            let name = type.split(separator: ".").last.map(String.init) ?? type
+            return DownloadError(
+                .proxy, "\(url.absoluteString): the SOCKS proxy's answer was not understood (\(name))")
+        }
+    }
+
+    static func translateSocketError(_ error: any Error, host: String, url: URL) -> DownloadError {
+        if let io = error as? IOError {
+            switch io.errnoCode {
+            case ECONNREFUSED:
+                return DownloadError(
+                    .network, "connection refused by \(host): is the server running?", isConnectivity: true)
+            case ECONNRESET, EPIPE:
+                return DownloadError(.network, "\(url.absoluteString): connection reset by the server")
+            case ENETUNREACH, EHOSTUNREACH:
+                return DownloadError(.network, "\(host) is unreachable: check the network", isConnectivity: true)
+            case ETIMEDOUT:
+                return DownloadError(.timeout, "\(host) did not answer in time")
+            default:
+                return DownloadError(.network, "\(url.absoluteString): \(String(cString: strerror(io.errnoCode)))")
+            }
+        }
+        if let channel = error as? ChannelError, case .connectTimeout = channel {
+            return DownloadError(
+                .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
+        }
+        return DownloadError(.network, "\(url.absoluteString): \(error)")
+    }
+
+    /// A TLS failure as a ``DownloadError`` naming the problem, or `nil` for other errors.
+    ///
+    /// A certificate that does not verify, a host name it does not cover and a failed
+    /// handshake are ``DownloadError/Code/tls``, which is not retried; a TLS connection that
+    /// breaks later is left to the network rules.
+    static func translateTLSError(_ error: any Error, host: String, url: URL) -> DownloadError? {
+        let advice =
+            "if the server's certificate is signed by a private authority, trust it with --ca-certificate FILE (TLSOptions.additionalTrustRoots)"
+        if let ssl = error as? NIOSSLError, case .handshakeFailed(let detail) = ssl {
+            let text = "\(detail)"
+            if text.contains("CERTIFICATE_VERIFY_FAILED") {
+                return DownloadError(
+                    .tls,
+                    "\(url.absoluteString): untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
+                )
+            }
+            if text.contains("CERTIFICATE_REQUIRED") || (text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT")) {
+                return DownloadError(
+                    .tls,
+                    "\(url.absoluteString): \(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"
+                )
+            }
+            return DownloadError(.tls, "\(url.absoluteString): the TLS handshake with \(host) failed: \(text)")
+        }
+        if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+            return DownloadError(
+                .tls,
+                "\(url.absoluteString): wrong host name: the server's certificate is not valid for \(host) (it names other hosts)"
+            )
+        }
+        return nil
+    }
+}
