@@ -201,6 +201,16 @@ package final class PartialFile: Sendable {
         }
     }
 
+    /// Makes the file the download's `size` bytes, durably: writes `body` (a body kept in
+    /// memory) at its start, cuts whatever lies beyond `size` (a longer partial from an
+    /// earlier run), and syncs it. A file created on demand with its whole body in memory
+    /// has nothing beyond: it is not cut.
+    func makeDurable(size: Int64, writing body: ByteBuffer?) throws(DownloadError) {
+        if let body { try write(body, at: 0) }
+        if body == nil || !createdOnDemand { try truncate(to: size) }
+        try sync()
+    }
+
     /// The open file's size and modification time, which its rename keeps: what
     /// ``CompletedFile`` records, without looking the path up again.
     /// (An empty body's file, created on demand, is created here.)

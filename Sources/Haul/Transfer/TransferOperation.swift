@@ -537,9 +537,7 @@ package final class TransferOperation: Sendable {
         // sidecar was written for it: nothing to cut or clean up.
         let wholeInMemory = unwritten != nil && file.createdOnDemand
         let prepare: @Sendable () throws(DownloadError) -> Void = { () throws(DownloadError) in
-            if let unwritten { try file.write(unwritten, at: 0) }
-            if !wholeInMemory { try file.truncate(to: size) }
-            try file.sync()
+            try file.makeDurable(size: size, writing: unwritten)
         }
         let directorySync = self.directorySync
         let commit: @Sendable () throws(DownloadError) -> (size: Int64, modified: Int64)? = {
@@ -591,11 +589,7 @@ package final class TransferOperation: Sendable {
         let unwritten = body
         // The staged file is synced first: the upload's parts are read back from it, and a
         // kill during the upload resumes from it.
-        try await io { () throws(DownloadError) in
-            if let unwritten { try file.write(unwritten, at: 0) }
-            try file.truncate(to: size)
-            try file.sync()
-        }
+        try await io { () throws(DownloadError) in try file.makeDurable(size: size, writing: unwritten) }
         let upload = ObjectUpload(
             client: store, location: object, file: file, size: size, recordPath: paths.uploadRecord,
             threadPool: threadPool, retry: configuration.retry, settings: settings, validator: validator?.headerValue,
