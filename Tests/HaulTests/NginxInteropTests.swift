@@ -36,7 +36,7 @@ struct NginxInteropTests {
     @Test func resumesWithNginxsStrongETag() async throws {
         try await NginxFixture.with { f in
             // Given a download of a slowly served file, paused after its first bytes
-            let size = 2 << 20
+            let size = NginxFixture.pausedSize
             let bytes = try f.serve("/slow/etag.bin", count: size)
             let etag = NginxFixture.nginxETag(modified: f.modified, size: size)
             let (handle, kept) = try await f.startAndPause("/slow/etag.bin", name: "etag.bin", size: size)
@@ -62,7 +62,7 @@ struct NginxInteropTests {
     @Test func resumesWithLastModifiedWhenNginxSendsNoETag() async throws {
         try await NginxFixture.with { f in
             // Given a paused download from a location with `etag off`
-            let size = 2 << 20
+            let size = NginxFixture.pausedSize
             let bytes = try f.serve("/slow-lm/lm.bin", count: size)
             let lastModified = NginxFixture.httpDate(f.modified)
             let (handle, kept) = try await f.startAndPause("/slow-lm/lm.bin", name: "lm.bin", size: size)
@@ -86,7 +86,7 @@ struct NginxInteropTests {
     @Test func fileChangedBetweenPauseAndResumeIsDownloadedWhole() async throws {
         try await NginxFixture.with { f in
             // Given a paused download
-            let size = 2 << 20
+            let size = NginxFixture.pausedSize
             try f.serve("/slow/changing.bin", count: size, seed: 1)
             let oldETag = NginxFixture.nginxETag(modified: f.modified, size: size)
             let (handle, kept) = try await f.startAndPause("/slow/changing.bin", name: "changing.bin", size: size)
@@ -179,6 +179,11 @@ struct NginxFixture {
     func listing() -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
     }
+
+    /// The size of a file a test pauses: at `/slow/`'s 256 KiB/s its first response lasts
+    /// 128 s, so a pause that comes late on a loaded machine still finds it running (the
+    /// resume, a range, is served at full speed).
+    static let pausedSize = 32 << 20
 
     /// Starts downloading `path`, pauses it once the first bytes arrived and returns the
     /// handle with the size of the partial file it kept (more than 0, less than the whole).

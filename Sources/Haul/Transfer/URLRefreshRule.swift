@@ -15,7 +15,9 @@ import Foundation
 enum SignedURLExpiry {
     /// When `url` stops being valid, if its query says; `nil` for a URL that does not say.
     static func expiry(of url: URL) -> Date? {
-        guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems, !items.isEmpty
+        // Most URLs have no query: nothing to parse again.
+        guard url.query != nil, let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems,
+            !items.isEmpty
         else { return nil }
         var query: [String: String] = [:]
         for item in items {
@@ -40,7 +42,8 @@ enum SignedURLExpiry {
     /// Whether `url` carries a signature (its query names one), so that a `401`, `403` or
     /// `410` from it most likely means it expired or was revoked.
     static func isSigned(_ url: URL) -> Bool {
-        guard let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems else { return false }
+        guard url.query != nil, let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems
+        else { return false }
         let names: Set = ["x-amz-signature", "x-goog-signature", "signature", "sig", "token", "x-amz-security-token"]
         return items.contains { names.contains($0.name.lowercased()) }
     }
