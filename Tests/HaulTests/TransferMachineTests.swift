@@ -484,6 +484,16 @@ struct TransferMachineSegmentTests {
         TransferMachine.SegmentResponse(url: url, start: 1000, requestEnd: requestEnd, claimEnd: 2000, total: 4000)
     }
 
+    @Test func aSegmentAsksForItsRangeUnderTheValidatorItWasFetchedUnder() {
+        let response = Self.response(requestEnd: 1500)
+        let etag = Validator.etag("\"v1\"")
+        #expect(response.requestHeaders(validator: etag).map { "\($0.0): \($0.1)" } == [
+            "Range: bytes=1000-1499", "If-Range: \"v1\"",
+        ])
+        // A mirror's first request: its size is checked, nothing to validate against yet
+        #expect(response.requestHeaders(validator: nil).map { "\($0.0): \($0.1)" } == ["Range: bytes=1000-1499"])
+    }
+
     @Test(arguments: [
         // status, Content-Range, accepted
         (206, "bytes 1000-1999/4000", true),

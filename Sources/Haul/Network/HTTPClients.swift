@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 
 /// The way a request leaves: directly, to one pinned address, or through a proxy.
@@ -284,6 +285,27 @@ final class HTTPClients: Sendable {
             // The direct entry marks the clients as shut down.
             clients = [.direct: direct]
             return all
+        }
+    }
+}
+
+extension HTTPClients {
+    /// The one way a download's `GET` is made, for whole responses and segments alike:
+    /// Haul's `User-Agent`, the hop's `headers` (a request's own, credentials only to their
+    /// origin; see ``RedirectPolicy``), then the headers the transfer's rules chose
+    /// (`Range`, `If-Range`, revalidation), which replace any of the same name.
+    static func get(
+        _ url: URL, userAgent: String, headers: [(name: String, value: String)], replacing ruled: [(String, String)]
+    ) throws(DownloadError) -> HTTPClient.Request {
+        var fields = HTTPHeaders()
+        fields.reserveCapacity(1 + headers.count + ruled.count)
+        fields.add(name: "User-Agent", value: userAgent)
+        for header in headers { fields.add(name: header.name, value: header.value) }
+        for (name, value) in ruled { fields.replaceOrAdd(name: name, value: value) }
+        do {
+            return try HTTPClient.Request(url: url, method: .GET, headers: fields)
+        } catch {
+            throw DownloadError.invalid("\(url.absoluteString): \(error)")
         }
     }
 }

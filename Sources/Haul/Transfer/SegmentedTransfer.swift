@@ -483,24 +483,9 @@ struct SegmentedTransfer: Sendable {
         _ claim: SegmentTable.Claim, from source: SourceSet.Assignment, adopting: ResponseHandover?
     ) async -> (WorkerResult, Validator?) {
         let url = source.url
-        var requestHeaders = HTTPHeaders()
-        requestHeaders.add(name: "User-Agent", value: configuration.userAgent)
-        for header in policy.headers(for: url) { requestHeaders.add(name: header.name, value: header.value) }
         // A download limited to a low rate asks for a little at a time (its reads come in
         // small, even steps); the rest of the claim is the next request's.
         let end = core.pacedRequestSize.map { min(claim.end, claim.start + $0) } ?? claim.end
-        requestHeaders.replaceOrAdd(name: "Range", value: "bytes=\(claim.start)-\(end - 1)")
-        // A mirror's first request has no validator to send: its size is checked, and the
-        // validator it answers with is sent from then on.
-        if let validator = source.validator {
-            requestHeaders.replaceOrAdd(name: "If-Range", value: validator.headerValue)
-        }
-        let request: HTTPClient.Request
-        do {
-            request = try HTTPClient.Request(url: url, method: .GET, headers: requestHeaders)
-        } catch {
-            return (.failed(DownloadError.invalid("\(url.absoluteString): \(error)")), nil)
-        }
         let checkpointer = self.checkpointer
         let sourceIndex = source.index
         // The adopted response's parts measure the link for the rule that says when the
@@ -515,6 +500,14 @@ struct SegmentedTransfer: Sendable {
                 url: url, claimEnd: claim.end, total: table.total, validator: validator)
             : TransferMachine.SegmentResponse(
                 url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total)
+        let request: HTTPClient.Request
+        do throws(DownloadError) {
+            request = try HTTPClients.get(
+                url, userAgent: configuration.userAgent, headers: policy.headers(for: url),
+                replacing: response.requestHeaders(validator: source.validator))
+        } catch {
+            return (.failed(error), nil)
+        }
         let delegate = SegmentDelegate(
             response,
             claim: claim, table: table, file: file, core: core, threadPool: threadPool,

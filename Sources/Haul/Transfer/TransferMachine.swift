@@ -637,6 +637,15 @@ extension TransferMachine {
         /// Whether the body is being written.
         var isWriting: Bool { state == .writing }
 
+        /// The headers that ask for the segment: its range, and `If-Range` with the
+        /// `validator` the content was fetched under (`nil`: a mirror's first request, whose
+        /// size is checked and whose validator is sent from then on).
+        func requestHeaders(validator: Validator?) -> [(String, String)] {
+            var headers = [("Range", "bytes=\(start)-\(requestEnd - 1)")]
+            if let validator { headers.append(("If-Range", validator.headerValue)) }
+            return headers
+        }
+
         /// The response's head came: a 206 must start where the segment does and give the
         /// content's total; a 200 or 416 means the `If-Range` validator no longer matches
         /// or ranges stopped working.

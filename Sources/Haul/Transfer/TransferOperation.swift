@@ -727,13 +727,10 @@ package final class TransferOperation: Sendable {
     /// Sends one request and waits for its end; returns the transport error, if any.
     private func send(_ next: TransferMachine.Request, delegate: TransferDelegate) async -> (any Error)? {
         let url = next.url
-        var headers = HTTPHeaders()
-        headers.add(name: "User-Agent", value: configuration.userAgent)
-        for header in next.headers { headers.add(name: header.name, value: header.value) }
-        for (name, value) in next.resumeHeaders { headers.replaceOrAdd(name: name, value: value) }
         let httpRequest: HTTPClient.Request
-        do {
-            httpRequest = try HTTPClient.Request(url: url, method: .GET, headers: headers)
+        do throws(DownloadError) {
+            httpRequest = try HTTPClients.get(
+                url, userAgent: configuration.userAgent, headers: next.headers, replacing: next.resumeHeaders)
         } catch {
             return error
         }
