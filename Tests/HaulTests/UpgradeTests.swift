@@ -9,8 +9,13 @@ import Testing
 /// The fixture and how it was made: `Fixtures/upgrade-10c1a37/README.md`.
 @Suite("Upgrades", .serialized)
 struct UpgradeTests {
-    /// Where the fixture was made, and is restored: the journal names these paths.
-    static let root = "/tmp/haul-upgrade-fixture"
+    /// Where the fixture was made: the journal names these paths.
+    static let madeAt = "/tmp/haul-upgrade-fixture"
+    /// Where it is restored: a directory of this run's own (two suites running at once on
+    /// one machine must not share it), the journal's paths moved there as its ports are.
+    static let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "haul-upgrade-\(UUID().uuidString)"
+    ).path
     /// The port of the URLs in the journal.
     static let port = 47391
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
@@ -26,7 +31,7 @@ struct UpgradeTests {
     }
 
     @Test func journalOfRelease10c1a37ResumesEveryPartial() async throws {
-        // Given the journal and partials the release left, restored where it made them
+        // Given the journal and partials the release left, restored in a directory of this run's
         let manager = FileManager.default
         try? manager.removeItem(atPath: Self.root)
         try manager.createDirectory(atPath: Self.root + "/downloads", withIntermediateDirectories: true)
@@ -59,6 +64,9 @@ struct UpgradeTests {
             try db.execute(
                 sql: "UPDATE job SET id = replace(id, ?, ?), url = replace(url, ?, ?), finalURL = replace(finalURL, ?, ?)",
                 arguments: [old, new, old, new, old, new])
+            try db.execute(
+                sql: "UPDATE job SET destinationPath = replace(destinationPath, ?, ?), partialPath = replace(partialPath, ?, ?)",
+                arguments: [Self.madeAt, Self.root, Self.madeAt, Self.root])
         }
         try queue.close()
         for file in Self.files {
