@@ -121,11 +121,15 @@ struct SegmentedTests {
             await later.waitUntilIdle()
             await later.shutdown()
 
-            // Then it used its 8
+            // Then it used more than the manager's 2: with those, no more than 3 requests
+            // are ever in flight (the first process's, still being answered, included).
+            // (At 1 MiB/s a response, splitting pays at once. How the rest is divided is
+            // not checked: on a loaded machine a part may be split again, or stolen, before
+            // it is asked for.)
             #expect(sha256(f.contents("own")) == sha256(bytes))
             let ranged = f.server.requests(path: "/files/own").filter { $0.header("Range") != nil }
-            // (At 1 MiB/s a response, splitting pays at once.)
-            #expect(Self.dividesTheRest(Self.ranges(ranged), 8), "\(Self.ranges(ranged))")
+            #expect(f.server.statistics.maxInFlightRequests >= 4, "\(Self.ranges(ranged))")
+            #expect(Set(Self.ranges(ranged)).count >= 7, "\(Self.ranges(ranged))")
         }
     }
 
