@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import HaulTestSupport
 import NIOCore
 import NIOPosix
 import Testing
@@ -71,6 +72,21 @@ extension HeavyProcessTests {
 
         /// The part numbers the upload's sidecar in the journal's staging directory records,
         /// once they are `expected` (or after 60 seconds, or once `process` has ended).
+        /// Where the second segment starts decides which parts are whole before the stalls.
+        /// It divides what is left when the second connection is ready; on a loaded machine
+        /// the first response would have gone further by then. The first response sends
+        /// 1 MB and then trickles until the second segment's request arrives
+        /// (``releaseOnceSplit(_:path:)``), so the second segment starts at about 20.5 MB
+        /// however busy the machine is: parts 1, 2 and 4 are whole, 3 and 5 are not.
+        static let heldUntilSplit = "gate=split&gate_after=1000000"
+
+        /// Lets the first response go on at full speed once the second segment has asked for
+        /// its range.
+        static func releaseOnceSplit(_ server: FaultServer, path: String) async {
+            await server.waitForRequests(count: 2, path: path)
+            server.release("split")
+        }
+
         static func recordedParts(_ expected: Set<Int>, journal: String, while process: HaulProcess) async -> Set<Int> {
             let staging = (journal as NSString).deletingLastPathComponent + "/staging"
             var recorded: Set<Int> = []
@@ -251,21 +267,21 @@ extension HeavyProcessTests {
             try await Self.withRelay { server, client, relay, environment in
                 try await CLIFixture.with { f, journal in
                     // 40 MB in 8 MiB parts: 1 [0, 8.4M), 2 [8.4M, 16.8M), 3 [16.8M, 25.2M),
-                    // 4 [25.2M, 33.6M), 5 [33.6M, 40M). Two segments, [0, 20M) and [20M, 40M),
-                    // each stalled after 18 MB (the first GET, stopped at its head, and the two
-                    // segments' requests: three stalls, none for the next run): parts 1, 2
-                    // and 4 are whole, 3 and 5 are not.
+                    // 4 [25.2M, 33.6M), 5 [33.6M, 40M). Two segments, the first GET going on as
+                    // [0, about 20.5M) and a range request for the rest (see `heldUntilSplit`),
+                    // each stalled after 18 MB: parts 1, 2 and 4 are whole, 3 and 5 are not.
                     let bytes = f.serve("big.bin", count: 40_000_000, seed: 11)
                     relay.hold { _ in false }
                     // Named by its Content-Disposition, under a prefix: the resumed run (which
                     // sends no first request) stores under the same key.
                     let url = f.server.url(
-                        "/files/big.bin?stall_after=18000000&stall_times=3&disposition=attachment%3B%20filename%3D%22named.bin%22"
+                        "/files/big.bin?stall_after=18000000&stall_times=3&\(Self.heldUntilSplit)&disposition=attachment%3B%20filename%3D%22named.bin%22"
                     ).absoluteString
                     let arguments = [
                         "get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-d", "s3://haul/in/", url,
                     ]
                     let first = try HaulProcess(arguments, environment: environment)
+                    await Self.releaseOnceSplit(f.server, path: "/files/big.bin")
                     let recorded = await Self.recordedParts([1, 2, 4], journal: journal, while: first)
                     #expect(recorded == [1, 2, 4], "\(first.errorText)")
                     #expect(relay.passed.sorted() == [1, 2, 4])
@@ -295,10 +311,11 @@ extension HeavyProcessTests {
                 try await CLIFixture.with { f, journal in
                     // As above: parts 1, 2 and 4 go up, then the download stalls.
                     _ = f.serve("big.bin", count: 40_000_000, seed: 12)
-                    let url = f.server.url("/files/big.bin?stall_after=18000000&stall_times=3").absoluteString
+                    let url = f.server.url("/files/big.bin?stall_after=18000000&stall_times=3&\(Self.heldUntilSplit)").absoluteString
                     let first = try HaulProcess(
                         ["get", "-q", "--journal", journal, "-x", "2", "--timeout", "3600", "-o", "s3://haul/v.bin", url],
                         environment: server.environment)
+                    await Self.releaseOnceSplit(f.server, path: "/files/big.bin")
                     let recorded = await Self.recordedParts([1, 2, 4], journal: journal, while: first)
                     #expect(recorded == [1, 2, 4], "\(first.errorText)")
                     first.send(SIGKILL)
