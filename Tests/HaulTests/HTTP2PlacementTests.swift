@@ -1,4 +1,5 @@
 @testable import Haul
+import NIOCore
 import Testing
 
 /// Where a request to an HTTP/2 origin goes, without sockets: the pool's rule as a table.
@@ -102,12 +103,14 @@ struct HTTP2PlacementTests {
 /// The HTTP/2 window's probe of the bandwidth-delay product, without sockets.
 @Suite("Bandwidth probe")
 struct BandwidthProbeTests {
+    static let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
     @Test func aPingGoesOutWithDataOneAtATime() {
         // Given a probe with a 32 MiB window
         var probe = BandwidthProbe(window: 32 << 20, maxWindow: 64 << 20)
         // When data arrives, twice, before an answer
-        let first = probe.received(16 << 10)
-        let second = probe.received(16 << 10)
+        let first = probe.received(16 << 10, at: Self.start)
+        let second = probe.received(16 << 10, at: Self.start)
         // Then one PING goes out, with the first
         #expect(first && !second)
     }
@@ -123,11 +126,11 @@ struct BandwidthProbeTests {
         let (carried, before, after) = (row.0 * Self.mib, row.1 * Self.mib, row.2 * Self.mib)
         // Given a probe whose PING is out
         var probe = BandwidthProbe(window: before, maxWindow: 64 * Self.mib)
-        let sent = probe.received(1)
+        let sent = probe.received(1, at: Self.start)
         #expect(sent)
         // When `carried` bytes arrive before its answer
-        _ = probe.received(carried)
-        let growth = probe.answered()
+        _ = probe.received(carried, at: Self.start)
+        let growth = probe.answered(at: Self.start + .milliseconds(40))
         // Then the window is twice the measure when that is more, within the most
         #expect(probe.window == after)
         #expect(growth == (after > before ? after - before : nil))
@@ -135,9 +138,56 @@ struct BandwidthProbeTests {
 
     @Test func atTheMostNoMorePings() {
         var probe = BandwidthProbe(window: 64 << 20, maxWindow: 64 << 20)
-        let sent = probe.received(1 << 20)
-        let growth = probe.answered()
+        let sent = probe.received(1 << 20, at: Self.start)
+        let growth = probe.answered(at: Self.start)
         #expect(!sent)
         #expect(growth == nil)
+    }
+
+    /// (milliseconds after an answer that found no growth, whether data then sends a PING):
+    /// the next probe waits a second.
+    static let quiet: [(Int, Bool)] = [(0, false), (1, false), (999, false), (1000, true), (5000, true)]
+
+    @Test(arguments: quiet)
+    func aProbeThatFoundNoGrowthWaitsASecond(row: (Int, Bool)) {
+        // Given a probe whose answer found the window wide enough
+        var probe = BandwidthProbe(window: 32 << 20, maxWindow: 64 << 20)
+        let first = probe.received(16 << 10, at: Self.start)
+        let firstGrowth = probe.answered(at: Self.start)
+        #expect(first && firstGrowth == nil)
+        // When data arrives some time later
+        let sent = probe.received(16 << 10, at: Self.start + .milliseconds(Int64(row.0)))
+        // Then a PING goes with it only once the second has passed
+        #expect(sent == row.1)
+    }
+
+    @Test func aProbeThatGrewTheWindowIsFollowedAtOnce() {
+        // Given a probe whose answer grew the window (a far, fast link)
+        var probe = BandwidthProbe(window: 32 << 20, maxWindow: 64 << 20)
+        let first = probe.received(1, at: Self.start)
+        _ = probe.received(24 << 20, at: Self.start)
+        let growth = probe.answered(at: Self.start + .milliseconds(40))
+        #expect(first && growth != nil)
+        // When the next data arrives
+        let next = probe.received(1, at: Self.start + .milliseconds(40))
+        // Then the next PING goes with it: the link may be wider still
+        #expect(next)
+    }
+
+    /// Ten seconds of a near server's data, a part every 100 microseconds, each PING answered
+    /// at once: the answers stay far below NIOHTTP2's limit of 200 control frames in 30 s
+    /// (before, a PING went after every answer: about 50,000 here).
+    @Test func aNearServerAnswersFewPings() {
+        var probe = BandwidthProbe(window: 32 << 20, maxWindow: 64 << 20)
+        var pings = 0
+        for tick in 0..<100_000 {
+            let now = Self.start + .microseconds(Int64(tick) * 100)
+            if probe.received(16 << 10, at: now) {
+                pings += 1
+                _ = probe.answered(at: now + .microseconds(50))
+            }
+        }
+        #expect(pings <= 11, "\(pings) PINGs in 10 s")
+        #expect(pings >= 10)
     }
 }

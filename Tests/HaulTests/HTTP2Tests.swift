@@ -165,6 +165,42 @@ struct HTTP2Tests {
         }
     }
 
+    /// 1,000 small files with 16 in flight, which keeps data flowing on each connection
+    /// long enough for many window probes: the connections last to the end. Before, every
+    /// answer to a probe's `PING` sent another, and NIOHTTP2 closed the connection after
+    /// 200 answers in 30 s (`ExcessiveControlFrames`), failing the streams on it: the run
+    /// went over 4 connections and retried the streams lost with them, and took twice as
+    /// long.
+    @Test func aLongRunOfSmallFilesKeepsItsConnections() async throws {
+        try await HTTP2Server.nginx.with(directives: "") { certificates, origin in
+            // Given 1,000 files of 16 KiB
+            let count = 1_000
+            let files = (0..<count).map { FaultServer.randomBytes(count: 16 << 10, seed: UInt64(5000 + $0)) }
+            for (index, bytes) in files.enumerated() {
+                try origin.write(bytes, at: "/long/\(index).bin", modified: Self.anHourAgo)
+            }
+            let manager = DownloadManager(
+                configuration: Self.configuration(certificates, concurrency: 16), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("long")
+
+            // When all are downloaded, 16 at a time
+            let results = try await Self.downloadAll(
+                (0..<count).map { origin.url("/long/\($0).bin") }, to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then each arrives whole, none retried, each asked once, on at most 2 connections
+            #expect(results.failures.isEmpty, "\(results.failures.prefix(3))")
+            #expect(results.retries == 0, "\(results.reasons.prefix(3))")
+            let wrong = (0..<count).filter { sha256(Self.contents(directory, "\($0).bin")) != sha256(files[$0]) }
+            #expect(wrong.isEmpty, "missing or wrong: \(wrong.prefix(10))")
+            let entries = try await Self.logEntries(of: origin, atLeast: count) { $0.path.hasPrefix("/long/") }
+            #expect(entries.count == count)
+            let connections = Set(entries.map { $0.connection ?? "?" })
+            #expect(connections.count <= 2, "\(connections.count) connections")
+        }
+    }
+
     /// Files larger than a stream's window (10 MiB) and together larger than the
     /// connection's (64 MiB), each on one stream: the windows are given back as the
     /// receivers take the bytes, so nothing stalls, and every byte is right.

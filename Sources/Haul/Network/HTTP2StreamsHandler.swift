@@ -244,7 +244,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if headers.endStream { stream.ended = true }
             touched.append(id)
         case .data(let payload):
-            if probe.received(payload.data.readableBytes) {
+            if probe.received(payload.data.readableBytes, at: .now()) {
                 context.writeAndFlush(
                     wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(Self.probePing, ack: false))),
                     promise: nil)
@@ -261,7 +261,7 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
             stream.ended = true
             fail(id, NIOHTTP2Errors.streamClosed(streamID: id, errorCode: code))
         case .ping(let data, ack: true) where data == Self.probePing:
-            if let growth = probe.answered() { widen(by: growth) }
+            if let growth = probe.answered(at: .now()) { widen(by: growth) }
         case .goAway:
             // The streams it leaves unprocessed are closed by NIOHTTP2 (`StreamClosedEvent`
             // with `CANCEL`, below); the others run to their end.
@@ -455,39 +455,57 @@ final class HTTP2StreamsHandler: ChannelDuplexHandler, RemovableChannelHandler {
 /// one round trip. When that comes near the streams' window, the window is what holds the
 /// link back, and it grows to twice the measure (up to `maxWindow`). A pure value: the
 /// handler sends the `PING`s and the window updates it asks for.
+///
+/// A probe that found the window wide enough waits ``quietInterval`` before the next one.
+/// Every answer is a control frame to the receiving side, and NIOHTTP2 closes a connection
+/// that receives more than 200 of them in 30 s (its defence against a `PING` flood); a
+/// probe sent after every answer, as long as data flows, reached that within a second on a
+/// near server, and the connection went down with the streams on it. The wait keeps the
+/// probe to about 30 answers in those 30 s, plus the few that find the window growing (at
+/// most one per doubling up to `maxWindow`), and keeps it polite to servers that count
+/// `PING`s too.
 struct BandwidthProbe: Equatable, Sendable {
+    /// How long a probe that found no growth keeps the next one from going out.
+    static let quietInterval = TimeAmount.seconds(1)
+
     /// The window a stream is given now.
     private(set) var window: Int
     let maxWindow: Int
     /// A `PING` is out, and the bytes received since it was sent.
     private var outstanding = false
     private var bytes = 0
+    /// No `PING` goes out before this (the last one found no growth).
+    private var quietUntil = NIODeadline.uptimeNanoseconds(0)
 
     init(window: Int, maxWindow: Int) {
         self.window = window
         self.maxWindow = maxWindow
     }
 
-    /// `count` bytes of `DATA` arrived; true when a `PING` should go out now.
-    mutating func received(_ count: Int) -> Bool {
+    /// `count` bytes of `DATA` arrived at `now`; true when a `PING` should go out now.
+    /// (`now` is read only when a `PING` could go.)
+    mutating func received(_ count: Int, at now: @autoclosure () -> NIODeadline) -> Bool {
         if outstanding {
             bytes += count
             return false
         }
-        guard window < maxWindow else { return false }
+        guard window < maxWindow, now() >= quietUntil else { return false }
         outstanding = true
         bytes = 0
         return true
     }
 
-    /// The `PING` was answered; returns by how much every stream's window grows, if it does.
-    mutating func answered() -> Int? {
+    /// The `PING` was answered at `now`; returns by how much every stream's window grows, if
+    /// it does. When it does not, the next `PING` waits ``quietInterval``.
+    mutating func answered(at now: NIODeadline) -> Int? {
         guard outstanding else { return nil }
         outstanding = false
         // Near the window (more than half of it in one round trip): the window binds.
-        guard bytes * 2 > window else { return nil }
         let grown = min(maxWindow, bytes * 2)
-        guard grown > window else { return nil }
+        guard bytes * 2 > window, grown > window else {
+            quietUntil = now + Self.quietInterval
+            return nil
+        }
         defer { window = grown }
         return grown - window
     }
