@@ -2,6 +2,10 @@
 public struct DownloadProgress: Sendable, Hashable {
     /// Bytes of the content that are on disk (or in memory), including resumed bytes.
     public var completedBytes: Int64
+    /// Bytes of this download received over the network in this run: without the bytes a
+    /// resume found already there, with any fetched again after a restart. A download that
+    /// another process runs, followed from the journal, reports 0.
+    public var transferredBytes: Int64
     /// The content's size, when the server said or the request named it.
     public var totalBytes: Int64?
     /// A smoothed transfer rate in bytes per second.
@@ -25,8 +29,12 @@ public struct DownloadProgress: Sendable, Hashable {
     }
 
     /// A progress report from its parts.
-    public init(completedBytes: Int64 = 0, totalBytes: Int64? = nil, bytesPerSecond: Double = 0, limit: Int? = nil) {
+    public init(
+        completedBytes: Int64 = 0, totalBytes: Int64? = nil, bytesPerSecond: Double = 0, limit: Int? = nil,
+        transferredBytes: Int64 = 0
+    ) {
         self.completedBytes = completedBytes
+        self.transferredBytes = transferredBytes
         self.totalBytes = totalBytes
         self.bytesPerSecond = bytesPerSecond
         self.limit = limit

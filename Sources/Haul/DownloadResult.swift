@@ -16,6 +16,10 @@ public struct DownloadResult: Sendable {
     /// How many bytes crossed the network in this run; less than ``byteCount`` when an
     /// earlier partial was resumed.
     public let bytesTransferred: Int64
+    /// Whether the content was already there: a download that had completed before, whose
+    /// server said it had not changed since (`304 Not Modified`), so nothing was fetched and
+    /// the file or object was left as it was.
+    public internal(set) var isUnchanged = false
 
     /// Where the content went, as text: the file's path, or an object's `s3://bucket/key`;
     /// `nil` for memory.

@@ -21,6 +21,10 @@ struct DownloadSession: Sendable {
     /// Programs run after each download ends; the run waits for them before it returns.
     var hooks = CompletionHooks()
 
+    /// The exit code when nothing failed but downloads were left paused (by `haul pause` or a
+    /// full disk), their partial files kept for `haul resume`: not a failure, not done.
+    static let pausedExitCode: Int32 = 3
+
     /// The exit code after an interrupt: 128 + the signal's number (130 for SIGINT).
     static func exitCode(forSignal signal: Int32) -> Int32 { 128 + signal }
 
@@ -113,7 +117,10 @@ struct DownloadSession: Sendable {
         failures.merge(tally.failures)
         var summary = ProgressRenderer.Summary()
         summary.completed = tally.completed
+        summary.unchanged = tally.unchanged
         summary.bytes = tally.bytes
+        summary.transferred = tally.transferred
+        summary.reused = tally.reused
         summary.failed = failures.count
         summary.paused = tally.paused.count
         summary.elsewhere = tally.elsewhere
@@ -139,7 +146,7 @@ struct DownloadSession: Sendable {
             Console.err(
                 "haul: \(count) download\(count == 1 ? "" : "s") paused; partial downloads kept, run 'haul resume' to finish\n"
             )
-            return 1
+            return Self.pausedExitCode
         }
         return 0
     }
@@ -270,8 +277,18 @@ struct FailureLog: Sendable {
 /// What became of the downloads, from the manager's events: counters for successes, the
 /// failures with their messages, and the downloads left paused.
 struct Tally: Sendable {
+    /// Downloads that completed with content fetched in this run (whole or resumed).
     var completed = 0
+    /// Downloads that had completed before and whose server said they had not changed.
+    var unchanged = 0
+    /// The sizes of the files ``completed`` counts.
     var bytes: Int64 = 0
+    /// Bytes received over the network by downloads that have ended.
+    var transferredByEnded: Int64 = 0
+    /// Bytes of the completed files that a resume found already there.
+    var reused: Int64 = 0
+    /// Bytes received so far by downloads that have not ended, from their progress.
+    var moving: [DownloadID: Int64] = [:]
     var failures = FailureLog()
     /// Downloads whose last word was `paused` (or a shutdown, which keeps the partial).
     var paused: Set<DownloadID> = []
@@ -280,6 +297,9 @@ struct Tally: Sendable {
     /// Downloads left to another process that runs them (`--no-wait`).
     var elsewhere = 0
 
+    /// Bytes received over the network in this run, by every download.
+    var transferred: Int64 { moving.values.reduce(transferredByEnded, +) }
+
     mutating func record(_ managerEvent: DownloadManager.Event) {
         let id = managerEvent.id
         switch managerEvent.event {
@@ -287,9 +307,18 @@ struct Tally: Sendable {
             paused.remove(id)
         case .paused:
             paused.insert(id)
+        case .progress(let progress):
+            if progress.transferredBytes > 0 { moving[id] = progress.transferredBytes }
         case .completed(let result):
-            completed += 1
-            bytes += result.byteCount
+            moving[id] = nil
+            transferredByEnded += result.bytesTransferred
+            if result.isUnchanged {
+                unchanged += 1
+            } else {
+                completed += 1
+                bytes += result.byteCount
+                reused += max(0, result.byteCount - result.bytesTransferred)
+            }
             failures.remove(id: id)
             paused.remove(id)
         case .failed(let error):
@@ -303,8 +332,12 @@ struct Tally: Sendable {
         case .cancelled(let reason):
             failures.add(id: id, message: "cancelled (\(reason.rawValue))")
             paused.remove(id)
-        case .progress, .retrying, .sourceDropped, .networkLost, .networkRestored:
+        case .retrying, .sourceDropped, .networkLost, .networkRestored:
             break
+        }
+        if managerEvent.event.isTerminal, let moved = moving.removeValue(forKey: id) {
+            // A failed or paused download's bytes moved too (a completion counted its own).
+            transferredByEnded += moved
         }
     }
 }

@@ -24,9 +24,11 @@ struct Get: AsyncParsableCommand {
             a conditional request, and nothing is transferred if the file is unchanged \
             (--force downloads it again).
 
-            Exit status: 0 when every download completed and was verified at its \
-            destination, 1 when any failed, was left paused or (--no-wait) is run by \
-            another process, 2 for invalid arguments, 130 after Ctrl-C (143 after SIGTERM).
+            Exit status: 0 when every download completed (or was unchanged) and was \
+            verified at its destination, 1 when any failed or (--no-wait) is run by another \
+            process, 2 for invalid arguments, 3 when none failed but some were left paused \
+            ('haul pause' or a full disk; 'haul resume' finishes them), 130 after Ctrl-C \
+            (143 after SIGTERM).
             """)
 
     @Argument(
@@ -95,6 +97,16 @@ struct Get: AsyncParsableCommand {
             and kept when the server answers 304 Not Modified.)
             """)
     var force = false
+
+    @Flag(
+        name: [.customShort("c"), .customLong("continue")],
+        help: """
+            Accepted for wget's and curl's habit, and changes nothing: haul always continues \
+            a partial download from where it stopped (when the server's validators say the \
+            content is the same).
+            """)
+    var continuePartial = false
+
     @Option(
         name: .customLong("secret-header"),
         help: ArgumentHelp(

@@ -18,12 +18,15 @@ struct HaulCommand: AsyncParsableCommand {
             $XDG_STATE_HOME/haul/journal.sqlite or ~/.local/state/haul/journal.sqlite), so \
             'haul resume' can continue what was interrupted and other haul commands can \
             list and control downloads while they run.
+
+            'haul URL…' is 'haul get URL…', as wget, curl and aria2c take a bare URL.
             """,
         version: "0.1.0",
         subcommands: [
             Get.self, Resume.self, List.self, ControlCommand<Pause>.self, ControlCommand<Cancel>.self,
             ControlCommand<Retry>.self, Clean.self, ManifestCommand.self, SyncCommand.self, Serve.self, Worker.self,
-        ])
+        ],
+        defaultSubcommand: Get.self)
 
     /// Exit status for invalid arguments, as curl and wget use (ArgumentParser's is `EX_USAGE`, 64).
     static let usageExitCode: Int32 = 2
@@ -33,6 +36,11 @@ struct HaulCommand: AsyncParsableCommand {
     static func main() async {
         MemoryTuning.keepFreedMemory()
         ProcessResources.startEarly(for: CommandLine.arguments)
+        // `haul` alone shows what it can do, as it did before `get` became the default.
+        if CommandLine.arguments.count == 1 {
+            Console.out(helpMessage() + "\n")
+            return
+        }
         do {
             var command = try await asyncParseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

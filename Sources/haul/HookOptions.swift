@@ -23,7 +23,7 @@ struct HookOptions: ParsableArguments {
     @Option(
         name: .customLong("hook-timeout"),
         help: ArgumentHelp(
-            "Seconds a hook may run before it is killed; its exit status and output are logged. (default: 60)",
+            "Seconds a hook may run before it is killed; its exit status and output are logged.",
             valueName: "seconds"))
     var timeout: Int = 60
 

@@ -16,7 +16,7 @@ struct LogOptions: ParsableArguments {
     @Option(
         name: .customLong("log-level"),
         help: ArgumentHelp(
-            "The least severe level logged: trace, debug, info (every download's end), notice (failures), warning, error or critical. (default: info)",
+            "The least severe level logged: trace, debug, info (every download's end), notice (failures), warning, error or critical.",
             valueName: "level"))
     var level = "info"
 

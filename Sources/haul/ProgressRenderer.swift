@@ -31,15 +31,20 @@
 //     waiting URL: HOST cannot be reached; resumes when it answers
 //     network restored URL: HOST answers again
 //     completed URL -> PATH (12.3 MiB)
+//     unchanged URL -> PATH (12.3 MiB)
 //     failed URL: MESSAGE
 //     cancelled URL: REASON
-//     3 completed, 1 failed, 12.0 MiB in 2.3 s
+//     3 completed, 1 unchanged, 1 failed: 12.0 MiB transferred in 2.3 s (5.2 MiB/s), 30.0 MiB reused
 //
-// The summary adds ", N paused" when downloads are left paused (after an interrupt, a
+// `unchanged` is a download completed before whose server said it has not changed (a 304):
+// nothing was fetched. The summary counts files completed, unchanged (shown when there are
+// any), failed, then ", N paused" when downloads are left paused (after an interrupt, a
 // `haul pause` or a full disk), and ", N run by another process" for downloads another
-// live haul runs, left to it because of --no-wait. SIZE and the summary's bytes are the sizes of the
-// completed files, in binary units (B, KiB, MiB, GiB, ...). When `haul resume` finds
-// nothing to do it prints `nothing to resume` instead.
+// live haul runs, left to it because of --no-wait. Then the bytes that came over the
+// network in this run, by every download (paused and failed ones too), the time, the speed
+// of those bytes, and the bytes of completed files that a resume found already there.
+// SIZE is the file's size. Sizes are in binary units (B, KiB, MiB, GiB, ...). When
+// `haul resume` finds nothing to do it prints `nothing to resume` instead.
 //
 // JSON (--json): NDJSON, one object per line, keys sorted, every string JSON-escaped.
 // Every object has:
@@ -77,6 +82,8 @@
 //     completed        path         string   the verified file
 //                      bytes        integer  its size
 //                      transferred  integer  bytes received in this run (less after a resume)
+//                      unchanged    boolean  completed before and not changed since (a 304):
+//                                            nothing was fetched
 //                      url          string   the URL the content came from, after redirects
 //     failed           code         string   the error code, e.g. "httpStatus", "checksumMismatch",
 //                                            "network", "timeout", "diskFull", "duplicate",
@@ -89,12 +96,16 @@
 //                      error        string   the error message
 //                      status       integer  the HTTP status, or null
 //     cancelled        reason       string   e.g. "shutdown", "evicted", "cancelled"
-//     summary          completed    integer  downloads that completed and were verified
+//     summary          completed    integer  downloads that completed and were verified, with
+//                                            content fetched in this run
+//                      unchanged    integer  downloads completed before and not changed since
 //                      failed       integer  downloads that failed or were cancelled
 //                      paused       integer  downloads left paused with their partial file kept
 //                      elsewhere    integer  downloads another live haul runs, not followed
 //                                            (--no-wait); also counted in failed
 //                      bytes        integer  total size of the completed files
+//                      transferred  integer  bytes received over the network in this run
+//                      reused       integer  bytes of the completed files a resume found there
 //                      seconds      number   wall time of the whole command
 //                      interrupted  boolean  whether SIGINT or SIGTERM stopped the command
 //
@@ -126,11 +137,17 @@ actor ProgressRenderer {
     /// The outcome of the whole run.
     struct Summary: Sendable {
         var completed = 0
+        var unchanged = 0
         var failed = 0
         var paused = 0
         /// Downloads another process runs, not followed (`--no-wait`); also in `failed`.
         var elsewhere = 0
+        /// The sizes of the completed files.
         var bytes: Int64 = 0
+        /// Bytes received over the network in this run.
+        var transferred: Int64 = 0
+        /// Bytes of the completed files that a resume found already there.
+        var reused: Int64 = 0
         var elapsed: Duration = .zero
         var interrupted = false
     }
@@ -244,12 +261,20 @@ actor ProgressRenderer {
         }
     }
 
-    /// `3 completed, 1 failed, 12.0 MiB in 2.3 s`.
-    private static func summaryLine(_ summary: Summary) -> String {
-        var parts = ["\(summary.completed) completed", "\(summary.failed) failed"]
+    /// `3 completed, 1 unchanged, 1 failed: 12.0 MiB transferred in 2.3 s (5.2 MiB/s), 30.0 MiB reused`.
+    static func summaryLine(_ summary: Summary) -> String {
+        var parts = ["\(summary.completed) completed"]
+        if summary.unchanged > 0 { parts.append("\(summary.unchanged) unchanged") }
+        parts.append("\(summary.failed) failed")
         if summary.paused > 0 { parts.append("\(summary.paused) paused") }
         if summary.elsewhere > 0 { parts.append("\(summary.elsewhere) run by another process") }
-        return parts.joined(separator: ", ") + ", \(Format.bytes(summary.bytes)) in \(Format.elapsed(summary.elapsed))"
+        var moved = "\(Format.bytes(summary.transferred)) transferred in \(Format.elapsed(summary.elapsed))"
+        let seconds = Format.seconds(summary.elapsed)
+        if summary.transferred > 0, seconds > 0 {
+            moved += " (\(Format.bytes(Int64(Double(summary.transferred) / seconds)))/s)"
+        }
+        if summary.reused > 0 { moved += ", \(Format.bytes(summary.reused)) reused" }
+        return parts.joined(separator: ", ") + ": " + moved
     }
 
     /// Ends a run that had nothing to do: `message` on a terminal or in lines, an all-zero
@@ -339,7 +364,7 @@ actor ProgressRenderer {
             line = "network restored \(url): \(host) answers again"
         case .completed(let result):
             let path = result.savedAt ?? "memory"
-            line = "completed \(url) -> \(path) (\(Format.bytes(result.byteCount)))"
+            line = "\(result.isUnchanged ? "unchanged" : "completed") \(url) -> \(path) (\(Format.bytes(result.byteCount)))"
         case .failed(let error):
             line = "failed \(url): \(error.message)"
         case .cancelled(let reason):
@@ -364,10 +389,13 @@ actor ProgressRenderer {
         object["event"] = .string("summary")
         object["time"] = .string(UTCDateText.rfc3339(Date()))
         object["completed"] = .int(Int64(summary.completed))
+        object["unchanged"] = .int(Int64(summary.unchanged))
         object["failed"] = .int(Int64(summary.failed))
         object["paused"] = .int(Int64(summary.paused))
         object["elsewhere"] = .int(Int64(summary.elsewhere))
         object["bytes"] = .int(summary.bytes)
+        object["transferred"] = .int(summary.transferred)
+        object["reused"] = .int(summary.reused)
         object["seconds"] = .double(Format.seconds(summary.elapsed))
         object["interrupted"] = .bool(summary.interrupted)
         Console.out(object.rendered() + "\n")
@@ -420,6 +448,7 @@ actor ProgressRenderer {
             object["path"] = result.savedAt.map { .string($0) } ?? .null
             object["bytes"] = .int(result.byteCount)
             object["transferred"] = .int(result.bytesTransferred)
+            object["unchanged"] = .bool(result.isUnchanged)
             object["url"] = .string(result.finalURL.absoluteString)
         case .failed(let error):
             lastReported[id] = nil
@@ -441,7 +470,7 @@ actor ProgressRenderer {
         switch event {
         case .completed(let result):
             let shown = result.fileURL?.lastPathComponent ?? Self.displayName(for: id)
-            pendingLines.append("✓ \(shown) (\(Format.bytes(result.byteCount)))")
+            pendingLines.append("✓ \(shown) (\(Format.bytes(result.byteCount))\(result.isUnchanged ? ", unchanged" : ""))")
         case .failed(let error):
             pendingLines.append("✗ \(liveName(id)): \(error.message)")
         case .attached(let owner):

@@ -32,7 +32,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         name: [.customShort("j"), .customLong("jobs")],
-        help: ArgumentHelp("How many downloads run at once. (default: 10)", valueName: "n"))
+        help: ArgumentHelp("How many downloads run at once.", valueName: "n"))
     var jobs = 10
 
     @Option(
@@ -55,7 +55,9 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: [.customShort("d"), .customLong("directory")],
         help: ArgumentHelp("Where downloads go when a request names no directory. (default: the current directory)", valueName: "dir"))
-    var directory = "."
+    var directoryOption: String?
+    /// `-d`, or the current directory.
+    var directory: String { directoryOption ?? "." }
 
     @Option(
         name: .customLong("root"),
@@ -102,7 +104,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("webhook-events"),
         help: ArgumentHelp(
-            "Which ends send a webhook, comma-separated: completed, failed, paused (a person's pause). (default: completed,failed)",
+            "Which ends send a webhook, comma-separated: completed, failed, paused (a person's pause).",
             valueName: "events"))
     var webhookEvents = "completed,failed"
 

@@ -24,7 +24,7 @@ struct Worker: AsyncParsableCommand {
 
     @Option(
         name: [.customShort("j"), .customLong("jobs")],
-        help: ArgumentHelp("How many jobs run at once on this worker. (default: 4)", valueName: "n"))
+        help: ArgumentHelp("How many jobs run at once on this worker.", valueName: "n"))
     var jobs = 4
 
     @Option(
@@ -39,7 +39,9 @@ struct Worker: AsyncParsableCommand {
         help: ArgumentHelp(
             "Where files go, or the S3 prefix objects go into (s3://bucket/prefix/). (default: the current directory)",
             valueName: "dir"))
-    var directory = "."
+    var directoryOption: String?
+    /// `-d`, or the current directory.
+    var directory: String { directoryOption ?? "." }
 
     @Option(
         help: ArgumentHelp(
@@ -47,7 +49,7 @@ struct Worker: AsyncParsableCommand {
             valueName: "dir"))
     var staging: String?
 
-    @Option(help: ArgumentHelp("How long a lease holds a job, in seconds. (default: 30)", valueName: "seconds"))
+    @Option(help: ArgumentHelp("How long a lease holds a job, in seconds.", valueName: "seconds"))
     var lease = 30
 
     @OptionGroup(title: "Network options") var network: NetworkOptions

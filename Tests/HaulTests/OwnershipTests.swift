@@ -77,7 +77,7 @@ struct OwnershipTests {
         }
     }
 
-    @Test func theFollowerExitsOneWhenTheOwnerPausesIt() async throws {
+    @Test func theFollowerExitsPausedWhenTheOwnerPausesIt() async throws {
         try await CLIFixture.with { f, journal in
             f.serve("paused", count: 50_000)
             let url = f.server.url("/files/paused?gate=g").absoluteString
@@ -87,9 +87,9 @@ struct OwnershipTests {
             #expect(await second.line { $0.hasPrefix("attached ") } != nil)
 
             #expect(try await Haul.run(["pause", url, "--journal", journal]).status == 0)
-            #expect(await first.wait().status == 1)
+            #expect(await first.wait().status == 3)
             let secondRun = await second.wait()
-            #expect(secondRun.status == 1)
+            #expect(secondRun.status == 3)
             #expect(secondRun.stdout.contains("paused \(url)"), "\(secondRun.stdout)")
             #expect(!FileManager.default.fileExists(atPath: f.file("paused").path))
         }

@@ -140,11 +140,16 @@ final class JobCore: Sendable {
     /// own limit as it ends).
     func finish(_ outcome: Result<DownloadResult, DownloadError>, limit: Int? = nil) {
         meter.stop()
+        // The last progress goes out before every end that had any, so that a listener
+        // knows what the download held and moved in this run, whether it completed, failed
+        // or was paused.
+        var progress = meter.snapshot()
+        progress.limit = limit
+        if outcome.isSuccess || progress.completedBytes > 0 || progress.transferredBytes > 0 {
+            emit(.progress(progress))
+        }
         switch outcome {
         case .success(let result):
-            var progress = meter.snapshot()
-            progress.limit = limit
-            emit(.progress(progress))
             emit(.completed(result))
         case .failure(let error):
             if error.code == .cancelled, let reason = error.cancellationReason {
@@ -161,5 +166,11 @@ extension DownloadEvent {
     fileprivate var isProgress: Bool {
         if case .progress = self { return true }
         return false
+    }
+}
+
+extension Result {
+    fileprivate var isSuccess: Bool {
+        if case .success = self { true } else { false }
     }
 }

@@ -38,7 +38,8 @@ final class MemoryCopy: Sendable {
                         let data = try Self.read(file, url: url, limit: limit)
                         return DownloadResult(
                             id: shared.id, fileURL: shared.fileURL, data: data, finalURL: shared.finalURL,
-                            byteCount: shared.byteCount, bytesTransferred: shared.bytesTransferred)
+                            byteCount: shared.byteCount, bytesTransferred: shared.bytesTransferred,
+                            isUnchanged: shared.isUnchanged)
                     })
             }
         }

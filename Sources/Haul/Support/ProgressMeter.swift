@@ -123,7 +123,9 @@ final class ProgressMeter: Sendable {
         }
         state.sampleBytes = 0
         state.sampleStart = now
-        return DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate)
+        return DownloadProgress(
+            completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: state.rate,
+            transferredBytes: state.transferred)
     }
 
     /// The current progress. The rate reads zero once no byte has come for two seconds.
@@ -131,7 +133,9 @@ final class ProgressMeter: Sendable {
         let now = ContinuousClock.now
         return state.withLockedValue { state in
             let rate = now - state.lastByte > .seconds(2) ? 0 : state.rate
-            return DownloadProgress(completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: rate)
+            return DownloadProgress(
+                completedBytes: state.completed, totalBytes: state.total, bytesPerSecond: rate,
+                transferredBytes: state.transferred)
         }
     }
 

@@ -379,7 +379,7 @@ package final class TransferOperation: Sendable {
                 core.meter.reset(completed: revalidating.size, total: revalidating.size)
                 let result = DownloadResult(
                     id: request.id, fileURL: revalidating.url, data: nil, finalURL: finalURL,
-                    byteCount: revalidating.size, bytesTransferred: 0)
+                    byteCount: revalidating.size, bytesTransferred: 0, isUnchanged: true)
                 return (result, revalidating)
             case .fail(let error):
                 throw error
