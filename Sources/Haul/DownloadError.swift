@@ -176,7 +176,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// refused (`REFUSED_STREAM`), or cancelled after it said it would take no more on
     /// that connection (`GOAWAY`). Such a request is safe to send again at once.
     let wasNotProcessed: Bool
-    /// The URL that answered with ``statusCode`` (after redirects, or a segment's).
+    /// The URL the failure is about (after redirects, or a segment's or a mirror's), when
+    /// it came from the network; the message does not repeat it.
     let url: URL?
 
     init(
@@ -245,5 +246,29 @@ extension DownloadError {
     /// Another process runs (or ran) the job: a shared queue's lease was taken over.
     package static func runningElsewhere(_ message: String) -> DownloadError {
         DownloadError(.runningElsewhere, message)
+    }
+}
+
+extension DownloadError {
+    /// This error about `url`, unless it already names the URL it is about.
+    func about(_ url: URL) -> DownloadError {
+        guard self.url == nil else { return self }
+        return DownloadError(
+            code, message, statusCode: statusCode, cancellationReason: cancellationReason, retryAfter: retryAfter,
+            isConnectivity: isConnectivity, wasNotProcessed: wasNotProcessed, url: url)
+    }
+
+    /// This error as the download of `download` reports it: the message names the URL it
+    /// is about only when that is another one (a redirect's target, a mirror), as
+    /// "(from URL)"; the download itself is named wherever the message is shown. The same
+    /// words go to the events, the journal, the service's API and the command line.
+    func naming(download: URL) -> DownloadError {
+        guard let url, url.absoluteString != download.absoluteString,
+            !message.hasSuffix("(from \(url.absoluteString))")
+        else { return self }
+        return DownloadError(
+            code, message + " (from \(url.absoluteString))", statusCode: statusCode,
+            cancellationReason: cancellationReason, retryAfter: retryAfter, isConnectivity: isConnectivity,
+            wasNotProcessed: wasNotProcessed, url: url)
     }
 }

@@ -24,6 +24,15 @@ enum Console {
         return ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 
+    /// Whether standard output and standard error are the same file (one terminal, or
+    /// `2>&1`): what one of them says, the other need not say again.
+    static var outputIsErrorOutput: Bool {
+        var output = stat()
+        var errors = stat()
+        guard fstat(STDOUT_FILENO, &output) == 0, fstat(STDERR_FILENO, &errors) == 0 else { return false }
+        return output.st_dev == errors.st_dev && output.st_ino == errors.st_ino
+    }
+
     /// The terminal's size: `TIOCGWINSZ`, else `$COLUMNS` and `$LINES`, else 80 by 24.
     static var size: (columns: Int, rows: Int) {
         var size = winsize()

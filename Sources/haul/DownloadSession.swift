@@ -128,7 +128,13 @@ struct DownloadSession: Sendable {
         summary.interrupted = interruption != nil
         await renderer.finish(summary)
 
-        for failure in failures.entries { Console.err("haul: failed: \(failure.id): \(failure.message)\n") }
+        // Each failure is said once: the event lines (or the live display) said the ones the
+        // manager reported, so where those went to standard error's file too they are not
+        // repeated; refusals before queueing have no event line.
+        let shown = (mode == .lines || mode == .live) && Console.outputIsErrorOutput ? tally.failures : FailureLog()
+        for failure in failures.entries where !shown.contains(id: failure.id) {
+            Console.err("haul: failed: \(failure.id): \(failure.message)\n")
+        }
         if failures.overflow > 0 {
             Console.err("haul: … and \(failures.overflow) more failures; 'haul list' shows them all\n")
         }
@@ -260,6 +266,9 @@ struct FailureLog: Sendable {
         ids.insert(id)
         entries.append((id, message))
     }
+
+    /// Whether `id` failed (among the entries kept).
+    func contains(id: DownloadID) -> Bool { ids.contains(id) }
 
     /// Forgets the failure of `id`: it ran again and completed.
     mutating func remove(id: DownloadID) {

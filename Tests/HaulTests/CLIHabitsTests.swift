@@ -76,4 +76,44 @@ struct CLIHabitsTests {
             #expect(summary["reused"] as? Int == 0)
         }
     }
+
+    /// A failure is said once, each fact once: the line names the download, the message
+    /// says what and what to do, without the URL again; where standard output and standard
+    /// error are one file (a terminal, `2>&1`) the end does not repeat it. Before:
+    /// `failed URL: HTTP 404 Not Found from URL`, then `haul: failed: URL: HTTP 404 Not Found
+    /// from URL`.
+    @Test func aFailureIsSaidOnce() async throws {
+        try await CLIFixture.with { f, journal in
+            let url = f.server.url("/files/missing.bin").absoluteString
+            let arguments = ["get", url, "-d", f.directory.path, "--journal", journal]
+            // Standard output and standard error into one pipe, as on a terminal.
+            let together = try await HaulProcess(
+                ["-c", #"exec "$0" "$@" 2>&1"#, Haul.executable.path] + arguments,
+                executable: URL(fileURLWithPath: "/bin/sh")
+            ).wait()
+            #expect(together.status == 1)
+            let lines = together.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.contains("failed \(url): HTTP 404 Not Found: the server has no file at this URL"), "\(lines)")
+            #expect(lines.filter { $0.contains("404") }.count == 1, "\(lines)")
+
+            // Apart (a script's redirections, or --quiet): the end's line is the only one
+            // on standard error, in the same words.
+            let quiet = try await Haul.run(arguments + ["-q"])
+            #expect(quiet.status == 1)
+            #expect(quiet.stderr == "haul: failed: \(url): HTTP 404 Not Found: the server has no file at this URL\n")
+
+            // A digest that does not match: each digest named once, and what became of the file.
+            f.serve("wrong.bin", count: 1_000)
+            let expected = String(repeating: "0", count: 64)
+            let mismatch = try await Haul.run(
+                ["get", "-q", f.server.url("/files/wrong.bin").absoluteString, "--checksum", "sha-256=\(expected)", "-d",
+                 f.directory.path, "--journal", journal])
+            #expect(mismatch.status == 1)
+            #expect(mismatch.stderr.components(separatedBy: expected).count == 2, "\(mismatch.stderr)")
+            #expect(mismatch.stderr.components(separatedBy: "/files/wrong.bin").count == 2, "\(mismatch.stderr)")
+            #expect(mismatch.stderr.contains("sha-256 check failed: the content's digest is "), "\(mismatch.stderr)")
+            #expect(mismatch.stderr.contains("nothing was kept"), "\(mismatch.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: f.file("wrong.bin").path))
+        }
+    }
 }

@@ -1,3 +1,5 @@
+import AsyncHTTPClient
+import Foundation
 import Testing
 
 @testable import Haul
@@ -169,5 +171,38 @@ struct FileNamingTests {
         let checksum = try Checksum(parsing: "SHA1=" + String(repeating: "A", count: 40))
         #expect(checksum.algorithm == .sha1)
         #expect(checksum.hex == String(repeating: "a", count: 40))
+    }
+}
+
+/// A failure's message names the URL it is about only when that is not the download's own.
+@Suite("Failure messages")
+struct FailureMessageTests {
+    static let download = URL(string: "https://example.com/a.iso")!
+
+    /// (the URL the failure is about, the message as the download reports it)
+    static let rows: [(String?, String)] = [
+        (nil, "HTTP 404 Not Found: the server has no file at this URL"),
+        ("https://example.com/a.iso", "HTTP 404 Not Found: the server has no file at this URL"),
+        (
+            "https://mirror.example.net/a.iso",
+            "HTTP 404 Not Found: the server has no file at this URL (from https://mirror.example.net/a.iso)"
+        ),
+    ]
+
+    @Test(arguments: rows)
+    func aFailureNamesAnotherURLOnly(row: (String?, String)) {
+        let base = TransportErrors.httpError(status: 404, url: Self.download, retryAfter: nil)
+        let error = DownloadError(.httpStatus, base.message, statusCode: 404, url: row.0.flatMap(URL.init(string:)))
+        let named = error.naming(download: Self.download)
+        #expect(named.message == row.1)
+        // Named twice (an event, then the journal's record) it still says it once.
+        #expect(named.naming(download: Self.download).message == row.1)
+    }
+
+    @Test func aTransportErrorIsAboutItsRequestsURL() {
+        let mirror = URL(string: "https://mirror.example.net/a.iso")!
+        let error = TransportErrors.translate(HTTPClientError.remoteConnectionClosed, url: mirror)
+        #expect(error.message == "the server closed the connection early")
+        #expect(error.naming(download: Self.download).message.hasSuffix("(from https://mirror.example.net/a.iso)"))
     }
 }

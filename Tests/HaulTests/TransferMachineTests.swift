@@ -532,7 +532,7 @@ struct TransferMachineSegmentTests {
         var full = Self.response()
         _ = full.receivedHead(status: 206, headers: HTTPHeaders([("Content-Range", "bytes 1000-1999/4000")]))
         #expect(full.requestEnded(error: nil, finished: false, wroteSomething: true) == .failed(
-            DownloadError(.network, "\(Self.url.absoluteString): a segment ended early")))
+            DownloadError(.network, "a segment ended early", url: Self.url)))
         #expect(full.requestEnded(error: DownloadError(.network, "reset"), finished: false, wroteSomething: true)
             == .failed(DownloadError(.network, "reset")))
         full.stopped()

@@ -198,6 +198,8 @@ extension DownloadManager {
         case .failure(let error):
             finished.failed += 1
             if !journaled, job.paths != nil {
+                // In the same words as the event (JobCore.emit).
+                let error = error.naming(download: job.request.url)
                 switch JobLifecycle.failedEnd(error) {
                 case .paused(let code, let message): record(job, .paused, errorCode: code, error: message)
                 case .failed: store?.recordFailed(job.id, error)

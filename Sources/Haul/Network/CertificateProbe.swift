@@ -80,14 +80,14 @@ extension HTTPClients {
         if validity.notAfter < now {
             return DownloadError(
                 .tls,
-                "\(url.absoluteString): expired certificate: \(host)'s certificate expired on \(CertificateProbe.format(validity.notAfter)); the server must renew it"
-            )
+                "expired certificate: \(host)'s certificate expired on \(CertificateProbe.format(validity.notAfter)); the server must renew it",
+                url: url)
         }
         if validity.notBefore > now {
             return DownloadError(
                 .tls,
-                "\(url.absoluteString): certificate not valid yet: \(host)'s certificate is valid from \(CertificateProbe.format(validity.notBefore)); check this machine's clock"
-            )
+                "certificate not valid yet: \(host)'s certificate is valid from \(CertificateProbe.format(validity.notBefore)); check this machine's clock",
+                url: url)
         }
         return error
     }

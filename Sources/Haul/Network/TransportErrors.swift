@@ -12,10 +12,21 @@ import NIOSSL
 ///
 /// One place for every transfer, segment, manifest and object-store request.
 enum TransportErrors {
+    /// An HTTP error status, with what it usually means. The URL that answered is the
+    /// error's, not its message's: a person sees it named once, where the download is (and
+    /// as "from URL" when it was another, see ``DownloadError/naming(download:)``).
     static func httpError(status: Int, url: URL, retryAfter: String?) -> DownloadError {
         let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
+        let meaning: String
+        switch status {
+        case 401: meaning = ": the server asks for credentials (--secret-header, --netrc, or USER:PASSWORD@ in the URL)"
+        case 403: meaning = ": the server refuses to serve it (credentials, an expired signature, or a URL not meant to be fetched)"
+        case 404, 410: meaning = ": the server has no file at this URL"
+        case 407: meaning = ": the proxy asks for credentials (http://USER:PASSWORD@HOST:PORT)"
+        default: meaning = ""
+        }
         return DownloadError(
-            .httpStatus, "HTTP \(status) \(reason) from \(url.absoluteString)", statusCode: status,
+            .httpStatus, "HTTP \(status) \(reason)\(meaning)", statusCode: status,
             retryAfter: retryAfter.flatMap(parseRetryAfter), url: url)
     }
 
@@ -31,9 +42,13 @@ enum TransportErrors {
         return .milliseconds(Int64(max(0, date.timeIntervalSinceNow) * 1000))
     }
 
-    /// Turns a transport error into a ``DownloadError`` a person can act on.
+    /// Turns a transport error into a ``DownloadError`` a person can act on, about `url`.
     static func translate(_ error: any Error, url: URL) -> DownloadError {
         if let error = error as? DownloadError { return error }
+        return describe(error, url: url).about(url)
+    }
+
+    private static func describe(_ error: any Error, url: URL) -> DownloadError {
         let host = url.host ?? url.absoluteString
         if let tls = translateTLSError(error, host: host, url: url) { return tls }
         if let closed = error as? NIOHTTP2Errors.StreamClosed,
@@ -41,7 +56,7 @@ enum TransportErrors {
         {
             return DownloadError(
                 .network,
-                "\(url.absoluteString): \(host) did not process the request (its HTTP/2 stream was \(closed.errorCode == .refusedStream ? "refused" : "cancelled, the connection closing"))",
+                "\(host) did not process the request (its HTTP/2 stream was \(closed.errorCode == .refusedStream ? "refused" : "cancelled, the connection closing"))",
                 wasNotProcessed: true)
         }
         if let client = error as? HTTPClientError {
@@ -50,35 +65,35 @@ enum TransportErrors {
                 return DownloadError(
                     .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
             case .readTimeout, .deadlineExceeded:
-                return DownloadError(.timeout, "\(url.absoluteString): no data within the idle timeout")
+                return DownloadError(.timeout, "no data within the idle timeout")
             case .remoteConnectionClosed:
-                return DownloadError(.network, "\(url.absoluteString): the server closed the connection early")
+                return DownloadError(.network, "the server closed the connection early")
             case .cancelled:
                 // Not Haul's own cancellation (that ends the attempts before any error is
                 // looked at): the client gave up a request on a connection that was closing
                 // (an HTTP/2 `GOAWAY`) before the server processed it.
                 return DownloadError(
                     .network,
-                    "\(url.absoluteString): \(host) did not process the request (its connection was closing)",
+                    "\(host) did not process the request (its connection was closing)",
                     wasNotProcessed: true)
             case .proxyAuthenticationRequired:
                 return DownloadError(
                     .proxy,
-                    "\(url.absoluteString): the proxy asked for credentials (407 Proxy Authentication Required): give them in the proxy URL, http://USER:PASSWORD@HOST:PORT"
+                    "the proxy asked for credentials (407 Proxy Authentication Required): give them in the proxy URL, http://USER:PASSWORD@HOST:PORT"
                 )
             case .invalidProxyResponse:
                 return DownloadError(
                     .proxy,
-                    "\(url.absoluteString): the proxy refused to open a tunnel (CONNECT) to \(host): it may not accept the credentials given, or not allow this host or port"
+                    "the proxy refused to open a tunnel (CONNECT) to \(host): it may not accept the credentials given, or not allow this host or port"
                 )
             case .httpProxyHandshakeTimeout:
                 return DownloadError(
-                    .timeout, "\(url.absoluteString): the proxy did not open a tunnel to \(host) in time")
+                    .timeout, "the proxy did not open a tunnel to \(host) in time")
             case .socksHandshakeTimeout:
                 return DownloadError(
-                    .timeout, "\(url.absoluteString): the SOCKS proxy did not open a connection to \(host) in time")
+                    .timeout, "the SOCKS proxy did not open a connection to \(host) in time")
             default:
-                return DownloadError(.network, "\(url.absoluteString): \(client)")
+                return DownloadError(.network, "\(client)")
             }
         }
         if let connection = error as? NIOConnectionError {
@@ -109,21 +124,21 @@ enum TransportErrors {
         switch reply {
         case 3, 4:
             return DownloadError(
-                .network, "\(url.absoluteString): the SOCKS proxy cannot reach \(host) (\(reply == 3 ? "network" : "host") unreachable)")
+                .network, "the SOCKS proxy cannot reach \(host) (\(reply == 3 ? "network" : "host") unreachable)")
         case 5:
-            return DownloadError(.network, "\(url.absoluteString): \(host) refused the SOCKS proxy's connection")
+            return DownloadError(.network, "\(host) refused the SOCKS proxy's connection")
         case 6:
-            return DownloadError(.timeout, "\(url.absoluteString): the SOCKS proxy's connection to \(host) timed out")
+            return DownloadError(.timeout, "the SOCKS proxy's connection to \(host) timed out")
         case 2:
             return DownloadError(
-                .proxy, "\(url.absoluteString): the SOCKS proxy's rules do not allow a connection to \(host)")
+                .proxy, "the SOCKS proxy's rules do not allow a connection to \(host)")
         case let code?:
             return DownloadError(
-                .proxy, "\(url.absoluteString): the SOCKS proxy refused the connection to \(host) (reply \(code))")
+                .proxy, "the SOCKS proxy refused the connection to \(host) (reply \(code))")
         case nil:
             let name = type.split(separator: ".").last.map(String.init) ?? type
             return DownloadError(
-                .proxy, "\(url.absoluteString): the SOCKS proxy's answer was not understood (\(name))")
+                .proxy, "the SOCKS proxy's answer was not understood (\(name))")
         }
     }
 
@@ -134,20 +149,20 @@ enum TransportErrors {
                 return DownloadError(
                     .network, "connection refused by \(host): is the server running?", isConnectivity: true)
             case ECONNRESET, EPIPE:
-                return DownloadError(.network, "\(url.absoluteString): connection reset by the server")
+                return DownloadError(.network, "connection reset by the server")
             case ENETUNREACH, EHOSTUNREACH:
                 return DownloadError(.network, "\(host) is unreachable: check the network", isConnectivity: true)
             case ETIMEDOUT:
                 return DownloadError(.timeout, "\(host) did not answer in time")
             default:
-                return DownloadError(.network, "\(url.absoluteString): \(String(cString: strerror(io.errnoCode)))")
+                return DownloadError(.network, "\(String(cString: strerror(io.errnoCode)))")
             }
         }
         if let channel = error as? ChannelError, case .connectTimeout = channel {
             return DownloadError(
                 .timeout, "could not connect to \(host) within the connect timeout", isConnectivity: true)
         }
-        return DownloadError(.network, "\(url.absoluteString): \(error)")
+        return DownloadError(.network, "\(error)")
     }
 
     /// A TLS failure as a ``DownloadError`` naming the problem, or `nil` for other errors.
@@ -163,21 +178,21 @@ enum TransportErrors {
             if text.contains("CERTIFICATE_VERIFY_FAILED") {
                 return DownloadError(
                     .tls,
-                    "\(url.absoluteString): untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
+                    "untrusted certificate (certificate verify failed): \(host)'s certificate is not signed by an authority Haul trusts (self-signed or a private authority), or has expired; \(advice)"
                 )
             }
             if text.contains("CERTIFICATE_REQUIRED") || (text.contains("HANDSHAKE_FAILURE") && text.contains("ALERT")) {
                 return DownloadError(
                     .tls,
-                    "\(url.absoluteString): \(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"
+                    "\(host) refused the TLS handshake (\(text)); if it asks for a client certificate, give one with --certificate FILE --private-key FILE (TLSOptions.clientCertificate)"
                 )
             }
-            return DownloadError(.tls, "\(url.absoluteString): the TLS handshake with \(host) failed: \(text)")
+            return DownloadError(.tls, "the TLS handshake with \(host) failed: \(text)")
         }
         if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
             return DownloadError(
                 .tls,
-                "\(url.absoluteString): wrong host name: the server's certificate is not valid for \(host) (it names other hosts)"
+                "wrong host name: the server's certificate is not valid for \(host) (it names other hosts)"
             )
         }
         return nil

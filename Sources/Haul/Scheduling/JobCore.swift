@@ -99,8 +99,10 @@ final class JobCore: Sendable {
         set { connectionCount.withLockedValue { $0 = newValue } }
     }
 
-    /// Sends an event to the download's streams and the manager's stream.
+    /// Sends an event to the download's streams and the manager's stream. A failure names
+    /// the URL it is about only when it is not the download's (``DownloadError/naming(download:)``).
     func emit(_ event: DownloadEvent) {
+        let event = event.naming(download: url)
         events.yield(event, terminal: event.isTerminal)
         managerEvents.yield(DownloadManager.Event(id: id, url: url, event: event))
     }
@@ -139,6 +141,8 @@ final class JobCore: Sendable {
     /// speed limit it ran under, for its last progress (the manager forgets a download's
     /// own limit as it ends).
     func finish(_ outcome: Result<DownloadResult, DownloadError>, limit: Int? = nil) {
+        // The waiters get the failure in the events' words.
+        let outcome = outcome.mapError { $0.naming(download: url) }
         meter.stop()
         // The last progress goes out before every end that had any, so that a listener
         // knows what the download held and moved in this run, whether it completed, failed
@@ -166,6 +170,18 @@ extension DownloadEvent {
     fileprivate var isProgress: Bool {
         if case .progress = self { return true }
         return false
+    }
+}
+
+extension DownloadEvent {
+    /// The event, its failure naming the URL it is about when that is not `download`.
+    fileprivate func naming(download: URL) -> DownloadEvent {
+        switch self {
+        case .failed(let error): .failed(error.naming(download: download))
+        case .retrying(let attempt, let reason, let delay):
+            .retrying(attempt: attempt, reason: reason.naming(download: download), delay: delay)
+        default: self
+        }
     }
 }
 

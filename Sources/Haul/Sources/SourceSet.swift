@@ -196,7 +196,7 @@ struct SourceSet: Sendable {
         guard sources[index].badPieces >= 2, live.count > 1 else { return .kept }
         let error = DownloadError(
             .checksumMismatch,
-            "\(sources[index].url.absoluteString): served \(sources[index].badPieces) pieces that did not match their digests",
+            "served \(sources[index].badPieces) pieces that did not match their digests",
             url: sources[index].url)
         sources[index].dropped = error
         sources[index].active = 0
@@ -221,7 +221,7 @@ struct SourceSet: Sendable {
         guard let validator, validator != known else { return .kept }
         return disagreed(
             assignment,
-            reason: "\(assignment.url.absoluteString): its validator changed (\(known.headerValue), now \(validator.headerValue))")
+            reason: "its validator changed (\(known.headerValue), now \(validator.headerValue))")
     }
 
     /// `assignment`'s source answered with other content than the download's (another

@@ -76,8 +76,7 @@ struct RedirectFollower: Sendable {
         guard !visited.contains(next.absoluteString) else {
             switch subject {
             case .download:
-                throw DownloadError(
-                    .redirectLoop, "\(original.absoluteString): redirect loop back to \(next.absoluteString)")
+                throw DownloadError(.redirectLoop, "its redirects loop back to \(next.absoluteString)")
             case .manifest:
                 throw DownloadError(.redirectLoop, "the manifest's redirects loop back to \(next.absoluteString)")
             }
@@ -85,7 +84,7 @@ struct RedirectFollower: Sendable {
         guard redirects < maxRedirects else {
             switch subject {
             case .download:
-                throw DownloadError(.tooManyRedirects, "\(original.absoluteString): more than \(maxRedirects) redirects")
+                throw DownloadError(.tooManyRedirects, "more than \(maxRedirects) redirects")
             case .manifest:
                 throw DownloadError(
                     .tooManyRedirects,

@@ -214,12 +214,12 @@ struct SegmentedTransfer: Sendable {
         // pool, which runs it even for a cancelled task).
         try? await threadPool.perform { () throws(DownloadError) in try checkpoint() }
         if Task.isCancelled {
-            throw DownloadError(.cancelled, "\(url.absoluteString): interrupted", cancellationReason: .userRequested)
+            throw DownloadError(.cancelled, "interrupted", cancellationReason: .userRequested)
         }
         switch result {
         case .done:
             guard table.isComplete else {
-                throw DownloadError(.network, "\(url.absoluteString): segments ended before the content was complete")
+                throw DownloadError(.network, "the segments ended before the content was complete")
             }
             return .complete
         case .changed(let reason):

@@ -446,14 +446,13 @@ struct TransferMachine: Sendable {
         let url = redirects.url
         switch state {
         case .awaitingHead:
-            return fail(error ?? DownloadError(.network, "\(url.absoluteString): the request ended without a response"))
+            return fail(error ?? DownloadError(.network, "the request ended without a response", url: url))
         case .receiving(let receiving):
             if let error { return fail(error) }
             let size = receiving.offset + receiving.received
             if let total = receiving.total, size != total {
                 return fail(
-                    DownloadError(
-                        .network, "\(settings.url.absoluteString): connection ended after \(size) of \(total) bytes"))
+                    DownloadError(.network, "the connection ended after \(size) of \(total) bytes", url: redirects.url))
             }
             return finish(size: size)
         case .discarding(_, let verdict):
@@ -474,7 +473,7 @@ struct TransferMachine: Sendable {
                 return send(.redirect, progress: nil)
             case .restart(let reason):
                 guard !restarted, plan.offset > 0 else {
-                    return fail(DownloadError(.protocolViolation, "\(url.absoluteString): \(reason)"))
+                    return fail(DownloadError(.protocolViolation, reason, url: url))
                 }
                 restarted = true
                 plan = .fresh
@@ -538,7 +537,7 @@ struct TransferMachine: Sendable {
             return .reject(
                 DownloadError(
                     .sizeMismatch,
-                    "size check failed for \(settings.url.absoluteString): got \(size) bytes, expected \(expected)"))
+                    "size check failed: the server sent \(size) bytes, not the expected \(expected); nothing was kept"))
         }
         return .finish(
             Finish(size: size, validator: validator, contentDisposition: contentDisposition, url: url ?? redirects.url))
@@ -703,7 +702,7 @@ extension TransferMachine {
                 if finished { return .done }
                 // A request for part of the claim that ended well, having written something.
                 if requestEnd < claimEnd, error == nil, wroteSomething { return .done }
-                return .failed(error ?? DownloadError(.network, "\(url.absoluteString): a segment ended early"))
+                return .failed(error ?? DownloadError(.network, "a segment ended early", url: url))
             }
         }
     }

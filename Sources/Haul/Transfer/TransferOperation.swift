@@ -744,7 +744,7 @@ package final class TransferOperation: Sendable {
         guard actual == checksum.hex else {
             throw DownloadError(
                 .checksumMismatch,
-                "\(checksum.algorithm.rawValue) check failed for \(request.url.absoluteString): expected \(checksum.hex), got \(actual)"
+                "\(checksum.algorithm.rawValue) check failed: the content's digest is \(actual), not the expected \(checksum.hex); nothing was kept (check the digest given, or the source)"
             )
         }
     }

@@ -46,7 +46,7 @@ package enum Aria2Status: String, Sendable, CaseIterable {
 /// them, for Haul's error codes.
 package enum Aria2ExitStatus {
     /// The number for a job's last error: its ``DownloadError/Code`` name as the journal
-    /// keeps it, and its message (which names the HTTP status: `HTTP 404 Not Found from …`).
+    /// keeps it, and its message (which names the HTTP status: `HTTP 404 Not Found: …`).
     ///
     /// | Haul code | aria2 | aria2's meaning |
     /// |---|---|---|
@@ -98,7 +98,7 @@ package enum Aria2ExitStatus {
         }
     }
 
-    /// The status in `HTTP 404 Not Found from …`.
+    /// The status in `HTTP 404 Not Found: …`.
     static func httpStatus(in message: String?) -> Int? {
         guard let message, let range = message.range(of: "HTTP ") else { return nil }
         return Int(message[range.upperBound...].prefix(3))
