@@ -66,8 +66,8 @@ struct Get: AsyncParsableCommand {
     @Option(
         name: [.customShort("o"), .customLong("output")],
         help: ArgumentHelp(
-            "The file name to save as, or the object to store (s3://bucket/key); only with a single URL.",
-            valueName: "name"))
+            "The file to save as: a name, a path below -d (folders are made), or an absolute path; or the object to store (s3://bucket/key). Only with a single URL.",
+            valueName: "path"))
     var output: String?
 
     @Option(
@@ -148,9 +148,9 @@ struct Get: AsyncParsableCommand {
         try backend.permit(.init(objects: object != nil))
         // An object's key (not a prefix) takes one URL, as -o does: its last component stands
         // for the name in that rule.
-        let output = object.map { $0.isPrefix ? nil : $0.key.split(separator: "/").last.map(String.init) } ?? self.output
-        if object == nil, let output, let problem = InputFile.fileNameProblem(output) {
-            throw ValidationError("-o '\(output)': \(problem).")
+        let output = object.map { $0.isPrefix ? nil : $0.key.split(separator: "/").last.map(String.init) } ?? outputPath.name
+        if object == nil, let output, let problem = Self.outputProblem(output) {
+            throw ValidationError("-o '\(self.output ?? output)': \(problem).")
         }
         let mirrors = try self.mirrors.map { text in
             do throws(InputError) {
@@ -285,10 +285,26 @@ struct Get: AsyncParsableCommand {
             .appendingPathComponent("staging", isDirectory: true)
     }
 
+    /// What is wrong with `-o`'s name or relative path: a path below the output directory
+    /// follows the rules for names with folders that servers send (no `..`, no empty
+    /// component), so it never leaves the directory.
+    static func outputProblem(_ output: String) -> String? {
+        guard output.contains("/") else { return InputFile.fileNameProblem(output) }
+        return Manifest.pathProblem(output).map { "\($0); a relative -o stays below -d (give an absolute path to go elsewhere)" }
+    }
+
+    /// `-o` as a name or a path below the output directory, and the directory an absolute
+    /// `-o` names (which stands for -d).
+    private var outputPath: (name: String?, directory: String?) {
+        guard let output, output.hasPrefix("/") else { return (output, nil) }
+        let path = output as NSString
+        return (path.lastPathComponent.isEmpty || output.hasSuffix("/") ? "" : path.lastPathComponent, path.deletingLastPathComponent)
+    }
+
     /// The output directory as an absolute file URL; it need not exist yet (the backend
     /// that writes into it creates it), but must not be something else.
     private func outputDirectory() throws -> URL {
-        let path = directory ?? FileManager.default.currentDirectoryPath
+        let path = outputPath.directory ?? directory ?? FileManager.default.currentDirectoryPath
         let url = URL(fileURLWithPath: path, isDirectory: true).standardizedFileURL
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue {

@@ -116,4 +116,28 @@ struct CLIHabitsTests {
             #expect(!FileManager.default.fileExists(atPath: f.file("wrong.bin").path))
         }
     }
+
+    /// `-o` takes a path, as curl's and wget's do: below `-d` (folders made), or absolute;
+    /// a relative one never leaves `-d`. Before: "give a file name, not a path".
+    @Test func outputTakesAPath() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("p.bin", count: 10_000)
+            let url = f.server.url("/files/p.bin").absoluteString
+            let below = try await Haul.run(["get", "-q", url, "-d", f.directory.path, "-o", "sub/dir/x.bin", "--journal", journal])
+            #expect(below.status == 0, "\(below.stderr)")
+            #expect(sha256(f.contents("sub/dir/x.bin")) == sha256(bytes))
+
+            let absolute = f.directory.appendingPathComponent("elsewhere/y.bin").path
+            let other = try await Haul.run(["get", "-q", "--force", url, "-o", absolute, "--journal", journal])
+            #expect(other.status == 0, "\(other.stderr)")
+            #expect(sha256(f.contents("elsewhere/y.bin")) == sha256(bytes))
+
+            for (path, problem) in [("../z.bin", "a '..' component"), ("a//b", "an empty component"), ("a/", "an empty component")] {
+                let refused = try await Haul.run(["get", "-q", url, "-d", f.directory.path, "-o", path, "--journal", journal])
+                #expect(refused.status == 2, "\(path)")
+                #expect(refused.stderr.contains("-o '\(path)': path has \(problem)"), "\(refused.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: f.directory.deletingLastPathComponent().appendingPathComponent("z.bin").path))
+        }
+    }
 }

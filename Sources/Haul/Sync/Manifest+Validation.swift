@@ -63,8 +63,10 @@ extension Manifest {
         }
     }
 
-    /// What is wrong with `path`, or `nil` if it is a valid manifest path.
-    static func pathProblem(_ path: String) -> String? {
+    /// What is wrong with `path`, or `nil` if it is a valid manifest path: the rule for
+    /// every relative path that names where a file goes (a manifest's, a Metalink file's
+    /// names with folders, `haul get -o`).
+    package static func pathProblem(_ path: String) -> String? {
         if isPlainPath(path) { return nil }
         if path.isEmpty { return "path is empty" }
         if path.hasPrefix("/") { return "path is absolute" }
