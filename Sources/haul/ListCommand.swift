@@ -5,9 +5,11 @@ import Haul
 /// `haul list`: shows the journal's downloads.
 ///
 /// A table with the columns ID, STATE, PROGRESS (`12.0 MiB / 40.0 MiB 30%`, or the bytes
-/// alone when the size is unknown), SPEED (running downloads only), NAME and ERROR. On a
-/// terminal long IDs are shortened in the middle and errors cut to fit the width; otherwise
-/// every field is printed in full.
+/// alone when the size is unknown), SPEED (running downloads only), FILE (where it goes:
+/// relative to the current directory when below it, else absolute, or the object's
+/// `s3://` URL) and ERROR. On a terminal long IDs are shortened in the middle, files from
+/// the left (`…/downloads/a.iso`) and errors cut to fit the width; otherwise every field is
+/// printed in full.
 ///
 /// Jobs are shown as they stand (``Journal/standingJobs(in:)``): one that a killed process
 /// left `running` shows as `paused`, with the bytes its partial file holds.
@@ -35,7 +37,9 @@ struct List: AsyncParsableCommand {
         abstract: "Show the downloads in the journal.",
         discussion: """
             By default shows unfinished (queued, running, paused, waiting) and failed \
-            downloads, oldest first; --all adds completed and cancelled ones.
+            downloads, oldest first; --all adds completed and cancelled ones. FILE is where \
+            each one goes: a path below the current directory, or the whole path (--json \
+            gives it in full as destination).
             """)
 
     @Flag(help: "Include completed and cancelled downloads.")
@@ -113,20 +117,25 @@ enum JobTable {
     }
 
     /// The table; with a `width`, long IDs and errors are shortened to fit it.
-    static func table(_ jobs: [JobSnapshot], width: Int?) -> String {
-        let header = ["ID", "STATE", "PROGRESS", "SPEED", "NAME", "ERROR"]
+    static func table(
+        _ jobs: [JobSnapshot], width: Int?, from directory: String = FileManager.default.currentDirectoryPath
+    ) -> String {
+        let header = ["ID", "STATE", "PROGRESS", "SPEED", "FILE", "ERROR"]
         var rows = jobs.map { job in
             [
                 job.id.rawValue, job.state.rawValue, progressText(job),
-                job.state == .running ? Format.rate(job.bytesPerSecond) : "", job.name, job.error ?? "",
+                job.state == .running ? Format.rate(job.bytesPerSecond) : "", shown(job.destination, from: directory),
+                job.error ?? "",
             ]
         }
         var widths = header.indices.map { column in
             rows.reduce(header[column].count) { max($0, $1[column].count) }
         }
         if let width {
-            // Everything but ID and ERROR keeps its width; ID gets what is left, at least 24
-            // columns; ERROR gets the rest of the line.
+            // STATE, PROGRESS and SPEED keep their widths; FILE takes at most a quarter of
+            // the line (at least 16 columns); ID gets what is left, at least 24 columns;
+            // ERROR gets the rest of the line.
+            widths[4] = min(widths[4], max(16, width / 4))
             let fixed = widths[1...4].reduce(0, +) + 2 * 5
             let idWidth = max(24, min(widths[0], width - 1 - fixed - min(widths[5], 20)))
             widths[0] = idWidth
@@ -134,6 +143,7 @@ enum JobTable {
             rows = rows.map { row in
                 var row = row
                 row[0] = middleTruncated(row[0], idWidth)
+                row[4] = leftTruncated(row[4], widths[4])
                 if row[5].count > errorWidth { row[5] = ProgressRenderer.fit(row[5], errorWidth, pad: false) }
                 return row
             }
@@ -149,6 +159,23 @@ enum JobTable {
             out += line + "\n"
         }
         return out
+    }
+
+    /// Where a file goes, as `ls` would name it from `directory`: the path below it, else
+    /// the whole path (or an object's `s3://` URL, as it is).
+    static func shown(_ destination: String, from directory: String) -> String {
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        guard destination.hasPrefix("/"), destination.hasPrefix(base), destination.count > base.count else {
+            return destination
+        }
+        return String(destination.dropFirst(base.count))
+    }
+
+    /// `text` shortened to `width` characters from the left, as a long path is shown:
+    /// `…/downloads/a.iso`.
+    static func leftTruncated(_ text: String, _ width: Int) -> String {
+        guard text.count > width, width > 1 else { return text }
+        return "…" + String(text.suffix(width - 1))
     }
 
     /// `text` shortened to `width` characters by replacing its middle with "…", keeping

@@ -140,4 +140,31 @@ struct CLIHabitsTests {
             #expect(!FileManager.default.fileExists(atPath: f.directory.deletingLastPathComponent().appendingPathComponent("z.bin").path))
         }
     }
+
+    /// `haul list` says where each file goes: below the current directory as a relative
+    /// path, elsewhere in full. Before, a NAME column could show `a.bin` twice for two
+    /// directories.
+    @Test func theListSaysWhereEachFileGoes() async throws {
+        try await CLIFixture.with { f, journal in
+            f.serve("a.bin", count: 5_000)
+            f.serve("b.bin", count: 5_000)
+            let here = f.directory.appendingPathComponent("here").path
+            let elsewhere = f.directory.appendingPathComponent("elsewhere").path
+            for (name, directory) in [("a.bin", here + "/downloads"), ("b.bin", elsewhere)] {
+                let run = try await Haul.run(
+                    ["get", "-q", f.server.url("/files/\(name)").absoluteString, "-d", directory, "--journal", journal])
+                #expect(run.status == 0, "\(run.stderr)")
+            }
+            try FileManager.default.createDirectory(atPath: here, withIntermediateDirectories: true)
+            let list = try await HaulProcess(["list", "--all", "--journal", journal], directory: here).wait()
+            #expect(list.status == 0, "\(list.stderr)")
+            let lines = list.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.first?.contains(" FILE") == true, "\(lines)")
+            #expect(lines.contains { $0.contains("/files/a.bin") && $0.contains("  downloads/a.bin") }, "\(lines)")
+            #expect(lines.contains { $0.contains("/files/b.bin") && $0.contains("  \(elsewhere)/b.bin") }, "\(lines)")
+            // --json has the whole path.
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(Set(jobs.compactMap { $0["destination"] as? String }) == [here + "/downloads/a.bin", elsewhere + "/b.bin"])
+        }
+    }
 }
