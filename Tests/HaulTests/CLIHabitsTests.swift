@@ -19,10 +19,17 @@ struct CLIHabitsTests {
             #expect(sha256(f.contents("bare.bin")) == sha256(bytes))
             #expect(run.stdout.contains("completed \(url)"), "\(run.stdout)")
 
+            // Options first, as wget and curl take them.
+            let options = try await Haul.run(["-q", "--force", "-d", f.directory.path, "--journal", journal, url])
+            #expect(options.status == 0, "\(options.stderr)")
+            #expect(options.stdout.isEmpty)
+
             let alone = try await Haul.run([])
             #expect(alone.status == 0)
             #expect(alone.stdout.contains("OVERVIEW:"), "\(alone.stdout)")
-            #expect(alone.stdout.contains("get (default)"), "\(alone.stdout)")
+            #expect(alone.stdout.contains("'haul URL…' is 'haul get URL…'"), "\(alone.stdout)")
+            let version = try await Haul.run(["--version"])
+            #expect(version.status == 0 && !version.stdout.isEmpty)
         }
     }
 
