@@ -19,7 +19,7 @@ struct HaulCommand: AsyncParsableCommand {
             'haul resume' can continue what was interrupted and other haul commands can \
             list and control downloads while they run.
 
-            'haul URL…' is 'haul get URL…', as wget, curl and aria2c take a bare URL.
+            As wget, curl and aria2c do, haul takes a bare URL: 'haul URL…' is 'haul get URL…'.
             """,
         version: "0.1.0",
         subcommands: [
