@@ -253,9 +253,7 @@ extension DownloadError {
     /// This error about `url`, unless it already names the URL it is about.
     func about(_ url: URL) -> DownloadError {
         guard self.url == nil else { return self }
-        return DownloadError(
-            code, message, statusCode: statusCode, cancellationReason: cancellationReason, retryAfter: retryAfter,
-            isConnectivity: isConnectivity, wasNotProcessed: wasNotProcessed, url: url)
+        return replacing(message: message, url: url)
     }
 
     /// This error as the download of `download` reports it: the message names the URL it
@@ -266,9 +264,13 @@ extension DownloadError {
         guard let url, url.absoluteString != download.absoluteString,
             !message.hasSuffix("(from \(url.absoluteString))")
         else { return self }
-        return DownloadError(
-            code, message + " (from \(url.absoluteString))", statusCode: statusCode,
-            cancellationReason: cancellationReason, retryAfter: retryAfter, isConnectivity: isConnectivity,
-            wasNotProcessed: wasNotProcessed, url: url)
+        return replacing(message: message + " (from \(url.absoluteString))", url: url)
+    }
+
+    /// This error with another message and URL, everything else kept.
+    private func replacing(message: String, url: URL?) -> DownloadError {
+        DownloadError(
+            code, message, statusCode: statusCode, cancellationReason: cancellationReason, retryAfter: retryAfter,
+            isConnectivity: isConnectivity, wasNotProcessed: wasNotProcessed, url: url)
     }
 }
