@@ -277,15 +277,27 @@ package final class PostgresJobStore: JobStore, Sendable {
     package func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim {
         let request = try queueRequest(for: job)
         let options = try encodedOptions(request)
-        let key = request.id, url = request.url.absoluteString, host = PostgresQueue.hostKey(request.url)
+        let url = request.url.absoluteString, host = PostgresQueue.hostKey(request.url)
         let name = request.name, priority = request.priority, attempts = request.maxAttempts
         let owner = self.owner, lease = leaseSeconds
         let logger = self.logger
         typealias Row = (Int, Int, String, Int64, Int64?, String?, String?, Bool, Bool, String?)
         let claimed: Row?
+        var key = request.id
         do {
-            claimed = try await answering(within: deadline) { [client] in
-                try await client.withTransaction(logger: logger) { connection -> Row? in
+            (key, claimed) = try await answering(within: deadline) { [client, key] in
+                try await client.withTransaction(logger: logger) { connection -> (String, Row?) in
+                    var key = key
+                    if key == url {
+                        // The URL may name its download to another destination (JobIdentity).
+                        let taken = try await connection.query(
+                            "SELECT destination FROM haul_jobs WHERE key = \(key) FOR UPDATE", logger: logger)
+                        for try await destination in taken.decode(String?.self) {
+                            key = JobIdentity.id(
+                                key, url: url, destination: Self.identityDestination(name),
+                                taken: Self.identityDestination(destination))
+                        }
+                    }
                     try await connection.query(
                         """
                         INSERT INTO haul_jobs (key, url, host, destination, options, priority, max_attempts, state)
@@ -322,8 +334,8 @@ package final class PostgresJobStore: JobStore, Sendable {
                                   p.state IN ('completed', 'cancelled') OR p.url <> \(url),
                                   CASE WHEN p.keeps_file THEN p.completed_file::text END
                         """, logger: logger)
-                    for try await row in rows.decode(Row.self) { return row }
-                    return nil
+                    for try await row in rows.decode(Row.self) { return (key, row) }
+                    return (key, nil)
                 }
             }
         } catch {
@@ -340,6 +352,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         state.withLockedValue { $0.leases[key] = Held(attempt: attempt, maxAttempts: maxAttempts, url: url2) }
         if rescued { leaseCounts.rescued(1) }
         var record = job
+        record.id = key
         record.owner = owner
         record.bytesCommitted = fresh ? 0 : committed
         record.totalBytes = total ?? record.totalBytes
@@ -370,10 +383,11 @@ package final class PostgresJobStore: JobStore, Sendable {
     package func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
         -> SubmittedJobs
     {
-        let requests = try jobs.map { record throws(DownloadError) in try queueRequest(for: record) }
+        var requests = try jobs.map { record throws(DownloadError) in try queueRequest(for: record) }
+        let renamed = try await identify(&requests)
         do {
             // A large batch takes longer: a deadline per thousand jobs.
-            _ = try await answering(within: deadline * (1 + requests.count / 1000)) { [queue] in
+            _ = try await answering(within: deadline * (1 + requests.count / 1000)) { [queue, requests] in
                 try await queue.enqueue(requests)
             }
         } catch {
@@ -383,8 +397,47 @@ package final class PostgresJobStore: JobStore, Sendable {
         let attachments = try await attachments(for: requests.map(\.id))
         // The queue's own order decides what is claimed, per-host caps included.
         let claimed = limit > 0 ? try await claimQueued(limit: limit) : []
-        return SubmittedJobs(claimed: claimed, attachments: attachments)
+        return SubmittedJobs(claimed: claimed, attachments: attachments, renamed: renamed)
     }
+
+    /// Gives each of `requests` the key ``JobIdentity`` keeps it under, given the rows
+    /// there and the requests before it; returns those it renamed, by index. (Two workers
+    /// submitting the same new URL to two names at once may both take the URL: the later
+    /// row then goes to the later name, as before.)
+    private func identify(_ requests: inout [QueueRequest]) async throws(DownloadError) -> [(index: Int, id: String)] {
+        let defaulted = requests.filter { $0.id == $0.url.absoluteString }.map(\.id)
+        guard !defaulted.isEmpty else { return [] }
+        var taken: [String: String] = [:]
+        do {
+            let rows = try await answering(within: deadline * (1 + defaulted.count / 1000)) { [client, logger] in
+                var found: [(String, String?)] = []
+                for try await row in try await client.query(
+                    "SELECT key, destination FROM haul_jobs WHERE key = ANY(\(defaulted)::text[])", logger: logger
+                ).decode((String, String?).self) { found.append(row) }
+                return found
+            }
+            for (key, destination) in rows { taken[key] = Self.identityDestination(destination) }
+        } catch {
+            throw DownloadError.queue("could not look up \(defaulted.count) job(s): \(String(reflecting: error))")
+        }
+        var renamed: [(index: Int, id: String)] = []
+        for index in requests.indices where requests[index].id == requests[index].url.absoluteString {
+            let destination = Self.identityDestination(requests[index].name)
+            let id = JobIdentity.id(
+                requests[index].id, url: requests[index].id, destination: destination, taken: taken[requests[index].id])
+            if id == requests[index].id {
+                taken[id] = destination
+            } else {
+                requests[index].id = id
+                renamed.append((index, id))
+            }
+        }
+        return renamed
+    }
+
+    /// A queued job's destination as ``JobIdentity`` compares them: its name in the
+    /// worker's directory, or `./` for the name the server gives.
+    private static func identityDestination(_ name: String?) -> String { name ?? "./" }
 
     /// Submitted again, a download that ended (completed, failed, cancelled) or that a person
     /// paused is queued again with the new request's details, as the journal's submission
@@ -406,7 +459,7 @@ package final class PostgresJobStore: JobStore, Sendable {
             options.append(try encodedOptions(request))
             priorities.append(request.priority)
             attempts.append(request.maxAttempts)
-            forced.append(forcing.contains(request.id))
+            forced.append(forcing.contains(record.id))
             paused.append(record.state == .paused)
         }
         do {

@@ -364,7 +364,9 @@ actor ProgressRenderer {
             line = "network restored \(url): \(host) answers again"
         case .completed(let result):
             let path = result.savedAt ?? "memory"
-            line = "\(result.isUnchanged ? "unchanged" : "completed") \(url) -> \(path) (\(Format.bytes(result.byteCount)))"
+            // A qualified ID says where already: the path says it in full.
+            let source = JobIdentity.url(of: url)
+            line = "\(result.isUnchanged ? "unchanged" : "completed") \(source) -> \(path) (\(Format.bytes(result.byteCount)))"
         case .failed(let error):
             line = "failed \(url): \(error.message)"
         case .cancelled(let reason):

@@ -1,7 +1,8 @@
 import Foundation
-import Haul
 import HaulTestSupport
 import Testing
+
+@testable import Haul
 
 /// What `haul` says, and the habits of wget, curl and aria2c it honours (issue 44): a bare
 /// URL, `-c`, an unchanged file that says so, a summary of what moved, and `haul pause`'s
@@ -145,6 +146,69 @@ struct CLIHabitsTests {
                 #expect(refused.stderr.contains("-o '\(path)': path has \(problem)"), "\(refused.stderr)")
             }
             #expect(!FileManager.default.fileExists(atPath: f.directory.deletingLastPathComponent().appendingPathComponent("z.bin").path))
+        }
+    }
+
+    /// A download is its URL and its destination: the same URL into two directories is two
+    /// journal rows, each listed with its file and each repeated for one conditional
+    /// request; the URL stays the first one's ID, the second's is `URL -> PATH`, and a URL
+    /// that names several downloads says which. Before: one row, and a repeat into the
+    /// first directory fetched the whole file again.
+    @Test func aDownloadIsItsURLAndItsDestination() async throws {
+        try await CLIFixture.with { f, journal in
+            let bytes = f.serve("twice.bin", count: 100_000)
+            let url = f.server.url("/files/twice.bin").absoluteString
+            let one = f.directory.appendingPathComponent("d1").path
+            let two = f.directory.appendingPathComponent("d2").path
+            for directory in [one, two] {
+                let run = try await Haul.run(["get", "-q", url, "-d", directory, "--journal", journal])
+                #expect(run.status == 0, "\(run.stderr)")
+            }
+            #expect(sha256(f.contents("d1/twice.bin")) == sha256(bytes))
+            #expect(sha256(f.contents("d2/twice.bin")) == sha256(bytes))
+            let second = "\(url) -> \(two)/"
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(Set(jobs.compactMap { $0["id"] as? String }) == [url, second])
+            #expect(Set(jobs.compactMap { $0["destination"] as? String }) == [one + "/twice.bin", two + "/twice.bin"])
+
+            for directory in [one, two] {
+                let again = try await Haul.run(["get", url, "-d", directory, "--journal", journal])
+                #expect(again.status == 0, "\(again.stderr)")
+                #expect(again.stdout.contains("unchanged \(url) -> \(directory)/twice.bin (97.7 KiB)"), "\(again.stdout)")
+            }
+            #expect(f.server.requests(path: "/files/twice.bin").count == 4)
+            #expect(f.server.bytesServed(path: "/files/twice.bin") == 200_000, "each repeat was one 304")
+            #expect(try await Haul.jobs(journal, all: true).count == 2)
+
+            let list = try await Haul.run(["list", "--all", "--journal", journal])
+            #expect(list.stdout.contains("\(one)/twice.bin") && list.stdout.contains("\(two)/twice.bin"), "\(list.stdout)")
+
+            // Handles: the URL is the first's ID; the second answers to its own.
+            let byURL = try await Haul.run(["pause", url, "--journal", journal])
+            #expect(byURL.stdout.contains("\(url) is already completed"), "\(byURL.stdout)")
+            let byID = try await Haul.run(["pause", second, "--journal", journal])
+            #expect(byID.stdout.contains("\(second) is already completed"), "\(byID.stdout)")
+        }
+    }
+
+    /// A URL that names several downloads and none by its ID is refused, naming them.
+    @Test func aURLThatNamesSeveralDownloadsSaysWhich() async throws {
+        try await CLIFixture.with { f, journal in
+            let url = f.server.url("/files/many.bin")
+            let store = JournalStore(journal: try Journal(path: journal), logger: StoreConformance.logger)
+            let ids = ["\(url.absoluteString) -> /a/", "\(url.absoluteString) -> /b/"]
+            for id in ids {
+                let request = DownloadRequest(url: url, destination: .directory(f.directory, name: nil), id: DownloadID(id))
+                _ = try await store.submit([try JobRecord.make(for: request)], forcing: [], claimingUpTo: 0)
+            }
+            await store.close()
+            let run = try await Haul.run(["pause", url.absoluteString, "--journal", journal])
+            #expect(run.status == 1)
+            #expect(
+                run.stderr.contains("names 2 downloads (one per destination): '\(ids[0])', '\(ids[1])'; give one of these IDs"),
+                "\(run.stderr)")
+            let one = try await Haul.run(["pause", ids[0], "--journal", journal])
+            #expect(one.status == 0, "\(one.stderr)")
         }
     }
 

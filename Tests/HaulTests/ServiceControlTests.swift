@@ -122,6 +122,42 @@ struct ServiceControlTests {
         }
     }
 
+    /// A download is its URL and its destination, through the API as on the command line:
+    /// one URL under two names is two downloads, each with its ID in the answer; a URL
+    /// names its download in `bulk`, and one that names several is a 400 that lists them.
+    @Test func oneURLUnderTwoNamesIsTwoDownloads() async throws {
+        try await API.with { client, f, root in
+            let bytes = f.serve("u", count: 50_000)
+            let url = f.server.url("/files/u").absoluteString
+            let added = try await Self.post(
+                client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(url)", "name": "a"}, {"url": "\#(url)", "name": "b"}]}"#)
+            #expect(added.status == .created)
+            let b = "\(url) -> \(root)/b"
+            #expect(try API.json(added)["ids"] as? [String] == [url, b])
+            let c = try await Self.post(client, "/api/v1/downloads", #"{"downloads": [{"url": "\#(url)", "name": "c"}]}"#)
+            #expect(try API.json(c)["ids"] as? [String] == ["\(url) -> \(root)/c"])
+            await f.manager.waitUntilIdle()
+            for name in ["a", "b", "c"] { #expect(sha256(f.contents(name)) == sha256(bytes), "\(name)") }
+            let all = try API.json(try await client.execute(uri: "/api/v1/downloads", method: .get, headers: API.headers))
+            #expect(all["total"] as? Int == 3)
+
+            // The URL is the first one's ID; once that is removed, it names two
+            let removed = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(url)"]}"#)
+            #expect(try API.json(removed)["affected"] as? Int == 1)
+            let several = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(url)"]}"#)
+            #expect(several.status == .badRequest)
+            let said = String(buffer: several.body)
+            #expect(said.contains("names 2 downloads (one per destination)") && said.contains(b), "\(said)")
+            let one = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(b)"]}"#)
+            #expect(try API.json(one)["affected"] as? Int == 1)
+            // Now it names one: the URL is a handle on it
+            let last = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(url)"]}"#)
+            #expect(try API.json(last)["affected"] as? Int == 1)
+            let none = try API.json(try await client.execute(uri: "/api/v1/downloads", method: .get, headers: API.headers))
+            #expect(none["total"] as? Int == 0)
+        }
+    }
+
     @Test func settingsChangeWithoutARestartAndBadOnesChangeNothing() async throws {
         try await API.with { client, f, root in
             let sub = root + "/sub"

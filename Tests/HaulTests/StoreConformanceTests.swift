@@ -322,6 +322,46 @@ enum StoreConformance {
         await a.close()
     }
 
+    /// A download is its source and its destination (``JobIdentity``): the same URL to a
+    /// second destination is a job of its own, claimed or submitted, and each is found
+    /// again under its own ID; the URL stays the ID of the first. Before, the second took
+    /// the first's row over.
+    static func aURLToTwoDestinationsIsTwoJobs(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let first = try harness.record("shared", savedAs: "one")
+        let second = try harness.record("shared", savedAs: "two")
+        #expect(first.id == first.url && second.id == first.url, "both default to their URL")
+        for _ in 1...2 {
+            let one = try #require(claimed(try await a.claim(first, force: false)))
+            #expect(one.id.rawValue == first.url)
+            let two = try #require(claimed(try await a.claim(second, force: false)))
+            #expect(two.id.rawValue.hasPrefix(first.url + " -> ") && two.id.rawValue.hasSuffix("two"), "\(two.id)")
+            let rows = try await a.watch([one.id, two.id]).rows
+            #expect(rows[one.id]?.destinationName == "one")
+            #expect(rows[two.id]?.destinationName == "two")
+            for id in [one.id, two.id] {
+                try await a.confirmCompletion(id, bytes: 10)
+                a.recordCompleted(id, bytes: 10, finalURL: first.url, path: nil, file: nil)
+            }
+            await a.flush()
+        }
+        // In one submission, a third destination and the first again: only the third moves.
+        let third = try harness.record("shared", savedAs: "three")
+        let submitted = try await a.submit([third, first], forcing: [], claimingUpTo: 0)
+        #expect(submitted.renamed.map(\.index) == [0])
+        let renamed = try #require(submitted.renamed.first?.id)
+        #expect(renamed.hasPrefix(first.url + " -> ") && renamed.hasSuffix("three"), "\(renamed)")
+        let rows = try await a.watch([first.jobID, DownloadID(renamed)]).rows
+        #expect(rows[first.jobID]?.destinationName == "one")
+        #expect(rows[DownloadID(renamed)]?.destinationName == "three")
+        await a.close()
+    }
+
+    private static func claimed(_ claim: JobClaim) -> ClaimedJob? {
+        guard case .claimed(let job) = claim else { return nil }
+        return job
+    }
+
     /// A sequence of the contract, by name: each runs on both stores.
     struct Sequence: Sendable, CustomTestStringConvertible {
         let name: String
@@ -341,6 +381,7 @@ enum StoreConformance {
         Sequence(name: "heldJobIsAttached", run: heldJobIsAttached),
         Sequence(name: "crashedOwnerTakenOverAndFenced", run: crashedOwnerTakenOverAndFenced),
         Sequence(name: "phasesRetriesAndSources", run: phasesRetriesAndSources),
+        Sequence(name: "aURLToTwoDestinationsIsTwoJobs", run: aURLToTwoDestinationsIsTwoJobs),
     ]
 }
 
@@ -353,8 +394,20 @@ protocol StoreHarness: Sendable {
     func crash(_ store: any JobStore) async throws
     /// Whether a job taken over from a crashed owner may still be written by that owner.
     var takeoverMayBeWritten: Bool { get }
+    /// Where the harness's downloads go.
+    var directory: URL { get }
+}
+
+extension StoreHarness {
     /// The record of a download named `name` into the harness's directory.
-    func record(_ name: String) throws -> JobRecord
+    func record(_ name: String) throws -> JobRecord { try record(name, savedAs: name) }
+
+    /// The record of a download of `/files/name`, saved as `file` in the harness's directory.
+    func record(_ name: String, savedAs file: String) throws -> JobRecord {
+        try JobRecord.make(
+            for: DownloadRequest(
+                url: URL(string: "http://127.0.0.1:9/files/\(name)")!, destination: .directory(directory, name: file)))
+    }
 }
 
 extension JobRecord {
@@ -386,11 +439,6 @@ final class JournalHarness: StoreHarness {
 
     var takeoverMayBeWritten: Bool { false }
 
-    func record(_ name: String) throws -> JobRecord {
-        try JobRecord.make(
-            for: DownloadRequest(
-                url: URL(string: "http://127.0.0.1:9/files/\(name)")!, destination: .directory(directory, name: name)))
-    }
 
     func close() {
         try? FileManager.default.removeItem(at: directory)
@@ -438,11 +486,6 @@ final class PostgresHarness: StoreHarness {
 
     var takeoverMayBeWritten: Bool { true }
 
-    func record(_ name: String) throws -> JobRecord {
-        try JobRecord.make(
-            for: DownloadRequest(
-                url: URL(string: "http://127.0.0.1:9/files/\(name)")!, destination: .directory(directory, name: name)))
-    }
 
     static func with(_ body: @Sendable (PostgresHarness) async throws -> Void) async throws {
         let harness = try PostgresHarness(queue: PostgresQueue(address: try await PostgresCluster.makeDatabase()))

@@ -249,10 +249,12 @@ public actor DownloadManager {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
         }
         try checkTLSSetup()
-        let validated = try ValidatedRequest(request)
+        var validated = try ValidatedRequest(request)
         try checkObjectStorage(validated)
         clients.prepare(for: request.url)
         let paths = validated.paths
+        identify(&validated.request)
+        var request = validated.request
         if let handle = try join(request, paths: paths) { return handle }
         guard let store, var record = JobRecord(request: request, paths: paths) else {
             startBackgroundWork()
@@ -270,6 +272,11 @@ public actor DownloadManager {
         if case .claimed(let claimed) = claim { journaled = try await takeUp(claimed, paths: paths) }
         guard !isShutDown else {
             throw DownloadError(.cancelled, "the download manager is shut down", cancellationReason: .shutdown)
+        }
+        // The store keeps the download under the ID the journal's rows give it.
+        if claim.id != request.id {
+            request.id = claim.id
+            validated.request.id = claim.id
         }
         // The same download may have been added while the claim was written: join it.
         if let handle = try join(request, paths: paths) { return handle }
@@ -292,6 +299,16 @@ public actor DownloadManager {
         } else {
             enqueue(job)
         }
+    }
+
+    /// Gives `request` the ID ``JobIdentity`` keeps it under against this manager's
+    /// active downloads: its URL names one to another destination, it is `URL -> PATH`.
+    func identify(_ request: inout DownloadRequest) {
+        guard let existing = jobs[request.id], let destination = request.destination.identityDestination,
+            let taken = existing.request.destination.identityDestination
+        else { return }
+        request.id = DownloadID(
+            JobIdentity.id(request.id.rawValue, url: request.url.absoluteString, destination: destination, taken: taken))
     }
 
     /// A handle on the active download `request` duplicates, by ID or destination, if any.
@@ -342,17 +359,21 @@ public actor DownloadManager {
         }
         var records: [JobRecord] = []
         records.reserveCapacity(requests.count)
+        // The request of each record.
+        var recorded: [DownloadRequest] = []
         var forced: Set<String> = []
         var checkedDirectories: Set<String> = []
         // The requests as made and validated here, to run from memory those claimed at once:
         // no more than a claim can take (the first ones, which it takes unless priorities
         // say otherwise; one it takes that is not here is validated again from its row).
         let room = claimRoom(paused: paused)
-        var made: [String: ValidatedRequest] = [:]
+        var made: [Int: ValidatedRequest] = [:]
         for request in requests {
-            let validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
+            var validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
             try checkObjectStorage(validated)
             clients.prepare(for: request.url)
+            identify(&validated.request)
+            let request = validated.request
             let paths = validated.paths
             if let paths { checkedDirectories.insert(paths.directoryPath) }
             guard var record = JobRecord(request: request, paths: paths) else {
@@ -361,23 +382,32 @@ public actor DownloadManager {
             }
             if paused { record.state = .paused }
             vault.deposit(request, into: &record)
+            if made.count < room { made[records.count] = validated }
             records.append(record)
-            if made.count < room { made[record.id] = validated }
+            recorded.append(request)
             if request.forceDownload { forced.insert(record.id) }
         }
         _ = try ownerToken()
         startBackgroundWork()
         let submitted = try await store.submit(records, forcing: forced, claimingUpTo: claimRoom(paused: paused))
+        for (index, id) in submitted.renamed {
+            records[index].id = id
+            recorded[index].id = DownloadID(id)
+            made[index]?.request.id = DownloadID(id)
+        }
         if !submitted.attachments.isEmpty {
-            let byID = Dictionary(requests.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            let byID = Dictionary(zip(records.map(\.id), recorded), uniquingKeysWith: { first, _ in first })
             for attachment in submitted.attachments {
-                guard let request = byID[attachment.id] else { continue }
+                guard let request = byID[attachment.id.rawValue] else { continue }
                 follow(request: request, attachment)
             }
         }
         var checked: Set<String> = []
-        for claimed in submitted.claimed {
-            await take(claimed, as: made[claimed.record.id], checkedDirectories: &checked)
+        if !submitted.claimed.isEmpty {
+            let byID = Dictionary(made.map { (records[$0.key].id, $0.value) }, uniquingKeysWith: { _, last in last })
+            for claimed in submitted.claimed {
+                await take(claimed, as: byID[claimed.record.id], checkedDirectories: &checked)
+            }
         }
         guard !paused, !Self.accountsForAll(records, submitted) else { return records }
         await admitFromStore()

@@ -50,6 +50,9 @@ package protocol JobStore: AnyObject, Sendable {
     /// An unfinished row for the same URL and partial file keeps its committed bytes; a
     /// completed one for the same URL, file, checksum and size keeps its completed file's
     /// details, so the transfer can revalidate it (unless `force`).
+    ///
+    /// The job keeps the ID ``JobIdentity`` gives it against the row its record's ID
+    /// names, decided in the same transaction; the claim's record carries it.
     func claim(_ job: JobRecord, force: Bool) async throws(DownloadError) -> JobClaim
 
     /// Adds (or takes over) many jobs at once, all or nothing, queued for this owner, and
@@ -60,7 +63,9 @@ package protocol JobStore: AnyObject, Sendable {
     /// journal) claims the submitted jobs themselves, highest priority first; a shared
     /// queue claims whatever its order puts first, which may be another submitter's.
     /// `forcing` lists the IDs whose completed files are not to be revalidated. Jobs other
-    /// live owners hold are left to them and returned.
+    /// live owners hold are left to them and returned. Each job keeps the ID
+    /// ``JobIdentity`` gives it against the rows there and the jobs before it in `jobs`;
+    /// those renamed so are listed in ``SubmittedJobs/renamed``.
     func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
         -> SubmittedJobs
 
@@ -172,10 +177,15 @@ package struct SubmittedJobs: Sendable {
     package var claimed: [ClaimedJob] = []
     /// The submitted jobs other live owners hold, left to them.
     package var attachments: [JobAttachment] = []
+    /// The submitted jobs kept under another ID than their record's, by their index in
+    /// the submission: a URL that names a download to another destination (see
+    /// ``JobIdentity``).
+    package var renamed: [(index: Int, id: String)] = []
 
-    package init(claimed: [ClaimedJob] = [], attachments: [JobAttachment] = []) {
+    package init(claimed: [ClaimedJob] = [], attachments: [JobAttachment] = [], renamed: [(index: Int, id: String)] = []) {
         self.claimed = claimed
         self.attachments = attachments
+        self.renamed = renamed
     }
 }
 
@@ -185,6 +195,14 @@ package enum JobClaim: Sendable {
     case claimed(ClaimedJob)
     /// Another live owner holds the job.
     case heldElsewhere(JobAttachment)
+
+    /// The ID the store keeps the job under (see ``JobIdentity``).
+    package var id: DownloadID {
+        switch self {
+        case .claimed(let claimed): claimed.id
+        case .heldElsewhere(let attachment): attachment.id
+        }
+    }
 }
 
 /// A job this owner claimed, with what the store knew of its files.

@@ -200,6 +200,22 @@ public final class Journal: Sendable {
         try read { db in try JobRecord.fetchOne(db, key: id.rawValue).map(JobSnapshot.init) }
     }
 
+    /// The download `handle` names: the job with that ID, else the only one of that URL
+    /// (see ``JobIdentity/resolve(_:among:)``); `nil` when none.
+    ///
+    /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL names several.
+    package func job(named handle: String) throws(DownloadError) -> DownloadID? {
+        let prefix = handle + JobIdentity.separator
+        // Every ID that starts with the prefix sorts from it to just before the prefix with
+        // its last character (a space) raised by one.
+        let end = handle + " ->!"
+        let ids = try read { db in
+            try String.fetchAll(
+                db, sql: "SELECT id FROM job WHERE id = ? OR (id >= ? AND id < ?)", arguments: [handle, prefix, end])
+        }
+        return try JobIdentity.resolve(handle, among: ids).map { DownloadID($0) }
+    }
+
     func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {
         try read { db in try JobRecord.fetchOne(db, key: id.rawValue) }
     }
@@ -316,6 +332,10 @@ public final class Journal: Sendable {
             return try await writer.write { db in
                 let live = self.refreshLiveOwners(db)
                 var submitted = SubmittedJobs()
+                var records = records
+                var forced = forced
+                submitted.renamed = try Self.identify(&records, in: db)
+                for (index, id) in submitted.renamed where forced.contains(records[index].url) { forced.insert(id) }
                 var held: [String] = []
                 var claiming: Set<Int> = []
                 if limit > 0 {
@@ -355,6 +375,42 @@ public final class Journal: Sendable {
         } catch {
             throw Self.failure(error)
         }
+    }
+
+    /// Gives each of `records` the ID ``JobIdentity`` keeps it under, given the rows
+    /// already there and the records before it; returns those it renamed, by index.
+    static func identify(_ records: inout [JobRecord], in db: Database) throws -> [(index: Int, id: String)] {
+        let defaulted = records.filter { $0.id == $0.url }.map(\.id)
+        guard !defaulted.isEmpty else { return [] }
+        var taken: [String: String] = [:]
+        var start = 0
+        while start < defaulted.count {
+            let chunk = Array(defaulted[start..<min(start + 500, defaulted.count)])
+            start += chunk.count
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT id, destinationKind, destinationPath, destinationName FROM job WHERE id IN (\(marks))",
+                arguments: StatementArguments(chunk))
+            {
+                let (kind, path, name): (String, String, String?) = (row["destinationKind"], row["destinationPath"], row["destinationName"])
+                taken[row["id"]] =
+                    kind == "directory" ? JobIdentity.destination(directory: path, name: name) : path
+            }
+        }
+        var renamed: [(index: Int, id: String)] = []
+        for index in records.indices where records[index].id == records[index].url {
+            let destination = records[index].identityDestination
+            let id = JobIdentity.id(
+                records[index].id, url: records[index].url, destination: destination, taken: taken[records[index].id])
+            if id == records[index].id {
+                taken[id] = destination
+            } else {
+                records[index].id = id
+                renamed.append((index, id))
+            }
+        }
+        return renamed
     }
 
     /// Those of `ids` that have a row.

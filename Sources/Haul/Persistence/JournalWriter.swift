@@ -340,14 +340,22 @@ final class JournalWriter: Sendable {
     static func claim(
         _ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database, isNew: Bool = false
     ) throws -> JobClaim {
-        let previous = isNew ? nil : try JobRecord.fetchOne(db, key: record.id)
+        var record = record
+        var previous = isNew ? nil : try JobRecord.fetchOne(db, key: record.id)
+        if let taken = previous {
+            let id = JobIdentity.id(
+                record.id, url: record.url, destination: record.identityDestination, taken: taken.identityDestination)
+            if id != record.id {
+                record.id = id
+                previous = try JobRecord.fetchOne(db, key: id)
+            }
+        }
         if let previous, previous.isHeld(byOtherThan: owner, live: Set(live.keys)) {
             guard let attachment = try Journal.attach([previous], live: live, in: db).first else {
                 preconditionFailure("a held row has a holder")
             }
             return .heldElsewhere(attachment)
         }
-        var record = record
         record.owner = owner
         record.session = owner
         _ = try upsert(record, me: owner, force: force, in: db)

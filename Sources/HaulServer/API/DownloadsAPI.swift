@@ -68,9 +68,9 @@ package struct DownloadsAPI: Sendable {
             throw APIError.invalid(error.field, error.message)
         }
         let paused = input.paused ?? false
-        let ids = requests.map(\.id)
+        let ids: [DownloadID]
         do {
-            try await core.add(requests, paused: paused)
+            ids = try await core.add(requests, paused: paused)
         } catch let error as DownloadError {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }
@@ -239,7 +239,19 @@ package struct DownloadsAPI: Sendable {
         let ids: [DownloadID]
         switch (body.ids, body.states) {
         case (let given?, nil):
-            ids = given.map { DownloadID($0) }
+            // A URL names its download where it names one (JobIdentity); an ID, itself.
+            let journal = self.journal
+            await manager.flushJournal()
+            do {
+                ids = try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
+                    try given.map { text throws(DownloadError) in try journal.job(named: text) ?? DownloadID(text) }
+                }
+            } catch let error as DownloadError {
+                guard error.code == .invalidRequest else {
+                    throw APIError(.internalServerError, code: error.code.description, message: error.message)
+                }
+                throw APIError.invalid("ids", error.message)
+            }
         case (nil, let names?):
             let states = try Self.states(names.joined(separator: ","), field: "states")
             let journal = self.journal

@@ -226,14 +226,15 @@ package actor Aria2RPC {
         }
         // Added paused, it never starts (aria2 notifies nothing for it).
         let paused = given["pause"] == "true"
+        let ids: [DownloadID]
         do {
-            try await core.add(requests, paused: paused)
+            ids = try await core.add(requests, paused: paused)
         } catch let error as DownloadError {
             throw Aria2Error(error.message)
         } catch {
             throw Aria2Error("cannot read the journal")
         }
-        let id = requests[0].id
+        let id = ids.first ?? requests[0].id
         let gid = index.insert(id)
         mirrors[id] = uris
         if !given.values.isEmpty { options[id] = given }
@@ -290,21 +291,22 @@ package actor Aria2RPC {
         } catch {
             throw Aria2Error(error.message)
         }
+        let ids: [DownloadID]
         do {
-            try await core.add(requests, paused: given["pause"] == "true")
+            ids = try await core.add(requests, paused: given["pause"] == "true")
         } catch let error as DownloadError {
             throw Aria2Error(error.message)
         } catch {
             throw Aria2Error("cannot read the journal")
         }
         var gids: [JSONValue] = []
-        for (request, urls) in zip(requests, uris) {
-            let gid = index.insert(request.id)
-            mirrors[request.id] = urls
-            if !given.values.isEmpty { options[request.id] = given }
+        for (id, urls) in zip(ids.count == requests.count ? ids : requests.map(\.id), uris) {
+            let gid = index.insert(id)
+            mirrors[id] = urls
+            if !given.values.isEmpty { options[id] = given }
             gids.append(.string(gid.hex))
         }
-        if let position, let first = requests.first { _ = try await move(first.id, to: position, origin: .set) }
+        if let position, let first = ids.first { _ = try await move(first, to: position, origin: .set) }
         return .array(gids)
     }
 

@@ -88,18 +88,32 @@ package final class ServiceCore: Sendable {
     /// Adds downloads and announces them, queued or `paused`, as ``announce(_:)`` does. New
     /// ones are announced as they were written, without reading them back; those whose ID
     /// was already in the journal, from their merged rows.
-    package func add(_ requests: [DownloadRequest], paused: Bool) async throws {
+    ///
+    /// Returns the downloads' IDs, in order, as the journal keeps them: a URL that names
+    /// a download to another destination gives `URL -> PATH` (see ``JobIdentity``).
+    @discardableResult
+    package func add(_ requests: [DownloadRequest], paused: Bool) async throws -> [DownloadID] {
         try await holdingEvents {
-            let ids = requests.map(\.id)
+            // The IDs the journal may give them: their own, and for a URL, the one it
+            // gives a download of that URL to another destination.
+            var candidates = requests.map(\.id)
+            for request in requests where request.id.rawValue == request.url.absoluteString {
+                guard let destination = request.destination.identityDestination else { continue }
+                candidates.append(
+                    DownloadID(JobIdentity.qualified(url: request.url.absoluteString, destination: destination)))
+            }
             let journal = self.journal
-            let existing = try await Self.io(on: manager.threadPool) { () throws(DownloadError) in try journal.existing(ids) }
+            let existing = try await Self.io(on: manager.threadPool) { [candidates] () throws(DownloadError) in
+                try journal.existing(candidates)
+            }
             let written = try await manager.enqueue(requests, paused: paused)
+            let ids = written.map(\.id)
             var byID: [DownloadID: DownloadView] = [:]
             for snapshot in written where !existing.contains(snapshot.id) { byID[snapshot.id] = DownloadView(snapshot) }
             if !existing.isEmpty {
                 for view in try await self.views(ids.filter(existing.contains)) { byID[DownloadID(view.id)] = view }
             }
-            return (ids.compactMap { byID[$0]?.announced(as: paused ? .paused : .queued) }, ())
+            return (ids.compactMap { byID[$0]?.announced(as: paused ? .paused : .queued) }, ids)
         }
     }
 

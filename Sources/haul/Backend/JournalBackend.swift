@@ -174,12 +174,13 @@ struct JournalBackend: ResumingBackend {
         }
     }
 
-    /// The ID as typed, or as URL parsing normalises it when only that one is in the journal.
+    /// The download the text names: by ID, or by URL where that names one download (see
+    /// ``Journal/job(named:)``), as typed or as URL parsing normalises it; the text itself
+    /// when it names none (it is reported missing).
     private func resolve(_ text: String) throws(DownloadError) -> DownloadID {
-        let id = DownloadID(text)
-        guard try journal.job(id) == nil, let normalised = URL(string: text)?.absoluteString, normalised != text
-        else { return id }
-        return try journal.job(DownloadID(normalised)) == nil ? id : DownloadID(normalised)
+        if let id = try journal.job(named: text) { return id }
+        guard let normalised = URL(string: text)?.absoluteString, normalised != text else { return DownloadID(text) }
+        return try journal.job(named: normalised) ?? DownloadID(text)
     }
 
     /// `haul clean`: forgets finished downloads and deletes orphaned partial files. Only
