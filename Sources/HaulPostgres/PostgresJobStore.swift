@@ -420,18 +420,9 @@ package final class PostgresJobStore: JobStore, Sendable {
         } catch {
             throw DownloadError.queue("could not look up \(defaulted.count) job(s): \(String(reflecting: error))")
         }
-        var renamed: [(index: Int, id: String)] = []
-        for index in requests.indices where requests[index].id == requests[index].url.absoluteString {
-            let destination = Self.identityDestination(requests[index].name)
-            let id = JobIdentity.id(
-                requests[index].id, url: requests[index].id, destination: destination, taken: taken[requests[index].id])
-            if id == requests[index].id {
-                taken[id] = destination
-            } else {
-                requests[index].id = id
-                renamed.append((index, id))
-            }
-        }
+        let renamed = JobIdentity.ids(
+            of: requests.map { ($0.id, $0.url.absoluteString, Self.identityDestination($0.name)) }, taken: taken)
+        for (index, id) in renamed { requests[index].id = id }
         return renamed
     }
 

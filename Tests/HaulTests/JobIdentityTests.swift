@@ -40,6 +40,19 @@ struct JobIdentityTests {
         #expect(JobIdentity.url(of: row.expected) == (row.id == Self.url ? Self.url : "mine"))
     }
 
+    /// In a batch, each download is decided against the rows and the downloads before it.
+    @Test func aBatchIsDecidedInOrder() {
+        let url = Self.url
+        let batch = [(url, url, "/a/f.bin"), (url, url, "/b/f.bin"), (url, url, "/a/f.bin"), ("mine", url, "/c/f.bin")]
+            .map { (id: $0.0, url: $0.1, destination: $0.2) }
+        let fresh = JobIdentity.ids(of: batch, taken: [:])
+        #expect(fresh.map(\.index) == [1])
+        #expect(fresh.map(\.id) == [url + " -> /b/f.bin"])
+        let known = JobIdentity.ids(of: batch, taken: [url: "/b/f.bin"])
+        #expect(known.map(\.index) == [0, 2])
+        #expect(known.map(\.id) == [url + " -> /a/f.bin", url + " -> /a/f.bin"])
+    }
+
     @Test func aHandleNamesOneDownloadOrSaysWhich() throws {
         let url = Self.url
         let (a, b) = (url + " -> /a/", url + " -> /b/")

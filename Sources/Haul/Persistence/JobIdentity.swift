@@ -19,6 +19,26 @@ package enum JobIdentity {
         return qualified(url: url, destination: destination)
     }
 
+    /// The IDs of a batch of downloads, each `(id, url, destination)`, given `taken`, the
+    /// destinations of the downloads already named by those IDs: each is decided by
+    /// ``id(_:url:destination:taken:)`` against the rows and the downloads before it in the
+    /// batch. Returns those that get another ID, by index.
+    package static func ids(
+        of batch: [(id: String, url: String, destination: String)], taken: [String: String]
+    ) -> [(index: Int, id: String)] {
+        var taken = taken
+        var renamed: [(index: Int, id: String)] = []
+        for (index, download) in batch.enumerated() where download.id == download.url {
+            let id = id(download.id, url: download.url, destination: download.destination, taken: taken[download.id])
+            if id == download.id {
+                taken[id] = download.destination
+            } else {
+                renamed.append((index, id))
+            }
+        }
+        return renamed
+    }
+
     /// The ID of a download of `url` to `destination` whose URL names another download.
     package static func qualified(url: String, destination: String) -> String {
         url + separator + destination

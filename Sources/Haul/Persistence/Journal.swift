@@ -398,18 +398,8 @@ public final class Journal: Sendable {
                     kind == "directory" ? JobIdentity.destination(directory: path, name: name) : path
             }
         }
-        var renamed: [(index: Int, id: String)] = []
-        for index in records.indices where records[index].id == records[index].url {
-            let destination = records[index].identityDestination
-            let id = JobIdentity.id(
-                records[index].id, url: records[index].url, destination: destination, taken: taken[records[index].id])
-            if id == records[index].id {
-                taken[id] = destination
-            } else {
-                records[index].id = id
-                renamed.append((index, id))
-            }
-        }
+        let renamed = JobIdentity.ids(of: records.map { ($0.id, $0.url, $0.identityDestination) }, taken: taken)
+        for (index, id) in renamed { records[index].id = id }
         return renamed
     }
 
