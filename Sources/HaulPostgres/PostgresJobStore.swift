@@ -324,7 +324,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                             priority = \(priority), updated_at = now(), finished_at = NULL,
                             bytes_committed = CASE WHEN p.state IN ('completed', 'cancelled') OR p.url <> \(url) THEN 0
                                 ELSE j.bytes_committed END,
-                            last_error = NULL, last_error_code = NULL,
+                            last_error = NULL, last_error_code = NULL, bytes_transferred = NULL, unchanged = false,
                             completed_file = CASE WHEN p.keeps_file THEN p.completed_file END
                         FROM previous p
                         WHERE j.id = p.id AND NOT (p.state = 'running' AND j.lease_expires_at > now()
@@ -463,7 +463,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                         retries = 0, scheduled_at = now(), url = t.u, host = t.h, destination = NULLIF(t.d, ''),
                         options = t.o::jsonb, priority = t.p, max_attempts = j.attempt + t.m, command = NULL,
                         lease_owner = NULL, lease_expires_at = NULL, last_error = NULL, last_error_code = NULL,
-                        finished_at = NULL, updated_at = now(),
+                        finished_at = NULL, updated_at = now(), bytes_transferred = NULL, unchanged = false,
                         bytes_committed = CASE WHEN j.state IN ('completed', 'cancelled') OR j.url <> t.u THEN 0
                             ELSE j.bytes_committed END,
                         validator = CASE WHEN j.state IN ('completed', 'cancelled') OR j.url <> t.u THEN NULL
@@ -892,13 +892,17 @@ package final class PostgresJobStore: JobStore, Sendable {
     }
 
     /// (The queue keeps the name the job was given: `path` adds nothing to it.)
-    package func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?) {
+    package func recordCompleted(
+        _ id: DownloadID, bytes: Int64, transferred: Int64, unchanged: Bool, finalURL: String, path: String?,
+        file: CompletedFile?
+    ) {
         let key = id.rawValue
         let owner = self.owner
         guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }
         onRoom()
-        // The completion itself was recorded (fenced) before the rename; a redirect and the
-        // completed file (for a conditional request next time) are what is left to add.
+        // The completion itself was recorded (fenced) before the rename; a redirect, the
+        // completed file (for a conditional request next time) and what the run moved are
+        // what is left to add.
         var completed: String?
         if let file {
             do {
@@ -907,7 +911,6 @@ package final class PostgresJobStore: JobStore, Sendable {
                 logger.warning("cannot keep the completed file of \(key): \(error)", metadata: ["id": "\(key)"])
             }
         }
-        guard finalURL != held.url || completed != nil else { return }
         let redirected: String? = finalURL != held.url ? finalURL : nil
         let kept = completed
         submit { [self] in
@@ -915,7 +918,8 @@ package final class PostgresJobStore: JobStore, Sendable {
                 "record how \(key) ended",
                 """
                 UPDATE haul_jobs SET final_url = coalesce(\(redirected), final_url),
-                    completed_file = coalesce(\(kept)::jsonb, completed_file), updated_at = now()
+                    completed_file = coalesce(\(kept)::jsonb, completed_file), updated_at = now(),
+                    bytes_transferred = \(transferred), unchanged = \(unchanged)
                 WHERE key = \(key) AND state = 'completed' AND lease_owner = \(owner) AND attempt = \(held.attempt)
                 """)
         }

@@ -80,6 +80,16 @@ extension PostgresQueue {
                 "ALTER TABLE haul_jobs ADD COLUMN retries integer NOT NULL DEFAULT 0",
             ]
         ),
+        (
+            "v4 what a completion moved",
+            [
+                // What the run that completed a job moved, as the journal keeps it: the bytes
+                // that came over the network (the rest were resumed), or nothing because the
+                // content was unchanged (a 304). NULL and false until a run completes it.
+                "ALTER TABLE haul_jobs ADD COLUMN bytes_transferred bigint",
+                "ALTER TABLE haul_jobs ADD COLUMN unchanged boolean NOT NULL DEFAULT false",
+            ]
+        ),
     ]
 
     /// An arbitrary constant: the advisory lock the migrations take.

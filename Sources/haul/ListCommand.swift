@@ -16,7 +16,8 @@ import Haul
 ///
 /// `--json` prints a JSON array with one object per job, keys sorted, one object per line:
 ///
-///     id           string   the download's ID (its URL for `haul get`)
+///     id           string   the download's ID: its URL for `haul get`, or `URL -> PATH` for
+///                           the same URL fetched to another place
 ///     url          string   the requested URL
 ///     state        string   queued | running | paused | waiting | completed | failed | cancelled
 ///     priority     integer  0 very low … 2 normal … 4 very high; higher runs first
@@ -31,6 +32,9 @@ import Haul
 ///     createdAt    string   ISO 8601 UTC with milliseconds
 ///     updatedAt    string   ISO 8601 UTC with milliseconds
 ///     finishedAt   string   ISO 8601 UTC with milliseconds, or null
+///     transferred  integer  for a completed job, the bytes its last run fetched over the
+///                           network (the rest were resumed); else null
+///     unchanged    boolean  its last run found the content unchanged (a 304)
 struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list",
@@ -103,6 +107,9 @@ enum JobTable {
             object["createdAt"] = .string(dates.string(from: job.createdAt))
             object["updatedAt"] = .string(dates.string(from: job.updatedAt))
             object["finishedAt"] = job.finishedAt.map { .string(dates.string(from: $0)) } ?? .null
+            // What the run that completed it moved, as `haul get --json` says it.
+            object["transferred"] = job.bytesTransferred.map { .int($0) } ?? .null
+            object["unchanged"] = .bool(job.isUnchanged)
             return object.rendered()
         }
         return "[\n" + objects.joined(separator: ",\n") + "\n]\n"

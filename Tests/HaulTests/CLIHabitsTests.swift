@@ -68,6 +68,10 @@ struct CLIHabitsTests {
             #expect(!again.stdout.contains("completed \(url)"), "\(again.stdout)")
             #expect(again.stdout.contains("0 completed, 1 unchanged, 0 failed: 0 B transferred in "), "\(again.stdout)")
 
+            // The journal says so too: nothing moved, unchanged.
+            let row = try #require(try await Haul.jobs(journal, all: true).first)
+            #expect(row["unchanged"] as? Bool == true && row["transferred"] as? Int == 0, "\(row)")
+
             let json = try await Haul.run(arguments + ["--json"])
             #expect(json.status == 0, "\(json.stderr)")
             let objects = json.stdout.split(separator: "\n").compactMap {

@@ -378,7 +378,11 @@ struct CLITests {
             #expect(f.listing() == ["slow"])
             let range = f.server.requests(path: "/files/slow").last?.header("Range")
             #expect(range?.hasPrefix("bytes=") == true && range != "bytes=0-")
-            #expect(try await Haul.jobs(journal, all: true).first?["state"] as? String == "completed")
+            let done = try #require(try await Haul.jobs(journal, all: true).first)
+            #expect(done["state"] as? String == "completed")
+            // The journal keeps what the completing run moved: the rest, not the partial.
+            #expect(done["transferred"] as? Int == bytes.count - 300_000, "\(done)")
+            #expect(done["unchanged"] as? Bool == false)
 
             let nothing = try await Haul.run(["resume", "--journal", journal])
             #expect(nothing.status == 0)

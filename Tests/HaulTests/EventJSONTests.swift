@@ -26,6 +26,13 @@ struct EventJSONTests {
         view.connections = 4
         let expected = String(decoding: try ServiceJSON.encoder.encode(view), as: UTF8.self)
         #expect(EventJSON.download(view) == expected)
+        // A completed one says what it moved.
+        view.state = .completed
+        view.bytesTransferred = error == nil ? 0 : 123_000
+        view.unchanged = error == nil
+        let completed = String(decoding: try ServiceJSON.encoder.encode(view), as: UTF8.self)
+        #expect(EventJSON.download(view) == completed)
+        #expect(completed.contains(#""unchanged":\#(error == nil)"#))
         #expect(try ServiceJSON.decoder.decode(DownloadView.self, from: Data(EventJSON.download(view).utf8)).url == url)
 
         let progress = ProgressView(

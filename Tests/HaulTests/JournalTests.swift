@@ -267,14 +267,14 @@ struct JournalTests {
             .started(id: "a", owner: 1),
             .checkpoint(id: "a", bytes: 10, total: 20, validator: nil, bytesPerSecond: 0, bootID: nil),
             .started(id: "b", owner: 1),
-            .completed(id: "a", bytes: 20, finalURL: "http://x/a", path: nil, file: nil),
+            .completed(id: "a", bytes: 20, transferred: 20, unchanged: false, finalURL: "http://x/a", path: nil, file: nil),
             .started(id: "a", owner: 1),
         ]
         let kept = JournalWriter.coalesced(batch).map { operation -> String in
             switch operation {
             case .started(let id, _): "started \(id)"
             case .checkpoint(let id, _, _, _, _, _): "checkpoint \(id)"
-            case .completed(let id, _, _, _, _): "completed \(id)"
+            case .completed(let id, _, _, _, _, _, _): "completed \(id)"
             default: "other"
             }
         }

@@ -320,6 +320,41 @@ struct ServiceControlTests {
         }
     }
 
+    /// The service says what moved, as the command line does: a download's completion
+    /// event and its view give the bytes the completing run fetched, and one repeated and
+    /// answered `304` says `unchanged`; the stats count those.
+    @Test func whatACompletionMovedIsInItsEventItsViewAndTheStats() async throws {
+        try await Fixture.with(journal: true) { f in
+            let root = f.directory.path
+            let core = ServiceCore(
+                manager: f.manager, journal: f.journal!, batch: try DownloadBatch(roots: [root], defaultDirectory: root))
+            await core.hub.start()
+            let (_, ends, client) = await core.hub.subscribe(
+                after: nil, filter: EventFilter(types: ["download"], states: [.completed]))
+            f.serve("m", count: 30_000)
+            let request = DownloadRequest(url: f.server.url("/files/m"), destination: .directory(f.directory))
+            var parser = EventStreamParser()
+            var completions: [DownloadView] = []
+            for _ in 1...2 {
+                try await core.add([request], paused: false)
+                let frame = try #require(await ends.next())
+                let event = try #require(parser.feed(frame.readableBytesView).first)
+                completions.append(try ServiceJSON.decoder.decode(DownloadView.self, from: event.data))
+                await f.manager.waitUntilIdle()
+            }
+            #expect(completions.map(\.bytesTransferred) == [30_000, 0])
+            #expect(completions.map(\.unchanged) == [false, true])
+            #expect(f.server.bytesServed(path: "/files/m") == 30_000)
+            await f.manager.flushJournal()
+            let view = try #require(try await core.views([request.id]).first)
+            #expect(view.unchanged && view.bytesTransferred == 0 && view.bytes == 30_000)
+            let stats = try await EventHub.stats(manager: f.manager, journal: f.journal!)
+            #expect(stats.counts["completed"] == 1 && stats.unchanged == 1)
+            await core.hub.unsubscribe(client)
+            await core.hub.finish()
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func addedDownloadsAreSeenQueuedBeforeAnythingElse() async throws {
         try await Fixture.with(journal: true) { f in

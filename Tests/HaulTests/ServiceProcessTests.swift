@@ -48,6 +48,11 @@ struct ServiceProcessTests {
             #expect(get.status == 0, "\(get.stderr)")
             #expect(get.stdout.contains("saved \(directory)/c"))
             #expect(sha256(f.contents("c")) == sha256(bytes))
+            // The same again is one conditional request, and says so
+            let again = try await Haul.run(["get", "--journal", journal, "-d", directory, url])
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.contains("unchanged \(directory)/c (293.0 KiB)"), "\(again.stdout)")
+            #expect(f.server.bytesServed(path: "/files/c") == 300_000)
 
             // haul list shows the service's jobs
             let jobs = try await Haul.jobs(journal, all: true)

@@ -32,7 +32,8 @@ enum StoreConformance {
         #expect(running?.bytesCommitted == 1000)
         #expect(running?.owner == (try a.ownerToken()))
         try await a.confirmCompletion(job.jobID, bytes: 4000)
-        a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, path: nil, file: nil)
+        a.recordCompleted(job.jobID, bytes: 4000, transferred: 4000, unchanged: false,
+            finalURL: job.url, path: nil, file: nil)
         await a.flush()
         let done = try await a.watch([job.jobID]).rows[job.jobID]
         #expect(done?.state == .completed)
@@ -73,7 +74,8 @@ enum StoreConformance {
         func complete() async throws {
             a.recordStarted(job.jobID)
             try await a.confirmCompletion(job.jobID, bytes: 4000)
-            a.recordCompleted(job.jobID, bytes: 4000, finalURL: job.url, path: file.path, file: file)
+            a.recordCompleted(job.jobID, bytes: 4000, transferred: 4000, unchanged: false,
+                finalURL: job.url, path: file.path, file: file)
             await a.flush()
         }
         guard case .claimed(let first) = try await a.claim(job, force: false) else {
@@ -297,7 +299,8 @@ enum StoreConformance {
         #expect(Set(try await a.claimQueued(limit: 10).map(\.id)) == [done.jobID, failing.jobID])
         a.recordStarted(done.jobID)
         try await a.confirmCompletion(done.jobID, bytes: 4000)
-        a.recordCompleted(done.jobID, bytes: 4000, finalURL: done.url, path: file.path, file: file)
+        a.recordCompleted(done.jobID, bytes: 4000, transferred: 4000, unchanged: false,
+            finalURL: done.url, path: file.path, file: file)
         a.recordStarted(failing.jobID)
         a.recordState(failing.jobID, .failed, errorCode: "http", error: "HTTP 404")
         await a.flush()
@@ -313,7 +316,8 @@ enum StoreConformance {
         #expect(claimed.first { $0.id == failing.jobID }?.progress?.completedFile == nil)
         // Completed again, then submitted again forced: nothing to revalidate
         try await a.confirmCompletion(done.jobID, bytes: 4000)
-        a.recordCompleted(done.jobID, bytes: 4000, finalURL: done.url, path: file.path, file: file)
+        a.recordCompleted(done.jobID, bytes: 4000, transferred: 4000, unchanged: false,
+            finalURL: done.url, path: file.path, file: file)
         await a.flush()
         _ = try await a.submit([done], forcing: [done.id], claimingUpTo: 0)
         let forced = try await a.claimQueued(limit: 10)
@@ -341,7 +345,8 @@ enum StoreConformance {
             #expect(rows[two.id]?.destinationName == "two")
             for id in [one.id, two.id] {
                 try await a.confirmCompletion(id, bytes: 10)
-                a.recordCompleted(id, bytes: 10, finalURL: first.url, path: nil, file: nil)
+                a.recordCompleted(id, bytes: 10, transferred: 10, unchanged: false,
+                    finalURL: first.url, path: nil, file: nil)
             }
             await a.flush()
         }

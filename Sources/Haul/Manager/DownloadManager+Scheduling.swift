@@ -192,8 +192,8 @@ extension DownloadManager {
             finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
             if !journaled {
                 store?.recordCompleted(
-                    job.id, bytes: result.byteCount, finalURL: result.finalURL.absoluteString, path: result.savedAt,
-                    file: file)
+                    job.id, bytes: result.byteCount, transferred: result.bytesTransferred, unchanged: result.isUnchanged,
+                    finalURL: result.finalURL.absoluteString, path: result.savedAt, file: file)
             }
         case .failure(let error):
             finished.failed += 1

@@ -61,13 +61,15 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         pieces = row["pieces"]
         location = row["location"]
         fileTag = row["fileTag"]
+        bytesTransferred = row["bytesTransferred"]
+        unchanged = row["unchanged"]
     }
 
     /// Every column, in the order ``init(selected:)`` reads them: a query that selects
     /// them so is decoded by position, without looking each column up by name (which
     /// lowercases and hashes its name, for every column of every row).
     package static let selection = """
-        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location, fileTag
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location, fileTag, bytesTransferred, unchanged
         """
 
     /// How many columns ``selection`` names.
@@ -116,5 +118,7 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         pieces = row[34]
         location = row[35]
         fileTag = row[36]
+        bytesTransferred = row[37]
+        unchanged = row[38]
     }
 }

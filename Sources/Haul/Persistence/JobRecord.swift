@@ -72,6 +72,12 @@ package struct JobRecord: Codable, Hashable, Sendable {
     package var pieces: String?
     /// Where the content is fetched from now, when not from ``url`` (``DownloadRequest/location``).
     package var location: String?
+    // Added by migration v12: what the run that completed the job moved.
+    /// Bytes that came over the network in that run; `nil` until it completes (and for
+    /// rows completed before v12).
+    package var bytesTransferred: Int64?
+    /// Whether that run found the content unchanged (a `304`) and fetched nothing.
+    package var unchanged = false
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -135,6 +141,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         mirrors = Self.encode(urls: request.mirrors)
         pieces = request.pieces.map(Self.encode(pieces:))
         location = request.location?.absoluteString
+        bytesTransferred = nil
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or

@@ -30,6 +30,13 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
     public var updatedAt: Date
     /// When the job completed, failed or was cancelled.
     public var finishedAt: Date?
+    /// For a completed job, the bytes that came over the network in the run that completed
+    /// it (the rest of ``bytes`` were resumed); `nil` otherwise, and for a job an older
+    /// release completed.
+    public var bytesTransferred: Int64?
+    /// Whether the run that completed the job found the content unchanged (`304 Not
+    /// Modified`) and fetched nothing.
+    public var isUnchanged: Bool = false
 
     /// A short name for the download: the file name.
     public var name: String { PathText.lastComponent(destination) }
@@ -38,7 +45,7 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
     package init(
         id: DownloadID, url: String, state: JobState, priority: Int, bytes: Int64, totalBytes: Int64?,
         bytesPerSecond: Double, destination: String, attempts: Int, errorCode: String?, error: String?,
-        createdAt: Date, updatedAt: Date, finishedAt: Date?
+        createdAt: Date, updatedAt: Date, finishedAt: Date?, bytesTransferred: Int64? = nil, isUnchanged: Bool = false
     ) {
         self.id = id
         self.url = url
@@ -54,6 +61,30 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.finishedAt = finishedAt
+        self.bytesTransferred = bytesTransferred
+        self.isUnchanged = isUnchanged
+    }
+
+    /// Decodes a snapshot; one encoded before ``bytesTransferred`` and ``isUnchanged``
+    /// existed reads as nothing known and not unchanged.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(DownloadID.self, forKey: .id)
+        url = try container.decode(String.self, forKey: .url)
+        state = try container.decode(JobState.self, forKey: .state)
+        priority = try container.decode(Int.self, forKey: .priority)
+        bytes = try container.decode(Int64.self, forKey: .bytes)
+        totalBytes = try container.decodeIfPresent(Int64.self, forKey: .totalBytes)
+        bytesPerSecond = try container.decode(Double.self, forKey: .bytesPerSecond)
+        destination = try container.decode(String.self, forKey: .destination)
+        attempts = try container.decode(Int.self, forKey: .attempts)
+        errorCode = try container.decodeIfPresent(String.self, forKey: .errorCode)
+        error = try container.decodeIfPresent(String.self, forKey: .error)
+        createdAt = try container.decode(Date.self, forKey: .createdAt)
+        updatedAt = try container.decode(Date.self, forKey: .updatedAt)
+        finishedAt = try container.decodeIfPresent(Date.self, forKey: .finishedAt)
+        bytesTransferred = try container.decodeIfPresent(Int64.self, forKey: .bytesTransferred)
+        isUnchanged = try container.decodeIfPresent(Bool.self, forKey: .isUnchanged) ?? false
     }
 
     package init(_ record: JobRecord) {
@@ -87,5 +118,9 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         createdAt = record.createdAt
         updatedAt = record.updatedAt
         finishedAt = record.finishedAt
+        if record.state == .completed {
+            bytesTransferred = record.bytesTransferred
+            isUnchanged = record.unchanged
+        }
     }
 }

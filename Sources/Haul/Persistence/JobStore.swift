@@ -107,10 +107,13 @@ package protocol JobStore: AnyObject, Sendable {
     /// Job `id` failed with `error`. A store may decide to try it again later (the shared
     /// queue's retries with backoff); the journal records it as failed.
     func recordFailed(_ id: DownloadID, _ error: DownloadError)
-    /// Job `id` completed: `bytes` bytes, saved at `path` (a file destination), from
-    /// `finalURL`; `file` describes it for revalidation, when it had a validator. Gives up
-    /// its ownership.
-    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?)
+    /// Job `id` completed: `bytes` bytes, `transferred` of them over the network in this
+    /// run (the rest were resumed), or `unchanged` (a `304`: nothing fetched), saved at
+    /// `path` (a file destination), from `finalURL`; `file` describes it for
+    /// revalidation, when it had a validator. Gives up its ownership.
+    func recordCompleted(
+        _ id: DownloadID, bytes: Int64, transferred: Int64, unchanged: Bool, finalURL: String, path: String?,
+        file: CompletedFile?)
     /// The first `bytes` bytes of job `id`'s partial file are on stable storage.
     func recordCheckpoint(
         _ id: DownloadID, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
@@ -146,7 +149,7 @@ package protocol JobStore: AnyObject, Sendable {
 
 /// The states ``JobStore/recordState(_:_:errorCode:error:)`` records: those that no write of
 /// their own records (a start is ``JobStore/recordStarted(_:)``, a completion
-/// ``JobStore/recordCompleted(_:bytes:finalURL:path:file:)``).
+/// ``JobStore/recordCompleted(_:bytes:transferred:unchanged:finalURL:path:file:)``).
 package enum StateChange: String, Sendable, CaseIterable {
     /// Queued behind the owner's slots again (its host answered again, a person resumed it).
     case queued

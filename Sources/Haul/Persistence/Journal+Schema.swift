@@ -155,6 +155,15 @@ extension Journal {
                 table.add(column: "fileTag", .text)
             }
         },
+        SchemaMigration("v12: what a completion moved") { db in
+            // What the run that completed a download moved, for summaries: the bytes that
+            // came over the network (the rest were resumed), or nothing at all because the
+            // content was unchanged (a 304). NULL and 0 for rows completed before.
+            try db.alter(table: "job") { table in
+                table.add(column: "bytesTransferred", .integer)
+                table.add(column: "unchanged", .boolean).notNull().defaults(to: false)
+            }
+        },
     ]
 
     /// The migrations as GRDB's migrator runs them on a journal that has some of them.

@@ -132,8 +132,14 @@ final class JournalStore: JobStore {
         recordState(id, .failed, errorCode: error.code.description, error: error.message)
     }
 
-    func recordCompleted(_ id: DownloadID, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?) {
-        writer.submit(.completed(id: id.rawValue, bytes: bytes, finalURL: finalURL, path: path, file: file))
+    func recordCompleted(
+        _ id: DownloadID, bytes: Int64, transferred: Int64, unchanged: Bool, finalURL: String, path: String?,
+        file: CompletedFile?
+    ) {
+        writer.submit(
+            .completed(
+                id: id.rawValue, bytes: bytes, transferred: transferred, unchanged: unchanged, finalURL: finalURL,
+                path: path, file: file))
     }
 
     func recordCheckpoint(

@@ -16,7 +16,11 @@ final class JournalWriter: Sendable {
         case claim(JobRecord, owner: Int64, force: Bool, reply: @Sendable (Result<JobClaim, DownloadError>) -> Void)
         case started(id: String, owner: Int64)
         case state(id: String, JobState, errorCode: String?, error: String?)
-        case completed(id: String, bytes: Int64, finalURL: String, path: String?, file: CompletedFile?)
+        /// Completed: `bytes` in all, `transferred` of them over the network in this run, or
+        /// `unchanged` (a `304`).
+        case completed(
+            id: String, bytes: Int64, transferred: Int64, unchanged: Bool, finalURL: String, path: String?,
+            file: CompletedFile?)
         /// `bytes` are on stable storage.
         case checkpoint(id: String, bytes: Int64, total: Int64?, validator: String?, bytesPerSecond: Double, bootID: String?)
         case attempt(id: String, Int)
@@ -30,7 +34,7 @@ final class JournalWriter: Sendable {
         /// The job a fenced write is about.
         var jobID: String? {
             switch self {
-            case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _, _),
+            case .started(let id, _), .state(let id, _, _, _), .completed(let id, _, _, _, _, _, _),
                 .checkpoint(let id, _, _, _, _, _), .attempt(let id, _), .sources(let id, _, _):
                 id
             case .claim, .clearCommand, .release: nil
@@ -201,7 +205,7 @@ final class JournalWriter: Sendable {
     /// writes everything its start and checkpoints would have.
     static func coalesced(_ batch: [Operation]) -> [Operation] {
         var completed: Set<String> = []
-        for case .completed(let id, _, _, _, _) in batch { completed.insert(id) }
+        for case .completed(let id, _, _, _, _, _, _) in batch { completed.insert(id) }
         guard !completed.isEmpty else { return batch }
         var result: [Operation] = []
         result.reserveCapacity(batch.count)
@@ -210,7 +214,7 @@ final class JournalWriter: Sendable {
             switch operation {
             case .started(let id, _), .checkpoint(let id, _, _, _, _, _):
                 if completed.contains(id), !seenCompletion.contains(id) { continue }
-            case .completed(let id, _, _, _, _):
+            case .completed(let id, _, _, _, _, _, _):
                 seenCompletion.insert(id)
             default:
                 break
@@ -241,19 +245,19 @@ final class JournalWriter: Sendable {
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
                     WHERE id = ? AND owner = ?
                     """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id, me])
-        case .completed(let id, let bytes, let finalURL, _, let file):
+        case .completed(let id, let bytes, let transferred, let unchanged, let finalURL, _, let file):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
                         errorCode = NULL, lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0,
                         owner = NULL, command = NULL, filePath = ?, fileSize = ?, fileModified = ?, fileValidator = ?,
-                        fileTag = ?
+                        fileTag = ?, bytesTransferred = ?, unchanged = ?
                     WHERE id = ? AND owner = ?
                     """
             ).execute(
                 arguments: [
                     bytes, bytes, finalURL, now, now, file?.path, file?.size, file?.modified,
-                    JobRecord.encode(validator: file?.validator), file?.objectTag, id, me,
+                    JobRecord.encode(validator: file?.validator), file?.objectTag, transferred, unchanged, id, me,
                 ])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
             try db.cachedStatement(
@@ -291,7 +295,7 @@ final class JournalWriter: Sendable {
     /// does; `nil` for other operations.
     static func stateBeforeEnd(_ operation: Operation, in db: Database) throws -> String? {
         switch operation {
-        case .completed(let id, _, _, _, _), .state(let id, .failed, _, _), .state(let id, .paused, _, _):
+        case .completed(let id, _, _, _, _, _, _), .state(let id, .failed, _, _), .state(let id, .paused, _, _):
             try String.fetchOne(db, sql: "SELECT state FROM job WHERE id = ?", arguments: [id])
         default:
             nil
@@ -312,7 +316,7 @@ final class JournalWriter: Sendable {
         var errorCode: String?
         var error: String?
         switch operation {
-        case .completed(let job, let count, _, let saved, _):
+        case .completed(let job, let count, _, _, _, let saved, _):
             (id, kind, path, bytes) = (job, .completed, saved, count)
         case .state(let job, .failed, let code, let message):
             (id, kind, errorCode, error) = (job, .failed, code, message)
@@ -438,7 +442,7 @@ final class JournalWriter: Sendable {
             command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
             connections = excluded.connections, mirrors = excluded.mirrors,
-            pieces = excluded.pieces, location = excluded.location
+            pieces = excluded.pieces, location = excluded.location, bytesTransferred = NULL, unchanged = 0
         WHERE NOT \(Journal.heldElsewhereSQL)
         """
 

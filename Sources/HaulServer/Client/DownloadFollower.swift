@@ -52,11 +52,13 @@ package struct DownloadFollower: Sendable {
         package var destination: String
         package var bytes: Int64
         package var error: String?
+        /// Whether it completed unchanged (a `304`); `nil` from a service that does not say.
+        package var unchanged: Bool?
 
         package init(_ view: DownloadView) {
             self.init(
                 id: view.id, state: view.state, name: view.name, destination: view.destination, bytes: view.bytes,
-                error: view.error)
+                error: view.error, unchanged: view.unchanged)
         }
 
         /// The brief of a `download` event's JSON, read by ``FlatJSON``; `nil` when that
@@ -69,6 +71,7 @@ package struct DownloadFollower: Sendable {
             var destination: String?
             var bytes: Int64?
             var error: String??
+            var unchanged: Bool?
             var wrong = false
             let flat = data.withUnsafeBytes { raw in
                 FlatJSON.members(of: raw) { key, value in
@@ -88,6 +91,9 @@ package struct DownloadFollower: Sendable {
                     case 5 where key.elementsEqual("bytes".utf8):
                         bytes = value.int64
                         wrong = wrong || bytes == nil
+                    case 9 where key.elementsEqual("unchanged".utf8):
+                        unchanged = value.bool
+                        wrong = wrong || unchanged == nil
                     case 5 where key.elementsEqual("error".utf8):
                         if value.isNull {
                             error = .some(nil)
@@ -102,16 +108,22 @@ package struct DownloadFollower: Sendable {
                 }
             }
             guard flat, !wrong, let id, let state, let name, let destination, let bytes else { return nil }
-            self.init(id: id, state: state, name: name, destination: destination, bytes: bytes, error: error ?? nil)
+            self.init(
+                id: id, state: state, name: name, destination: destination, bytes: bytes, error: error ?? nil,
+                unchanged: unchanged)
         }
 
-        package init(id: String, state: JobState, name: String, destination: String, bytes: Int64, error: String?) {
+        package init(
+            id: String, state: JobState, name: String, destination: String, bytes: Int64, error: String?,
+            unchanged: Bool? = nil
+        ) {
             self.id = id
             self.state = state
             self.name = name
             self.destination = destination
             self.bytes = bytes
             self.error = error
+            self.unchanged = unchanged
         }
     }
 

@@ -25,6 +25,13 @@ package enum FlatJSON {
             return FlatJSON.unescape(bytes)
         }
 
+        /// `true` or `false`; `nil` for anything else.
+        package var bool: Bool? {
+            guard kind == .literal else { return nil }
+            if bytes.elementsEqual("true".utf8) { return true }
+            return bytes.elementsEqual("false".utf8) ? false : nil
+        }
+
         /// The number, when it is an integer that fits.
         package var int64: Int64? {
             guard kind == .number else { return nil }

@@ -21,6 +21,11 @@ package struct DownloadView: Sendable, Codable, Equatable {
     package var createdAt: Date
     package var updatedAt: Date
     package var finishedAt: Date?
+    /// For a completed download, the bytes the run that completed it fetched over the
+    /// network (``JobSnapshot/bytesTransferred``).
+    package var bytesTransferred: Int64?
+    /// The run that completed it found the content unchanged (``JobSnapshot/isUnchanged``).
+    package var unchanged: Bool
 
     package init(_ snapshot: JobSnapshot, live: LiveStatus? = nil) {
         id = snapshot.id.rawValue
@@ -39,6 +44,8 @@ package struct DownloadView: Sendable, Codable, Equatable {
         createdAt = snapshot.createdAt
         updatedAt = snapshot.updatedAt
         finishedAt = snapshot.finishedAt
+        bytesTransferred = snapshot.bytesTransferred
+        unchanged = snapshot.isUnchanged
         if let live { apply(live) }
     }
 
@@ -65,6 +72,10 @@ package struct DownloadView: Sendable, Codable, Equatable {
             view.errorCode = nil
             view.error = nil
         }
+        if state != .completed {
+            view.bytesTransferred = nil
+            view.unchanged = false
+        }
         return view
     }
 
@@ -73,7 +84,8 @@ package struct DownloadView: Sendable, Codable, Equatable {
             id: DownloadID(id), url: url, state: state,
             priority: DownloadBatch.priorities[priority]?.rawValue ?? DownloadPriority.normal.rawValue, bytes: bytes,
             totalBytes: totalBytes, bytesPerSecond: bytesPerSecond, destination: destination, attempts: attempts,
-            errorCode: errorCode, error: error, createdAt: createdAt, updatedAt: updatedAt, finishedAt: finishedAt)
+            errorCode: errorCode, error: error, createdAt: createdAt, updatedAt: updatedAt, finishedAt: finishedAt,
+            bytesTransferred: bytesTransferred, isUnchanged: unchanged)
     }
 
     /// The word for a priority, as inputs name it.
@@ -111,4 +123,6 @@ package struct StatsView: Sendable, Codable, Equatable {
     package var totalBytes: Int64?
     /// Jobs per state, every state present.
     package var counts: [String: Int]
+    /// Of the completed jobs, those whose last run found the content unchanged.
+    package var unchanged: Int
 }

@@ -239,7 +239,9 @@ package actor EventHub {
         case .retrying(_, let reason, _), .sourceDropped(_, let reason):
             await sendState(id, .running, error: reason)
         case .completed(let result):
-            await sendState(id, .completed, ended: true, bytes: result.byteCount, destination: result.savedAt)
+            await sendState(
+                id, .completed, ended: true, bytes: result.byteCount, destination: result.savedAt,
+                moved: (result.bytesTransferred, result.isUnchanged))
         case .failed(let error):
             await sendState(id, .failed, ended: true, error: error)
         case .cancelled(let reason):
@@ -273,7 +275,7 @@ package actor EventHub {
     /// manager's state is by the time this runs, so that clients see every step in order).
     private func sendState(
         _ id: DownloadID, _ state: JobState, ended: Bool = false, bytes: Int64? = nil, destination: String? = nil,
-        error: DownloadError? = nil
+        moved: (transferred: Int64, unchanged: Bool)? = nil, error: DownloadError? = nil
     ) async {
         throttle.stateChanged(id)
         var view: DownloadView
@@ -303,6 +305,8 @@ package actor EventHub {
                 view.name = PathText.lastComponent(destination)
             }
             if state != .paused { view.finishedAt = Date() }
+            view.bytesTransferred = moved?.transferred
+            view.unchanged = moved?.unchanged ?? false
         }
         view.state = state
         if state != .running {
@@ -337,14 +341,14 @@ package actor EventHub {
     /// The service's numbers now: the manager's speed and bytes, the journal's counts.
     package static func stats(manager: DownloadManager, journal: Journal) async throws -> StatsView {
         let progress = await manager.progress
-        let counts = try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
+        let (counts, unchanged) = try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
             try journal.stateCounts()
         }
         var all: [String: Int] = [:]
         for state in JobState.allCases { all[state.rawValue] = counts[state] ?? 0 }
         return StatsView(
             bytesPerSecond: progress.bytesPerSecond, completedBytes: progress.completedBytes,
-            totalBytes: progress.totalBytes, counts: all)
+            totalBytes: progress.totalBytes, counts: all, unchanged: unchanged)
     }
 
     // MARK: - Frames

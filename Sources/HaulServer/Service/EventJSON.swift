@@ -19,6 +19,7 @@ package enum EventJSON {
         json.integer("attempts", view.attempts)
         json.integer("bytes", view.bytes)
         json.double("bytesPerSecond", view.bytesPerSecond)
+        if let transferred = view.bytesTransferred { json.integer("bytesTransferred", transferred) }
         json.integer("connections", view.connections)
         json.date("createdAt", view.createdAt)
         json.string("destination", view.destination)
@@ -30,6 +31,7 @@ package enum EventJSON {
         json.string("priority", view.priority)
         json.string("state", view.state.rawValue)
         if let total = view.totalBytes { json.integer("totalBytes", total) }
+        json.bool("unchanged", view.unchanged)
         json.date("updatedAt", view.updatedAt)
         json.string("url", view.url)
         return json.finish()
@@ -79,6 +81,11 @@ struct JSONObjectWriter {
 
     mutating func integer(_ name: StaticString, _ value: Int) {
         integer(name, Int64(value))
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool) {
+        key(name)
+        bytes += (value ? "true" : "false").utf8
     }
 
     /// As `JSONEncoder`: integral values without a fraction, others as Swift prints them;

@@ -122,13 +122,18 @@ extension Journal {
     }
 
     /// How many jobs are in each state (states without jobs are absent).
-    package func stateCounts() throws(DownloadError) -> [JobState: Int] {
+    package func stateCounts() throws(DownloadError) -> (counts: [JobState: Int], unchanged: Int) {
         try read { db in
             var counts: [JobState: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM job GROUP BY state") {
-                if let state = JobState(rawValue: row["state"]) { counts[state] = row["n"] }
+            var unchanged = 0
+            for row in try Row.fetchAll(
+                db, sql: "SELECT state, COUNT(*) AS n, SUM(unchanged) AS u FROM job GROUP BY state")
+            {
+                guard let state = JobState(rawValue: row["state"]) else { continue }
+                counts[state] = row["n"]
+                if state == .completed { unchanged = row["u"] ?? 0 }
             }
-            return counts
+            return (counts, unchanged)
         }
     }
 

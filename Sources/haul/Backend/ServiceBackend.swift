@@ -237,7 +237,9 @@ struct ServiceBackend: ResumingBackend {
     ) async throws(ServiceClient.Failure) {
         switch output {
         case .saved(let view):
-            if !quiet { Console.out("saved \(view.destination) (\(Format.bytes(view.bytes)))\n") }
+            if !quiet {
+                Console.out("\(view.unchanged == true ? "unchanged" : "saved") \(view.destination) (\(Format.bytes(view.bytes)))\n")
+            }
         case .failed(let id, let message):
             Console.err("haul: \(id): \(message)\n")
         case .removed(let id):
