@@ -104,6 +104,24 @@ struct UpgradeTests {
         let rows = try journal.jobs()
         #expect(rows.count == 2)
         #expect(rows.allSatisfy { $0.state == .completed }, "\(rows.map(\.state))")
+        // Its rows keep their URLs as IDs: the same URL into another directory is a row of
+        // its own, and the old one still answers to its URL (a repeat is one 304).
+        let url = server.url("/files/a.bin")
+        #expect(rows.contains { $0.id.rawValue == url.absoluteString })
+        let elsewhere = URL(fileURLWithPath: Self.root + "/elsewhere")
+        try manager.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        let ids = try await withDownloadManager(
+            journal: journal, eventLoopGroup: TestResources.group, threadPool: TestResources.pool
+        ) { downloads in
+            let other = try await downloads.download(DownloadRequest(url: url, destination: .directory(elsewhere)))
+            _ = try await other.result
+            let again = try await downloads.download(
+                DownloadRequest(url: url, destination: .directory(URL(fileURLWithPath: Self.root + "/downloads"))))
+            #expect(try await again.result.isUnchanged)
+            return [other.id, again.id]
+        }
+        #expect(ids.map(\.rawValue) == [url.absoluteString + " -> " + elsewhere.path + "/", url.absoluteString])
+        #expect(try journal.jobs().count == 3)
         try await server.shutdown()
         try? manager.removeItem(atPath: Self.root)
     }
