@@ -59,6 +59,13 @@ public struct AggregateProgress: Sendable, Hashable {
     public var waiting = 0
     /// Completed downloads.
     public var completed = 0
+    /// Of the ``completed`` downloads, those whose content was unchanged (`304 Not
+    /// Modified`): nothing was fetched (``DownloadResult/isUnchanged``).
+    public var unchanged = 0
+    /// Bytes received from servers by this manager's downloads, ended and active: what
+    /// moved over the network, where ``completedBytes`` also counts bytes resumed from
+    /// partial files and the sizes of unchanged files.
+    public var transferredBytes: Int64 = 0
     /// Failed or cancelled downloads.
     public var failed = 0
 

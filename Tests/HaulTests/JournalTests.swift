@@ -24,6 +24,25 @@ struct JournalTests {
         }
     }
 
+    /// What moved, in the library as on the command line: a download resumed from a
+    /// partial counts only what it fetched, a repeat answered `304` is unchanged, and the
+    /// manager's progress and the journal's rows say both.
+    @Test func whatMovedIsCountedAndJournaled() async throws {
+        try await Fixture.with(journal: true) { f in
+            f.serve("a", count: 300_000)
+            let first = try await f.manager.download(f.request("/files/a")).result
+            let again = try await f.manager.download(f.request("/files/a")).result
+            #expect(!first.isUnchanged && first.bytesTransferred == 300_000)
+            #expect(again.isUnchanged && again.bytesTransferred == 0)
+            let progress = await f.manager.progress
+            #expect(progress.completed == 2 && progress.unchanged == 1)
+            #expect(progress.transferredBytes == 300_000 && progress.completedBytes == 600_000)
+            await f.manager.flushJournal()
+            let job = try #require(try f.journal!.job(first.id))
+            #expect(job.isUnchanged && job.bytesTransferred == 0)
+        }
+    }
+
     @Test func aRowDecodedByPositionEqualsItDecodedByName() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-row-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -188,6 +188,7 @@ extension DownloadManager {
         switch outcome {
         case .success(let result):
             finished.completed += 1
+            if result.isUnchanged { finished.unchanged += 1 }
             finished.completedBytes = Self.saturatingSum(finished.completedBytes, result.byteCount)
             finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
             if !journaled {

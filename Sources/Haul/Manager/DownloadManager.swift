@@ -591,6 +591,7 @@ public actor DownloadManager {
             }
         }
         total.totalBytes = knownTotal
+        total.transferredBytes = receivedBytes
         return total
     }
 
