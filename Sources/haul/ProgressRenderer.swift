@@ -614,8 +614,14 @@ actor ProgressRenderer {
         return url.host ?? url.absoluteString
     }
 
-    /// ``displayName(for:)-(URL)`` for an ID that is a URL; else the ID itself.
+    /// ``displayName(for:)-(URL)`` for an ID that is a URL, or a URL and where it goes
+    /// (`URL -> PATH`: the path's file name, when it has one); else the ID itself.
     static func displayName(for id: DownloadID) -> String {
-        URL(string: id.rawValue).map { displayName(for: $0) } ?? id.rawValue
+        let url = JobIdentity.url(of: id.rawValue)
+        if url.endIndex != id.rawValue.endIndex {
+            let path = id.rawValue[url.endIndex...].dropFirst(JobIdentity.separator.count)
+            if !path.hasSuffix("/") { return PathText.lastComponent(String(path)) }
+        }
+        return URL(string: String(url)).map { displayName(for: $0) } ?? id.rawValue
     }
 }
