@@ -14,7 +14,7 @@ import Haul
 struct ControlCommand<Verb: ControlVerb>: AsyncParsableCommand {
     static var configuration: CommandConfiguration { Verb.configuration }
 
-    @Argument(help: ArgumentHelp("The IDs of the downloads, as 'haul list' shows them: a URL, or 'URL -> PATH' for the same URL fetched to another place. A URL also names its only download; one that names several is refused, listing them.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The IDs of the downloads, as 'haul list' shows them: a URL, or 'URL -> PATH' for the same URL fetched to another place. A URL also names its only download; one that names several is refused, listing them, unless it is one's ID: then that one, and the others are named.", valueName: "id"))
     var ids: [String] = []
 
     @Flag(name: .customLong(Verb.allFlag), help: ArgumentHelp(Verb.allHelp))

@@ -190,6 +190,7 @@ struct CLIHabitsTests {
             // Handles: the URL is the first's ID; the second answers to its own.
             let byURL = try await Haul.run(["pause", url, "--journal", journal])
             #expect(byURL.stdout.contains("\(url) is already completed"), "\(byURL.stdout)")
+            #expect(byURL.stderr.contains("\(url) is also the URL of '\(second)'; give that ID to act on it"), "\(byURL.stderr)")
             let byID = try await Haul.run(["pause", second, "--journal", journal])
             #expect(byID.stdout.contains("\(second) is already completed"), "\(byID.stdout)")
         }

@@ -205,6 +205,12 @@ public final class Journal: Sendable {
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` when the URL names several.
     package func job(named handle: String) throws(DownloadError) -> DownloadID? {
+        try jobs(named: handle)?.id
+    }
+
+    /// ``job(named:)``, with the other downloads of that URL (to other places), which a
+    /// URL that is also an ID leaves aside.
+    package func jobs(named handle: String) throws(DownloadError) -> (id: DownloadID, others: [DownloadID])? {
         let prefix = handle + JobIdentity.separator
         // Every ID that starts with the prefix sorts from it to just before the prefix with
         // its last character (a space) raised by one.
@@ -213,7 +219,8 @@ public final class Journal: Sendable {
             try String.fetchAll(
                 db, sql: "SELECT id FROM job WHERE id = ? OR (id >= ? AND id < ?)", arguments: [handle, prefix, end])
         }
-        return try JobIdentity.resolve(handle, among: ids).map { DownloadID($0) }
+        guard let id = try JobIdentity.resolve(handle, among: ids) else { return nil }
+        return (DownloadID(id), ids.filter { $0 != id }.sorted().map { DownloadID($0) })
     }
 
     func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {

@@ -177,10 +177,19 @@ struct JournalBackend: ResumingBackend {
     /// The download the text names: by ID, or by URL where that names one download (see
     /// ``Journal/job(named:)``), as typed or as URL parsing normalises it; the text itself
     /// when it names none (it is reported missing).
+    /// A URL that is one download's ID and also names others (the same URL to other
+    /// places) acts on the first and says which others it left.
     private func resolve(_ text: String) throws(DownloadError) -> DownloadID {
-        if let id = try journal.job(named: text) { return id }
-        guard let normalised = URL(string: text)?.absoluteString, normalised != text else { return DownloadID(text) }
-        return try journal.job(named: normalised) ?? DownloadID(text)
+        var found = try journal.jobs(named: text)
+        if found == nil, let normalised = URL(string: text)?.absoluteString, normalised != text {
+            found = try journal.jobs(named: normalised)
+        }
+        guard let found else { return DownloadID(text) }
+        if !found.others.isEmpty {
+            let others = found.others.map { "'\($0)'" }.joined(separator: ", ")
+            Console.err("haul: \(found.id) is also the URL of \(others); give that ID to act on it\n")
+        }
+        return found.id
     }
 
     /// `haul clean`: forgets finished downloads and deletes orphaned partial files. Only
