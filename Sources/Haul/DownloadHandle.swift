@@ -4,7 +4,8 @@
 /// that awaits ``result`` withdraws only that caller's interest; the transfer stops when
 /// no handle wants it any more. ``cancel()`` stops it for everyone.
 public final class DownloadHandle: Sendable {
-    /// The download's ID.
+    /// The download's ID: the request's, or for a URL that already named a download to
+    /// another destination, `URL -> PATH` (see ``DownloadRequest/id``).
     public let id: DownloadID
     private let core: JobCore
     private let manager: DownloadManager

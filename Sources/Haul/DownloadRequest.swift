@@ -34,7 +34,10 @@ public struct DownloadRequest: Sendable {
     public static let credentialHeaderNames: Set<String> = ["Authorization", "Proxy-Authorization", "Cookie"]
 
     /// The caller's ID for the download. Defaults to the URL's absolute string (without
-    /// user info).
+    /// user info). A download is its URL and its destination: when that URL already names a
+    /// download to another destination (active in the manager, or a row of its journal),
+    /// the default becomes `URL -> PATH`, so that each destination is a download of its
+    /// own; the handle's ``DownloadHandle/id`` says which. An ID given here is kept as is.
     public var id: DownloadID
     /// The resource to fetch. Only `http` and `https` are supported.
     ///

@@ -350,6 +350,7 @@ struct ServiceControlTests {
             #expect(view.unchanged && view.bytesTransferred == 0 && view.bytes == 30_000)
             let stats = try await EventHub.stats(manager: f.manager, journal: f.journal!)
             #expect(stats.counts["completed"] == 1 && stats.unchanged == 1)
+            #expect(stats.transferredBytes == 30_000 && stats.completedBytes == 60_000)
             await core.hub.unsubscribe(client)
             await core.hub.finish()
         }

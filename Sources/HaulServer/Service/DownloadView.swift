@@ -125,4 +125,7 @@ package struct StatsView: Sendable, Codable, Equatable {
     package var counts: [String: Int]
     /// Of the completed jobs, those whose last run found the content unchanged.
     package var unchanged: Int
+    /// Bytes the service's downloads have fetched over the network since it started
+    /// (``completedBytes`` also counts what was resumed, and unchanged files).
+    package var transferredBytes: Int64
 }

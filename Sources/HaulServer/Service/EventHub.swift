@@ -348,7 +348,8 @@ package actor EventHub {
         for state in JobState.allCases { all[state.rawValue] = counts[state] ?? 0 }
         return StatsView(
             bytesPerSecond: progress.bytesPerSecond, completedBytes: progress.completedBytes,
-            totalBytes: progress.totalBytes, counts: all, unchanged: unchanged)
+            totalBytes: progress.totalBytes, counts: all, unchanged: unchanged,
+            transferredBytes: progress.transferredBytes)
     }
 
     // MARK: - Frames
