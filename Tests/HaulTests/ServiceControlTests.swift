@@ -148,9 +148,13 @@ struct ServiceControlTests {
             #expect(several.status == .badRequest)
             let said = String(buffer: several.body)
             #expect(said.contains("names 2 downloads (one per destination)") && said.contains(b), "\(said)")
+            let ambiguous = try await client.execute(uri: Self.path(url), method: .get, headers: API.headers)
+            #expect(ambiguous.status == .badRequest)
             let one = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(b)"]}"#)
             #expect(try API.json(one)["affected"] as? Int == 1)
-            // Now it names one: the URL is a handle on it
+            // Now it names one: the URL is a handle on it, for one download's paths too
+            let only = try await client.execute(uri: Self.path(url), method: .get, headers: API.headers)
+            #expect(try API.json(only)["id"] as? String == "\(url) -> \(root)/c")
             let last = try await Self.post(client, "/api/v1/downloads/bulk", #"{"action": "remove", "ids": ["\#(url)"]}"#)
             #expect(try API.json(last)["affected"] as? Int == 1)
             let none = try API.json(try await client.execute(uri: "/api/v1/downloads", method: .get, headers: API.headers))

@@ -105,7 +105,7 @@ package struct DownloadsAPI: Sendable {
     }
 
     func one(_ request: Request, context: some RequestContext) async throws -> Response {
-        try ServiceJSON.response(try await view(Self.id(context)))
+        try ServiceJSON.response(try await view(self.id(context)))
     }
 
     // MARK: - Changing
@@ -133,7 +133,7 @@ package struct DownloadsAPI: Sendable {
     }
 
     func change(_ request: Request, context: some RequestContext) async throws -> Response {
-        let id = try Self.id(context)
+        let id = try await self.id(context)
         let body = try await Self.decode(ChangeBody.self, from: request)
         var actions: [ServiceAction] = []
         if let word = body.priority {
@@ -197,7 +197,7 @@ package struct DownloadsAPI: Sendable {
     }
 
     func retry(_ request: Request, context: some RequestContext) async throws -> Response {
-        let id = try Self.id(context)
+        let id = try await self.id(context)
         let before = try await view(id)
         let views = try await core.announce {
             let changed = try await Self.mapped { () async throws(DownloadError) in try await manager.apply(.retry, to: [id]) }
@@ -212,7 +212,7 @@ package struct DownloadsAPI: Sendable {
     }
 
     func remove(_ request: Request, context: some RequestContext) async throws -> Response {
-        let id = try Self.id(context)
+        let id = try await self.id(context)
         let deleting = try Self.files(request.uri.queryParameters["files"].map(String.init), field: "files")
         _ = try await view(id)
         let removed = try await Self.mapped { () async throws(DownloadError) in try await manager.remove([id], deletingFiles: deleting) }
@@ -239,19 +239,7 @@ package struct DownloadsAPI: Sendable {
         let ids: [DownloadID]
         switch (body.ids, body.states) {
         case (let given?, nil):
-            // A URL names its download where it names one (JobIdentity); an ID, itself.
-            let journal = self.journal
-            await manager.flushJournal()
-            do {
-                ids = try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
-                    try given.map { text throws(DownloadError) in try journal.job(named: text) ?? DownloadID(text) }
-                }
-            } catch let error as DownloadError {
-                guard error.code == .invalidRequest else {
-                    throw APIError(.internalServerError, code: error.code.description, message: error.message)
-                }
-                throw APIError.invalid("ids", error.message)
-            }
+            ids = try await named(given, field: "ids")
         case (nil, let names?):
             let states = try Self.states(names.joined(separator: ","), field: "states")
             let journal = self.journal
@@ -295,10 +283,30 @@ package struct DownloadsAPI: Sendable {
         return view
     }
 
-    /// The `{id}` of the path. IDs are usually URLs: a client sends them percent-encoded.
-    static func id(_ context: some RequestContext) throws -> DownloadID {
+    /// The download the `{id}` of the path names. IDs are usually URLs: a client sends
+    /// them percent-encoded. See ``named(_:field:)``.
+    func id(_ context: some RequestContext) async throws -> DownloadID {
         let raw = try context.parameters.require("id")
-        return DownloadID(raw.removingPercentEncoding ?? raw)
+        return try await named([raw.removingPercentEncoding ?? raw], field: "id")[0]
+    }
+
+    /// The downloads `texts` name: each an ID, or a URL where it names one download (the
+    /// same URL to several places is several downloads, see ``JobIdentity``); a text
+    /// that names none stays as given (the caller says it is not found). A URL that names
+    /// several, none by its ID, is a 400 on `field` that lists them.
+    func named(_ texts: [String], field: String) async throws -> [DownloadID] {
+        let journal = self.journal
+        await manager.flushJournal()
+        do {
+            return try await ServiceCore.io(on: manager.threadPool) { () throws(DownloadError) in
+                try texts.map { text throws(DownloadError) in try journal.job(named: text) ?? DownloadID(text) }
+            }
+        } catch let error as DownloadError {
+            guard error.code == .invalidRequest else {
+                throw APIError(.internalServerError, code: error.code.description, message: error.message)
+            }
+            throw APIError.invalid(field, error.message)
+        }
     }
 
     /// A request body of at most ``maximumBody`` bytes, decoded; a bad field is a 400
