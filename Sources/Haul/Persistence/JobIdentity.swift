@@ -81,8 +81,12 @@ extension JobRecord {
     /// for a name the server gives, the directory's path with a trailing `/`; an object's
     /// `s3://` address.
     package var identityDestination: String {
-        destinationKind == "directory"
-            ? JobIdentity.destination(directory: destinationPath, name: destinationName) : destinationPath
+        Self.identityDestination(kind: destinationKind, path: destinationPath, name: destinationName)
+    }
+
+    /// ``identityDestination`` of a row's destination columns.
+    static func identityDestination(kind: String, path: String, name: String?) -> String {
+        kind == "directory" ? JobIdentity.destination(directory: path, name: name) : path
     }
 }
 

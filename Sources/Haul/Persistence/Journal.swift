@@ -390,19 +390,14 @@ public final class Journal: Sendable {
         let defaulted = records.filter { $0.id == $0.url }.map(\.id)
         guard !defaulted.isEmpty else { return [] }
         var taken: [String: String] = [:]
-        var start = 0
-        while start < defaulted.count {
-            let chunk = Array(defaulted[start..<min(start + 500, defaulted.count)])
-            start += chunk.count
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+        try inChunks(of: defaulted) { chunk, marks in
             for row in try Row.fetchAll(
                 db,
                 sql: "SELECT id, destinationKind, destinationPath, destinationName FROM job WHERE id IN (\(marks))",
                 arguments: StatementArguments(chunk))
             {
-                let (kind, path, name): (String, String, String?) = (row["destinationKind"], row["destinationPath"], row["destinationName"])
-                taken[row["id"]] =
-                    kind == "directory" ? JobIdentity.destination(directory: path, name: name) : path
+                taken[row["id"]] = JobRecord.identityDestination(
+                    kind: row["destinationKind"], path: row["destinationPath"], name: row["destinationName"])
             }
         }
         let renamed = JobIdentity.ids(of: records.map { ($0.id, $0.url, $0.identityDestination) }, taken: taken)
@@ -413,17 +408,23 @@ public final class Journal: Sendable {
     /// Those of `ids` that have a row.
     static func existingIDs(_ ids: [String], in db: Database) throws -> Set<String> {
         var existing: Set<String> = []
+        try inChunks(of: ids) { chunk, marks in
+            existing.formUnion(
+                try String.fetchAll(
+                    db, sql: "SELECT id FROM job WHERE id IN (\(marks))", arguments: StatementArguments(chunk)))
+        }
+        return existing
+    }
+
+    /// Calls `body` with `ids` 500 at a time, and the `?,?,…` of an `IN` list for each
+    /// chunk: SQLite allows 32,766 parameters per statement, and small ones stay cheap.
+    private static func inChunks(of ids: [String], _ body: ([String], String) throws -> Void) rethrows {
         var start = 0
-        // SQLite allows 32,766 parameters per statement; chunks of 500 keep each one small.
         while start < ids.count {
             let chunk = Array(ids[start..<min(start + 500, ids.count)])
             start += chunk.count
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            let found = try String.fetchAll(
-                db, sql: "SELECT id FROM job WHERE id IN (\(marks))", arguments: StatementArguments(chunk))
-            existing.formUnion(found)
+            try body(chunk, Array(repeating: "?", count: chunk.count).joined(separator: ","))
         }
-        return existing
     }
 
     /// The attachments for `rows`, which other live processes hold; a paused one is
