@@ -27,9 +27,17 @@ struct HTTP2PlacementTests {
             connections: [Connection(id: 1, active: 0, limit: HTTP2Placement.limitBeforePreface)], connecting: 0,
             decision: .use(1)),
         Case(
-            name: "a new connection carrying its first request, before the server's preface: the next one waits",
+            name: "a new connection carrying its first request, before the server's preface: the next ones go on it too",
             connections: [Connection(id: 1, active: 1, limit: HTTP2Placement.limitBeforePreface)], connecting: 1,
+            decision: .use(1)),
+        Case(
+            name: "before the server's preface, 100 streams are assumed: the 101st waits",
+            connections: [Connection(id: 1, active: 100, limit: HTTP2Placement.limitBeforePreface)], connecting: 1,
             decision: .wait),
+        Case(
+            name: "the server's preface allowed 2, both carried: wait, though 100 were assumed before",
+            connections: [Connection(id: 1, active: 2, limit: 2), Connection(id: 2, active: 2, limit: 2)],
+            connecting: 0, decision: .wait),
         Case(
             name: "one busy connection: open a second (another core), and wait for it",
             connections: [Connection(id: 1, active: 1, limit: 100)], connecting: 0, decision: .open),

@@ -31,6 +31,9 @@ struct InFlightRuleTests {
         Case(name: "each answer without complaint gives one back", slots: nil, perHost: nil, answers: [.busy, .busy, .http1], forHost: 2, inAll: 10),
         Case(name: "back at the cap, no further", slots: nil, perHost: nil, answers: [.busy, .http1, .http1, .http1, .http1], forHost: 6, inAll: 10),
         Case(name: "HTTP/2 then HTTP/1.1 (another server behind the name): 6", slots: nil, perHost: nil, answers: [.http2, .http1], forHost: 6, inAll: 10),
+        Case(name: "a connection chose h2, nothing answered yet: 64 at once", slots: nil, perHost: nil, answers: [.choseHTTP2], forHost: 64, inAll: 64),
+        Case(name: "busy over HTTP/2, then a new connection chose h2: the share stays halved", slots: nil, perHost: nil, answers: [.http2, .busy, .choseHTTP2], forHost: 32, inAll: 32),
+        Case(name: "h2 chosen with --per-host 8: the cap holds", slots: nil, perHost: 8, answers: [.choseHTTP2], forHost: 8, inAll: 10),
     ]
 
     @Test(arguments: cases)

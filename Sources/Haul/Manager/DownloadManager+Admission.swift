@@ -18,21 +18,43 @@ extension DownloadManager {
         await admissionFinished()
     }
 
-    /// Returns once no admission is under way.
+    /// Returns once the admissions asked for so far have ended (at once when none is under
+    /// way), or the manager has shut down.
     package func admissionFinished() async {
-        await admission?.value
+        let asked = admissionsAsked
+        guard admissionsEnded < asked, !isShutDown else { return }
+        await withCheckedContinuation { continuation in
+            admissionWaiters.append((after: asked, continuation: continuation))
+        }
     }
 
-    /// Carries out the scheduler's ``SchedulerMachine/Action/admit(limit:)``: moves up to
-    /// `limit` queued jobs of this manager from the store into memory, then reports how many
-    /// it found.
-    func admit(limit: Int) async {
-        // The next admission, if the scheduler asks for one, is tracked anew.
-        func ended(found: Int, failed: Bool) {
-            admission = nil
-            schedule(.admissionEnded(asked: limit, found: found, failed: failed))
+    /// The admission loop, a part of the background work (held by ``run()`` or started on
+    /// first use): carries out the scheduler's ``SchedulerMachine/Action/admit(limit:)``
+    /// actions in turn, until the manager shuts down (its requests end) or the work is
+    /// cancelled (which cancels the admission under way, too).
+    func admitting() -> @Sendable () async -> Void {
+        let requests = admissionStream
+        return { [weak self] in
+            for await limit in requests {
+                guard let self else { return }
+                await self.admit(limit: limit)
+            }
         }
-        guard let store else { return ended(found: 0, failed: false) }
+    }
+
+    /// Moves up to `limit` queued jobs of this manager from the store into memory, then
+    /// reports how many it found.
+    func admit(limit: Int) async {
+        func ended(found: Int, failed: Bool) {
+            admissionsEnded += 1
+            schedule(.admissionEnded(asked: limit, found: found, failed: failed))
+            let ended = admissionsEnded
+            guard admissionWaiters.contains(where: { $0.after <= ended }) else { return }
+            let waiters = admissionWaiters
+            admissionWaiters = waiters.filter { $0.after > ended }
+            for waiter in waiters where waiter.after <= ended { waiter.continuation.resume() }
+        }
+        guard let store, !isShutDown else { return ended(found: 0, failed: false) }
         await store.flush()
         let claims: [ClaimedJob]
         do {

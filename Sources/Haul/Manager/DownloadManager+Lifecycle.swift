@@ -133,15 +133,22 @@ extension DownloadManager: Service {
         return backgroundWork()
     }
 
-    /// The loops the manager keeps running while it is used: restored hosts wake their
-    /// waiting downloads, the platform's "network is back" probes every host that was down,
-    /// and the store's signals say when to look again (commands other processes leave, work)
-    /// and which jobs were lost. Each ends when cancelled, and none keeps the manager alive.
+    /// The loops the manager keeps running while it is used: restored hosts wake their waiting
+    /// downloads, hosts that chose HTTP/2 get its allowance, the platform's "network is back"
+    /// probes every host that was down, and the store's signals say when to look again
+    /// (commands other processes leave, work) and which jobs were lost. Each ends when
+    /// cancelled, and none keeps the manager alive.
     private func backgroundWork() -> [@Sendable () async -> Void] {
         var work: [@Sendable () async -> Void] = []
         let restored = reachability.restored
         work.append { [weak self] in
             for await key in restored { await self?.hostRestored(key) }
+        }
+        // A host whose connection chose HTTP/2 may take as many downloads as that allows
+        // at once, rather than after its first download ends (a round trip later).
+        let http2Hosts = self.http2Hosts
+        work.append { [weak self] in
+            for await key in http2Hosts { await self?.schedule(.answered(host: key, .choseHTTP2)) }
         }
         if let connectivity {
             let reachability = self.reachability
@@ -151,7 +158,10 @@ extension DownloadManager: Service {
                 }
             }
         }
-        if let store { work.append(listening(to: store)) }
+        if let store {
+            work.append(listening(to: store))
+            work.append(admitting())
+        }
         return work
     }
 }

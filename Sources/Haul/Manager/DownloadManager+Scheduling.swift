@@ -26,7 +26,9 @@ extension DownloadManager {
             case .evict(let id):
                 if let job = jobs[id] { stop(job, intent: .cancel(.evicted)) }
             case .admit(let limit):
-                admission = Task { await self.admit(limit: limit) }
+                admissionsAsked += 1
+                admissionRequests.yield(limit)
+                startBackgroundWork()
             }
         }
         checkIdle()

@@ -78,8 +78,18 @@ public actor DownloadManager {
     /// Slots, per-host caps, the queue's order, replace-oldest and admission from the store
     /// (see ``SchedulerMachine``): the actor carries out what it decides.
     var scheduler: SchedulerMachine
-    /// The admission the scheduler asked for, while it runs.
-    var admission: Task<Void, Never>?
+    /// The admissions the scheduler asks for (their `limit`s), carried out one after
+    /// another by the admission loop, a part of the background work (see ``admitting()``).
+    let admissionRequests: AsyncStream<Int>.Continuation
+    let admissionStream: AsyncStream<Int>
+    /// The hosts whose connections chose HTTP/2, as each first does (see
+    /// ``HTTPClients/init(base:proxies:family:eventLoopGroup:threadPool:http2:onSpeaksHTTP2:)``).
+    let http2Hosts: AsyncStream<String>
+    /// Admissions asked for and ended, counted, and the callers of ``admissionFinished()``
+    /// waiting for the ones asked for before they called.
+    var admissionsAsked = 0
+    var admissionsEnded = 0
+    var admissionWaiters: [(after: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var subscriberCounter: UInt64 = 0
     var finished = AggregateProgress()
     var isShutDown = false
@@ -160,6 +170,7 @@ public actor DownloadManager {
         self.store = store
         self.connectivity = connectivityMonitor
         self.logger = logger
+        (admissionStream, admissionRequests) = AsyncStream.makeStream(of: Int.self)
         self.reachability = HostReachability(
             initialDelay: configuration.networkProbeDelay, maxDelay: configuration.maxNetworkProbeDelay,
             timeout: configuration.connectTimeout, eventLoopGroup: resources.eventLoopGroup)
@@ -184,10 +195,12 @@ public actor DownloadManager {
         } catch {
             self.tlsSetupError = error
         }
+        let (http2Hosts, http2HostsContinuation) = AsyncStream.makeStream(of: String.self)
+        self.http2Hosts = http2Hosts
         let clients = HTTPClients(
             base: client, proxies: configuration.proxy, family: configuration.addressFamily,
             eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool,
-            http2: configuration.tls.allowsHTTP2)
+            http2: configuration.tls.allowsHTTP2, onSpeaksHTTP2: { http2HostsContinuation.yield($0) })
         self.clients = clients
         self.objectStore = configuration.objectStorage.map {
             S3Client(configuration: $0.aws, clients: clients, logger: logger)
@@ -684,11 +697,16 @@ public actor DownloadManager {
         for task in transfers { await task.value }
         // An admission under way brings nothing in any more (it checks for the shutdown);
         // it is not waited for, since its store may be stopping under it (a worker's
-        // PostgreSQL client stops with the service group).
-        admission?.cancel()
+        // PostgreSQL client stops with the service group): the loop that carries it out is
+        // cancelled with the rest of the background work, and its waiters let go.
+        admissionRequests.finish()
         for task in background { task.cancel() }
         for stop in runStops { stop.finish() }
         runStops = []
+        admissionsEnded = admissionsAsked
+        let admissionWaiters = self.admissionWaiters
+        self.admissionWaiters = []
+        for waiter in admissionWaiters { waiter.continuation.resume() }
         for abort in uploadAborts.values { await abort.value }
         await reachability.shutdown()
         if let store {

@@ -77,6 +77,8 @@ final class HTTP2Path: Sendable {
 
     private struct OriginState {
         var speaksHTTP1 = false
+        /// Whether ``onSpeaksHTTP2`` was told of the origin.
+        var announcedHTTP2 = false
         var connections: [Int: Entry] = [:]
         var connecting = 0
         /// A connection failed to open while others were up: open no more until one closes.
@@ -100,12 +102,19 @@ final class HTTP2Path: Sendable {
     private let connectTimeout: TimeAmount
     private let readTimeout: TimeAmount?
     private let idleTimeout: TimeAmount
+    /// Told an origin's host key (`host:port`, as ``HostReachability/Endpoint/key``) the
+    /// first time a connection to it chooses `h2`: a round trip before its first response,
+    /// so the scheduler can let as many downloads go to it as HTTP/2 allows (see
+    /// ``InFlightRule``) while the connection's first streams are still on their way.
+    private let onSpeaksHTTP2: (@Sendable (String) -> Void)?
     private let state = NIOLockedValueBox(State())
 
     init(
         tls: TLSConfiguration, group: any EventLoopGroup, threadPool: NIOThreadPool, connectTimeout: TimeAmount,
-        readTimeout: TimeAmount?, idleTimeout: TimeAmount = .seconds(60)
+        readTimeout: TimeAmount?, idleTimeout: TimeAmount = .seconds(60),
+        onSpeaksHTTP2: (@Sendable (String) -> Void)? = nil
     ) {
+        self.onSpeaksHTTP2 = onSpeaksHTTP2
         var tls = tls
         tls.applicationProtocols = ["h2", "http/1.1"]
         self.tls = tls
@@ -421,11 +430,11 @@ final class HTTP2Path: Sendable {
                                     HTTP2StreamsHandler(onEvent: { [weak self] event in
                                         self?.heard(event, from: id, of: origin)
                                     }))
-                                // Ready now, for one stream: the first request leaves with
-                                // the client's preface, a round trip before the server's
-                                // arrives with its limit (a server may allow any number,
-                                // so no more are sent before it says; its preface is read
-                                // after the connection is listed, so `heard` finds it).
+                                // Ready now, with the limit assumed until the server's
+                                // preface says its own: the first requests leave with the
+                                // client's preface, a round trip before the server's
+                                // arrives (its preface is read after the connection is
+                                // listed, so `heard` finds it).
                                 settle(.success(HTTP2Placement.limitBeforePreface))
                             }
                         })
@@ -449,6 +458,7 @@ final class HTTP2Path: Sendable {
 
     private func connected(_ origin: Origin, id: Int, result: Result<(channel: any Channel, limit: Int?), any Error>) {
         var resumes: [(Waiter, Result<Acquired, any Error>)] = []
+        var announce = false
         let orphan = state.withLockedValue { state -> (any Channel)? in
             guard !state.shutDown, var entry = state.origins[origin] else { return try? result.get().channel }
             defer { state.origins[origin] = entry }
@@ -461,6 +471,8 @@ final class HTTP2Path: Sendable {
                     entry.connections[id] = Entry(
                         connection: HTTP2Connection(id: id, channel: channel),
                         placement: HTTP2Placement.Connection(id: id, active: 0, limit: limit))
+                    announce = !entry.announcedHTTP2
+                    entry.announcedHTTP2 = true
                 }
             case .success(let (channel, nil)):
                 entry.speaksHTTP1 = true
@@ -481,6 +493,7 @@ final class HTTP2Path: Sendable {
         orphan?.close(promise: nil)
         for (waiter, result) in resumes { waiter.continuation.resume(with: result) }
         serve(origin)
+        if announce { onSpeaksHTTP2?("\(origin.host.lowercased()):\(origin.port)") }
     }
 
     /// Sends `request` over HTTP/1.1 on `channel`, the connection opened to a server that

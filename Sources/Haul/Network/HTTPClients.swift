@@ -56,10 +56,11 @@ final class HTTPClients: Sendable {
 
     /// Clients sharing `base`; with `http2`, `https` requests that do not go through a
     /// proxy try HTTP/2 first (see ``HTTP2Path``), and the clients speak HTTP/1.1.
+    /// `onSpeaksHTTP2` is told each host that chose HTTP/2, once, as it does.
     init(
         base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
         family: DownloadManager.AddressFamily, eventLoopGroup: any EventLoopGroup, threadPool: NIOThreadPool,
-        http2: Bool = false
+        http2: Bool = false, onSpeaksHTTP2: (@Sendable (String) -> Void)? = nil
     ) {
         var base = base
         base.httpVersion = .http1Only
@@ -72,7 +73,8 @@ final class HTTPClients: Sendable {
         self.http2 = http2 ? base.tlsConfiguration.map { tls in
             HTTP2Path(
                 tls: tls, group: eventLoopGroup, threadPool: threadPool,
-                connectTimeout: base.timeout.connect ?? .seconds(10), readTimeout: base.timeout.read)
+                connectTimeout: base.timeout.connect ?? .seconds(10), readTimeout: base.timeout.read,
+                onSpeaksHTTP2: onSpeaksHTTP2)
         } : nil
     }
 

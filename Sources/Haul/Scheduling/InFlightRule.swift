@@ -5,10 +5,12 @@
 ///
 /// - A host not heard from yet, or one that answered over HTTP/1.1, gets the per-host cap
 ///   (default 6): one connection per download, as browsers keep.
-/// - A host that answered over HTTP/2 multiplexes downloads as streams of its connection:
-///   it gets ``http2PerHost`` in flight, unless somebody set a per-host cap (`--per-host`),
+/// - A host that speaks HTTP/2 multiplexes downloads as streams of its connection: from
+///   the moment its first connection chooses `h2` (the manager tells the rule then, a
+///   round trip before any response ends) or it answered over HTTP/2, it gets
+///   ``http2PerHost`` in flight, unless somebody set a per-host cap (`--per-host`),
 ///   which holds whatever the protocol. (The HTTP client opens no more streams than the
-///   server's `SETTINGS_MAX_CONCURRENT_STREAMS`, and queues the rest.)
+///   server's `SETTINGS_MAX_CONCURRENT_STREAMS` once it has said it, and queues the rest.)
 /// - The slots (`-j`) cap the total when somebody set them; left at their default they
 ///   grow to what an HTTP/2 host is allowed, so a list from one such host is not held to
 ///   the default's 10.
@@ -22,6 +24,9 @@ package struct InFlightRule: Hashable, Sendable {
         case http1
         /// An answer over HTTP/2.
         case http2
+        /// A connection to the host chose `h2` (ALPN), before any answer on it: HTTP/2's
+        /// allowance, with a busy host's share left as it is (no download was served).
+        case choseHTTP2
         /// 429 or 503: the host is busy.
         case busy
     }
@@ -79,6 +84,8 @@ package struct InFlightRule: Hashable, Sendable {
         switch answer {
         case .busy:
             known.allowance = max(1, allowed(for: host) / 2)
+        case .choseHTTP2:
+            known.http2 = true
         case .http1, .http2:
             known.http2 = answer == .http2
             if let allowance = known.allowance {
