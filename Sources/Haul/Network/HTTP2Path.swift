@@ -73,6 +73,10 @@ final class HTTP2Path: Sendable {
     private struct Waiter {
         var id: Int
         var continuation: CheckedContinuation<Acquired, any Error>
+        /// It asked for a connection to be opened and waits for that one (see
+        /// ``HTTP2Placement``): while it is being opened, the requests behind it still go on
+        /// the open connections.
+        var forNewConnection = false
     }
 
     private struct OriginState {
@@ -86,6 +90,44 @@ final class HTTP2Path: Sendable {
         var waiters: [Waiter] = []
 
         var placements: [HTTP2Placement.Connection] { connections.values.map(\.placement) }
+
+        /// Places the waiting requests, in order, by ``HTTP2Placement``: returns those
+        /// placed, with their connections, and whether to open a connection. A request that
+        /// asks for a new connection waits for it while the ones behind it are placed on
+        /// the open connections; one that must wait for a stream to end holds back those
+        /// behind it (first come, first served).
+        mutating func placeWaiters() -> (placed: [(Waiter, Result<Acquired, any Error>)], open: Bool) {
+            var placed: [(Waiter, Result<Acquired, any Error>)] = []
+            if speaksHTTP1 {
+                placed = waiters.map { ($0, .success(.http1(nil))) }
+                waiters = []
+                return (placed, false)
+            }
+            var open = false
+            var kept: [Waiter] = []
+            var blocked = false
+            for var waiter in waiters {
+                if blocked || (waiter.forNewConnection && connecting > 0) {
+                    kept.append(waiter)
+                    continue
+                }
+                let decision = HTTP2Placement.place(connections: placements, connecting: connecting + (openFailed ? 1 : 0))
+                if decision.open {
+                    connecting += 1
+                    open = true
+                }
+                if let id = decision.use, let chosen = connections[id] {
+                    connections[id]?.placement.active += 1
+                    placed.append((waiter, .success(.connection(chosen.connection))))
+                } else {
+                    waiter.forNewConnection = decision.open
+                    blocked = !decision.open
+                    kept.append(waiter)
+                }
+            }
+            waiters = kept
+            return (placed, open)
+        }
     }
 
     private struct State {
@@ -217,28 +259,16 @@ final class HTTP2Path: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let (now, open) = state.withLockedValue { state -> (Result<Acquired, any Error>?, Bool) in
-                    guard !state.shutDown else { return (.failure(Self.shutDownError), false) }
-                    guard !Task.isCancelled else { return (.failure(HTTPClientError.cancelled), false) }
+                let (placed, open) = state.withLockedValue { state -> ([(Waiter, Result<Acquired, any Error>)], Bool) in
+                    let waiter = Waiter(id: waiterID, continuation: continuation)
+                    guard !state.shutDown else { return ([(waiter, .failure(Self.shutDownError))], false) }
+                    guard !Task.isCancelled else { return ([(waiter, .failure(HTTPClientError.cancelled))], false) }
                     var entry = state.origins[origin, default: OriginState()]
                     defer { state.origins[origin] = entry }
-                    if entry.speaksHTTP1 { return (.success(.http1(nil)), false) }
-                    let waiter = Waiter(id: waiterID, continuation: continuation)
-                    guard entry.waiters.isEmpty else {
-                        entry.waiters.append(waiter)
-                        return (nil, false)
-                    }
-                    let decision = HTTP2Placement.place(
-                        connections: entry.placements, connecting: entry.connecting + (entry.openFailed ? 1 : 0))
-                    if decision.open { entry.connecting += 1 }
-                    guard let id = decision.use, let chosen = entry.connections[id] else {
-                        entry.waiters.append(waiter)
-                        return (nil, decision.open)
-                    }
-                    entry.connections[id]?.placement.active += 1
-                    return (.success(.connection(chosen.connection)), decision.open)
+                    entry.waiters.append(waiter)
+                    return entry.placeWaiters()
                 }
-                if let now { continuation.resume(with: now) }
+                for (waiter, result) in placed { waiter.continuation.resume(with: result) }
                 if open { connect(origin) }
             }
         } onCancel: {
@@ -255,30 +285,12 @@ final class HTTP2Path: Sendable {
     /// Places the requests waiting for `origin`, as far as its connections allow, and
     /// opens another connection if the rule says so.
     private func serve(_ origin: Origin) {
-        var resumes: [(Waiter, Result<Acquired, any Error>)] = []
-        let open = state.withLockedValue { state -> Bool in
-            guard var entry = state.origins[origin] else { return false }
+        let (placed, open) = state.withLockedValue { state -> ([(Waiter, Result<Acquired, any Error>)], Bool) in
+            guard var entry = state.origins[origin] else { return ([], false) }
             defer { state.origins[origin] = entry }
-            var open = false
-            while !entry.waiters.isEmpty {
-                if entry.speaksHTTP1 {
-                    resumes += entry.waiters.map { ($0, .success(.http1(nil))) }
-                    entry.waiters = []
-                    break
-                }
-                let decision = HTTP2Placement.place(
-                    connections: entry.placements, connecting: entry.connecting + (entry.openFailed ? 1 : 0))
-                if decision.open {
-                    entry.connecting += 1
-                    open = true
-                }
-                guard let id = decision.use, let chosen = entry.connections[id] else { break }
-                entry.connections[id]?.placement.active += 1
-                resumes.append((entry.waiters.removeFirst(), .success(.connection(chosen.connection))))
-            }
-            return open
+            return entry.placeWaiters()
         }
-        for (waiter, result) in resumes { waiter.continuation.resume(with: result) }
+        for (waiter, result) in placed { waiter.continuation.resume(with: result) }
         if open { connect(origin) }
     }
 

@@ -78,12 +78,15 @@ final class SeaweedFS: Sendable {
         for _ in 0..<4 {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-seaweedfs-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            // Every port and its gRPC twin (the port + 10000) free; a default port taken is
-            // moved silently, so every one is given.
+            // Every port and its gRPC twin (the port + 10000) free, and no port another's
+            // twin (SeaweedFS refuses that: "reserved for gRPC calculation"); a default port
+            // taken is moved silently, so every one is given.
             var ports: [Int] = []
             while ports.count < 5 {
                 let port = try NginxServer.freePort()
-                guard port < 55_536, !ports.contains(port), Self.isFree(port + 10_000) else { continue }
+                let twins = Set(ports.flatMap { [$0, $0 + 10_000, $0 - 10_000] })
+                guard port < 55_536, !twins.contains(port), !twins.contains(port + 10_000), Self.isFree(port + 10_000)
+                else { continue }
                 ports.append(port)
             }
             let secret = "haul-test-secret-\(UUID().uuidString)"
@@ -117,7 +120,8 @@ final class SeaweedFS: Sendable {
             while true {
                 if process.hasExited {
                     let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                    if text.contains("address already in use") { break }
+                    // A port taken meanwhile by another process: try other ports.
+                    if text.contains("address already in use") || text.contains("reserved for gRPC") { break }
                     throw Failure.failedToStart(String(text.suffix(2_000)))
                 }
                 // (each check is a request to it, which waits for its answer)
