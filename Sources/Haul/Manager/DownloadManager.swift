@@ -200,7 +200,9 @@ public actor DownloadManager {
         let clients = HTTPClients(
             base: client, proxies: configuration.proxy, family: configuration.addressFamily,
             eventLoopGroup: resources.eventLoopGroup, threadPool: resources.threadPool,
-            http2: configuration.tls.allowsHTTP2, onSpeaksHTTP2: { http2HostsContinuation.yield($0) })
+            http2: configuration.tls.allowsHTTP2, onSpeaksHTTP2: { host, port in
+                http2HostsContinuation.yield(HostReachability.Endpoint(host: host, port: port).key)
+            })
         self.clients = clients
         self.objectStore = configuration.objectStorage.map {
             S3Client(configuration: $0.aws, clients: clients, logger: logger)

@@ -144,17 +144,17 @@ final class HTTP2Path: Sendable {
     private let connectTimeout: TimeAmount
     private let readTimeout: TimeAmount?
     private let idleTimeout: TimeAmount
-    /// Told an origin's host key (`host:port`, as ``HostReachability/Endpoint/key``) the
-    /// first time a connection to it chooses `h2`: a round trip before its first response,
+    /// Told an origin's host and port the first time a connection to it chooses `h2`: a
+    /// round trip before its first response,
     /// so the scheduler can let as many downloads go to it as HTTP/2 allows (see
     /// ``InFlightRule``) while the connection's first streams are still on their way.
-    private let onSpeaksHTTP2: (@Sendable (String) -> Void)?
+    private let onSpeaksHTTP2: (@Sendable (_ host: String, _ port: Int) -> Void)?
     private let state = NIOLockedValueBox(State())
 
     init(
         tls: TLSConfiguration, group: any EventLoopGroup, threadPool: NIOThreadPool, connectTimeout: TimeAmount,
         readTimeout: TimeAmount?, idleTimeout: TimeAmount = .seconds(60),
-        onSpeaksHTTP2: (@Sendable (String) -> Void)? = nil
+        onSpeaksHTTP2: (@Sendable (_ host: String, _ port: Int) -> Void)? = nil
     ) {
         self.onSpeaksHTTP2 = onSpeaksHTTP2
         var tls = tls
@@ -505,7 +505,7 @@ final class HTTP2Path: Sendable {
         orphan?.close(promise: nil)
         for (waiter, result) in resumes { waiter.continuation.resume(with: result) }
         serve(origin)
-        if announce { onSpeaksHTTP2?("\(origin.host.lowercased()):\(origin.port)") }
+        if announce { onSpeaksHTTP2?(origin.host, origin.port) }
     }
 
     /// Sends `request` over HTTP/1.1 on `channel`, the connection opened to a server that

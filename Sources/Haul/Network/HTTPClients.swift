@@ -56,11 +56,11 @@ final class HTTPClients: Sendable {
 
     /// Clients sharing `base`; with `http2`, `https` requests that do not go through a
     /// proxy try HTTP/2 first (see ``HTTP2Path``), and the clients speak HTTP/1.1.
-    /// `onSpeaksHTTP2` is told each host that chose HTTP/2, once, as it does.
+    /// `onSpeaksHTTP2` is told each host and port that chose HTTP/2, once, as it does.
     init(
         base: HTTPClient.Configuration, proxies: DownloadManager.ProxySettings,
         family: DownloadManager.AddressFamily, eventLoopGroup: any EventLoopGroup, threadPool: NIOThreadPool,
-        http2: Bool = false, onSpeaksHTTP2: (@Sendable (String) -> Void)? = nil
+        http2: Bool = false, onSpeaksHTTP2: (@Sendable (_ host: String, _ port: Int) -> Void)? = nil
     ) {
         var base = base
         base.httpVersion = .http1Only
