@@ -80,6 +80,34 @@ struct ManagerServiceTests {
         try await eventLoopGroup.shutdownGracefully()
     }
 
+    @Test func aRunCancelledWhileItsJournalListenerWaitsForAnAdmissionReturns() async throws {
+        // The journal listener asks for an admission on every poll and waits for it; the
+        // admission loop beside it in the run ends when the run is cancelled. A request asked
+        // for after that loop ended was never carried out, the listener waited for it, and
+        // the run waited for the listener before shutting down: the run never returned (an
+        // app's graceful shutdown hung). Polling without pause puts the listener in that
+        // window most of the time; ten runs make missing it unlikely.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-tests-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = Fixture.testConfiguration()
+        configuration.journalPollInterval = .zero
+        for attempt in 1...10 {
+            // Given a manager run as a service, its journal polled without pause
+            let journal = try Journal(path: directory.appendingPathComponent("\(attempt)/journal.sqlite").path)
+            let manager = DownloadManager(configuration: configuration, journal: journal)
+            let running = Task { await manager.run() }
+            while await !manager.runHoldsBackgroundWork { await Task.yield() }
+            await manager.admitFromStore()
+
+            // When the run is cancelled
+            running.cancel()
+
+            // Then it returns
+            let returned = await returns(running, within: .seconds(30))
+            try #require(returned, "attempt \(attempt): the cancelled run did not return within 30 s")
+        }
+    }
+
     @Test func waitingUntilIdleEndsWhenTheWaitingTaskIsCancelled() async throws {
         // Given a manager whose one download stalls for good (no idle timeout will end it)
         let server = try await FaultServer.start()
@@ -152,6 +180,24 @@ struct ManagerServiceTests {
 
     /// The name its threads start with, from the group's description
     /// (`MultiThreadedEventLoopGroup { threadPattern = NIO-ELT-5-#* }`).
+    /// Whether `task` ends within `limit`: the bound on a hang, so that a run that never
+    /// returns fails its test instead of holding the suite (a time limit cancels the test's
+    /// task, and awaiting a task does not end when cancelled).
+    func returns(_ task: Task<Void, Never>, within limit: Duration) async -> Bool {
+        let (outcomes, outcome) = AsyncStream.makeStream(of: Bool.self)
+        Task {
+            await task.value
+            outcome.yield(true)
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            outcome.yield(false)
+        }
+        defer { timer.cancel() }
+        var first = outcomes.makeAsyncIterator()
+        return await first.next() ?? false
+    }
+
     static func threadPrefix(of group: any EventLoopGroup) throws -> String {
         let description = "\(group)"
         let pattern = try #require(description.range(of: "threadPattern = "), "\(description)")

@@ -22,7 +22,7 @@ extension DownloadManager {
     /// way), or the manager has shut down.
     package func admissionFinished() async {
         let asked = admissionsAsked
-        guard admissionsEnded < asked, !isShutDown else { return }
+        guard admissionsEnded < asked, !isShutDown, !admissionLoopEnded else { return }
         await withCheckedContinuation { continuation in
             admissionWaiters.append((after: asked, continuation: continuation))
         }
@@ -32,6 +32,10 @@ extension DownloadManager {
     /// first use): carries out the scheduler's ``SchedulerMachine/Action/admit(limit:)``
     /// actions in turn, until the manager shuts down (its requests end) or the work is
     /// cancelled (which cancels the admission under way, too).
+    ///
+    /// When it ends, so does every wait for an admission: a ``run()`` cancelled while its
+    /// journal listener waits in ``admitFromStore()`` for an admission the loop will no
+    /// longer carry out would otherwise wait for its own shutdown, which comes after it.
     func admitting() -> @Sendable () async -> Void {
         let requests = admissionStream
         return { [weak self] in
@@ -39,7 +43,19 @@ extension DownloadManager {
                 guard let self else { return }
                 await self.admit(limit: limit)
             }
+            await self?.admissionLoopStopped()
         }
+    }
+
+    /// The admission loop has ended, or the manager has shut down: the admissions asked
+    /// for and not carried out never will be, so their waiters go on, and later ones
+    /// do not wait.
+    func admissionLoopStopped() {
+        admissionLoopEnded = true
+        admissionsEnded = admissionsAsked
+        let waiters = admissionWaiters
+        admissionWaiters = []
+        for waiter in waiters { waiter.continuation.resume() }
     }
 
     /// Moves up to `limit` queued jobs of this manager from the store into memory, then

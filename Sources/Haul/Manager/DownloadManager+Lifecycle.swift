@@ -112,6 +112,9 @@ extension DownloadManager: Service {
         await shutdown()
     }
 
+    /// Whether a ``run()`` holds the background work (rather than tasks of the manager's own).
+    package var runHoldsBackgroundWork: Bool { backgroundStarted && background.isEmpty && !runStops.isEmpty }
+
     /// Starts the background work in tasks of its own, once, unless a ``run()`` holds it.
     func startBackgroundWork() {
         guard !backgroundStarted, !isShutDown else { return }

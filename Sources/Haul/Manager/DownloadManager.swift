@@ -89,6 +89,9 @@ public actor DownloadManager {
     /// waiting for the ones asked for before they called.
     var admissionsAsked = 0
     var admissionsEnded = 0
+    /// Whether the admission loop has ended (the background work was cancelled, or the
+    /// manager shut down): an admission asked for after that is never carried out.
+    var admissionLoopEnded = false
     var admissionWaiters: [(after: Int, continuation: CheckedContinuation<Void, Never>)] = []
     var subscriberCounter: UInt64 = 0
     var finished = AggregateProgress()
@@ -705,10 +708,7 @@ public actor DownloadManager {
         for task in background { task.cancel() }
         for stop in runStops { stop.finish() }
         runStops = []
-        admissionsEnded = admissionsAsked
-        let admissionWaiters = self.admissionWaiters
-        self.admissionWaiters = []
-        for waiter in admissionWaiters { waiter.continuation.resume() }
+        admissionLoopStopped()
         for abort in uploadAborts.values { await abort.value }
         await reachability.shutdown()
         if let store {
