@@ -48,7 +48,11 @@ for example in "${examples[@]}"; do
     echo "== run $example"
     started=$SECONDS
     # An example that hangs is ended (TERM after 120 s, KILL 10 s later) and fails the script.
-    if ! timeout -k 10 120 "$scratch/debug/$example"; then
+    # Its output goes out line by line (stdbuf, where there is one), so that a hang shows
+    # how far it got: a pipe's buffer would be lost with the killed process.
+    line_buffered=()
+    if command -v stdbuf > /dev/null; then line_buffered=(stdbuf -oL -eL); fi
+    if ! timeout -k 10 120 ${line_buffered[@]+"${line_buffered[@]}"} "$scratch/debug/$example"; then
         echo "build-examples: $example failed" >&2
         exit 1
     fi
