@@ -52,7 +52,6 @@ extension DownloadManager {
     /// do not wait.
     func admissionLoopStopped() {
         admissionLoopEnded = true
-        admissionsEnded = admissionsAsked
         let waiters = admissionWaiters
         admissionWaiters = []
         for waiter in waiters { waiter.continuation.resume() }

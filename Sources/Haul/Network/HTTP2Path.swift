@@ -145,9 +145,9 @@ final class HTTP2Path: Sendable {
     private let readTimeout: TimeAmount?
     private let idleTimeout: TimeAmount
     /// Told an origin's host and port the first time a connection to it chooses `h2`: a
-    /// round trip before its first response,
-    /// so the scheduler can let as many downloads go to it as HTTP/2 allows (see
-    /// ``InFlightRule``) while the connection's first streams are still on their way.
+    /// round trip before its first response, so the scheduler can let as many downloads go
+    /// to it as HTTP/2 allows (see ``InFlightRule``) while the connection's first streams
+    /// are still on their way.
     private let onSpeaksHTTP2: (@Sendable (_ host: String, _ port: Int) -> Void)?
     private let state = NIOLockedValueBox(State())
 
