@@ -6,7 +6,7 @@ import Testing
 
 /// `-4` / `-6`: names are resolved to addresses of the forced family only, and a literal
 /// address of the other family is refused.
-@Suite("Address family", .timeLimit(.minutes(1)))
+@Suite("Address family", .timeLimit(.minutes(4)))
 struct AddressFamilyTests {
     @Test func resolverKeepsToTheFamily() throws {
         #expect(try AddressResolver.resolve("localhost", family: .ipv4) == "127.0.0.1")

@@ -295,7 +295,7 @@ struct CLITests {
     /// its last checkpoint (none, for a small file), while its partial file holds what was
     /// written: `haul list` shows what is true, a download paused (its process is dead)
     /// with the bytes on disk.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func listShowsAKilledDownloadPausedWithTheBytesOnDisk() async throws {
         try await CLIFixture.with { f, journal in
             // Given: a download killed while its server stalls after 300,000 bytes
@@ -332,7 +332,7 @@ struct CLITests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(4)))
     func pauseFromAnotherProcessThenResume() async throws {
         try await CLIFixture.with { f, journal in
             let bytes = f.serve("slow", count: 2_000_000)
@@ -564,8 +564,17 @@ enum Haul {
         _ arguments: [String], input: Data? = nil, environment: [String: String]? = nil,
         signal: (@Sendable (String) -> Int32?)? = nil
     ) async throws -> Run {
-        try await HaulProcess(arguments, input: input, environment: environment, signal: signal).wait()
+        try await commandSlots.run {
+            try await HaulProcess(arguments, input: input, environment: environment, signal: signal).wait()
+        }
     }
+
+    /// At most four short-lived `haul` commands at once across the whole test run (services
+    /// and workers started with ``HaulProcess`` are not counted). Every suite runs in
+    /// parallel, and an unoptimized `haul` spends about 0.3 s of CPU starting; dozens at
+    /// once on two cores starve the tests that run in this process (their transfers' idle
+    /// timeouts and their time limits run out while they wait for a core).
+    static let commandSlots = ProcessSlots(4)
 
     /// The test process's environment without proxy variables, so that a proxy set where
     /// the tests run does not carry their requests to 127.0.0.1 away: what `haul` runs
@@ -762,5 +771,42 @@ final class OutputCollector: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A counting semaphore for child processes that waits without holding a thread.
+actor ProcessSlots {
+    private var free: Int
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    init(_ count: Int) { free = count }
+
+    /// Runs `body` once a slot is free, and frees it after.
+    nonisolated func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await acquire()
+        do {
+            let value = try await body()
+            await release()
+            return value
+        } catch {
+            await release()
+            throw error
+        }
+    }
+
+    private func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    private func release() {
+        if waiters.isEmpty {
+            free += 1
+        } else {
+            waiters.removeFirst().resume()
+        }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// `--on-complete` and `--on-error`: a program of the operator's run after each download
 /// ends, without a shell, with the download in `HAUL_*` variables.
-@Suite("Completion hooks", .timeLimit(.minutes(2)))
+@Suite("Completion hooks", .timeLimit(.minutes(4)))
 struct CompletionHookTests {
     /// A hook that writes what it was given, one file per run named by its process ID,
     /// the fields separated by NUL (so that nothing a value holds can be mistaken for a

@@ -5,7 +5,7 @@ import Testing
 @testable import Haul
 
 /// Credentials against real servers: two fault servers on different ports are two origins.
-@Suite("Credentials", .timeLimit(.minutes(2)))
+@Suite("Credentials", .timeLimit(.minutes(4)))
 struct CredentialTests {
     static let secrets: [(name: String, value: String)] = [
         ("Authorization", "Bearer t0ken-secret"), ("Cookie", "session=cookie-secret"),
@@ -263,7 +263,7 @@ struct CredentialTests {
 }
 
 /// Credentials through the `haul` binary: never printed, never journaled unless asked.
-@Suite("Credentials (CLI)", .timeLimit(.minutes(2)))
+@Suite("Credentials (CLI)", .timeLimit(.minutes(4)))
 struct CredentialCLITests {
     @Test func getSendsCredentialsToTheOriginOnlyAndNeverPrintsThem() async throws {
         try await CLIFixture.with { f, journal in

@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Directory sync")
 struct DirectorySyncTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(4)))
     func callersAtOnceShareSyncsAndAllReturn() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-dirsync-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -7,7 +7,7 @@ import Testing
 /// Signed URLs that expire in the middle of a download, against the fault server: refreshed
 /// and resumed, followed again through their redirect, or failing as expired with the
 /// partial kept.
-@Suite("Expiring URLs", .timeLimit(.minutes(1)))
+@Suite("Expiring URLs", .timeLimit(.minutes(4)))
 struct ExpiringURLTests {
     /// The URLs a refresher was asked about, and the fresh one it gives: the same object
     /// under token `b`.

@@ -13,7 +13,7 @@ import Testing
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
     .enabled(if: ApacheServer.isAvailable, "Apache is not installed: run .ci/run or apt-get install apache2"),
     .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct HTTP2Tests {
     @Test(arguments: HTTP2Server.allCases)
     func fileAndSegmentedDownloadArriveByteForByte(server: HTTP2Server) async throws {

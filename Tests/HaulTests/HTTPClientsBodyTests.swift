@@ -14,7 +14,7 @@ import Testing
     "Requests with a body over https",
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
     .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct HTTPClientsBodyTests {
     @Test(arguments: [false, true])
     func aPutArrivesWhole(serverOffersHTTP2: Bool) async throws {

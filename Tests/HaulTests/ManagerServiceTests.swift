@@ -9,7 +9,7 @@ import Testing
 
 /// The manager as an app embeds it: on the app's event loops and I/O threads, run and
 /// stopped by the app's `ServiceGroup`; and, made with defaults, owning and stopping its own.
-@Suite("DownloadManager as a service", .timeLimit(.minutes(1)))
+@Suite("DownloadManager as a service", .timeLimit(.minutes(4)))
 struct ManagerServiceTests {
     @Test func gracefulShutdownCheckpointsThePartialAndLeavesTheAppsResourcesRunning() async throws {
         // Given an app's event loops, I/O threads and journal, and a manager on them in a service group

@@ -40,7 +40,7 @@ enum Meta4 {
 }
 
 /// `haul get FILE.meta4` and `--metalink URL` against the fault server, and beside aria2c.
-@Suite("Metalink (CLI)", .timeLimit(.minutes(2)))
+@Suite("Metalink (CLI)", .timeLimit(.minutes(4)))
 struct MetalinkCLITests {
     @Test func everyFileOfAMetalinkIsFetchedIntoItsFoldersWithAMirrorCorruptingAByte() async throws {
         try await CLIFixture.with { f, journal in

@@ -52,7 +52,7 @@ extension HeavyProcessTests {
     @Suite(
         "A real Prometheus scrapes the service",
         .enabled(if: PrometheusServer.isAvailable, "prometheus is not installed: run .ci/run or apt-get install prometheus"),
-        .timeLimit(.minutes(2)))
+        .timeLimit(.minutes(4)))
     struct PrometheusScrapeTests {
         @Test func prometheusReadsTheServicesCountsWithItsToken() async throws {
             try await CLIFixture.with { f, journal in

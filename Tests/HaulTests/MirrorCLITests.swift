@@ -4,7 +4,7 @@ import Testing
 
 /// `haul get` with several addresses for one file: `--mirror`, and tab-separated URLs in
 /// an input file (aria2's form).
-@Suite("Mirrors (CLI)", .timeLimit(.minutes(1)))
+@Suite("Mirrors (CLI)", .timeLimit(.minutes(4)))
 struct MirrorCLITests {
     @Test func aMirrorTakesOverFromADeadURLAndTheEventSaysWhy() async throws {
         try await CLIFixture.with { f, journal in

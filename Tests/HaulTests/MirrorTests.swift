@@ -7,7 +7,7 @@ import Testing
 /// One file from several addresses, against the fault server: a dead, a lying and a slow
 /// mirror among good ones; failover of a single connection; a download that fails only
 /// when no source is left; mirrors kept in the journal.
-@Suite("Mirrors", .timeLimit(.minutes(1)))
+@Suite("Mirrors", .timeLimit(.minutes(4)))
 struct MirrorTests {
     /// A URL nothing listens on: connections are refused.
     static let dead = URL(string: "http://127.0.0.1:1/files/f")!

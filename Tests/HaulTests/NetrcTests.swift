@@ -6,7 +6,7 @@ import Testing
 
 /// netrc files as plain values, and their credentials against real servers: to the origin
 /// of the URL only, never to the host a redirect names.
-@Suite("netrc", .timeLimit(.minutes(1)))
+@Suite("netrc", .timeLimit(.minutes(4)))
 struct NetrcTests {
     @Test func machinesLoginsAndPasswords() throws {
         let netrc = try Netrc(

@@ -9,7 +9,7 @@ import Testing
 @Suite(
     "nginx interop",
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct NginxInteropTests {
     @Test func plainDownloadRoundTripsByteForByte() async throws {
         try await NginxFixture.with { f in

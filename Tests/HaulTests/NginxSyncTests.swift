@@ -8,7 +8,7 @@ import Testing
 @Suite(
     "sync against nginx",
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct NginxSyncTests {
     @Test func syncThenOne304ThenOnlyTheChangedFile() async throws {
         try await NginxServer.with { nginx in

@@ -8,7 +8,7 @@ import Testing
 /// Piece checksums against the fault server: a mirror that corrupts one byte costs one
 /// piece, not the file; a piece no source serves right fails the download; the pieces
 /// checked are kept beside the partial.
-@Suite("Piece checksums", .timeLimit(.minutes(1)))
+@Suite("Piece checksums", .timeLimit(.minutes(4)))
 struct PieceTests {
     static let pieceLength = 256 << 10
 

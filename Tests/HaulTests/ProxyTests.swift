@@ -10,7 +10,7 @@ import Testing
 @Suite(
     "Proxies (tinyproxy)",
     .enabled(if: TinyProxy.isAvailable, "tinyproxy is not installed: run .ci/run or apt-get install tinyproxy"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct ProxyTests {
     /// A file's path whose responses trickle at 256 KiB/s until the gate `split` opens:
     /// splitting pays at once (see `SplitRule`).

@@ -9,7 +9,7 @@ import Testing
 /// machine only makes it later), and a raised limit lets one finish that would otherwise
 /// outlast the test's time limit. The accuracy figures (±5% windows, bursts, CPU) are
 /// measured by `Benchmarks/rate-limit.sh`.
-@Suite("Rate limits", .timeLimit(.minutes(1)))
+@Suite("Rate limits", .timeLimit(.minutes(4)))
 struct RateLimitTests {
     @Test func aDownloadLimitHoldsItsBytesBack() async throws {
         try await Fixture.with { f in

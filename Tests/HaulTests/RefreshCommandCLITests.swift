@@ -5,7 +5,7 @@ import Testing
 
 /// `haul get --refresh-command PROGRAM`: a program of the user's gives fresh URLs for
 /// expired ones, run without a shell.
-@Suite("The refresh command", .timeLimit(.minutes(1)))
+@Suite("The refresh command", .timeLimit(.minutes(4)))
 struct RefreshCommandCLITests {
     /// Writes an executable shell script into `directory`.
     ///

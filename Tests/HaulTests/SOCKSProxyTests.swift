@@ -10,7 +10,7 @@ import Testing
 @Suite(
     "SOCKS5 proxies (Dante)",
     .enabled(if: DanteProxy.isAvailable, "danted is not installed: run .ci/run or apt-get install dante-server"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct SOCKSProxyTests {
     @Test func socks5hGivesTheProxyTheHostName() async throws {
         try await DanteProxy.with { proxy in

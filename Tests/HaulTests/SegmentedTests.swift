@@ -6,7 +6,7 @@ import Testing
 @testable import Haul
 
 /// Segmented downloads: one file over several ranged connections, written at offsets.
-@Suite("Segmented downloads", .timeLimit(.minutes(1)))
+@Suite("Segmented downloads", .timeLimit(.minutes(4)))
 struct SegmentedTests {
     static let size = 24 << 20
 

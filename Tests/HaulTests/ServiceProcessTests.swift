@@ -250,18 +250,19 @@ struct ServiceProcessTests {
 
             var environment = ProcessInfo.processInfo.environment
             environment["HAUL_TOKEN"] = token  // the token travels in the environment, never in argv
-            let output = ExecClosedPipe()
-            let python = try ChildProcess(
-                executable: "/usr/bin/python3",
-                arguments: [
+            // Its output is read on threads of their own (HaulProcess), not by a blocking
+            // read here: the browser runs for tens of seconds, and a test that blocks one of
+            // the concurrency pool's threads that long (two on a 2-core machine) stalls the
+            // other tests into their time limits.
+            let python = try HaulProcess(
+                [
                     script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
                     "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
                 ] + cluster + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? []),
-                environment: environment, standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor),
-                standardError: .descriptor(output.fileHandleForWriting.fileDescriptor))
-            try? output.fileHandleForWriting.close()
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let status = await python.wait().code
+                environment: environment, executable: URL(fileURLWithPath: "/usr/bin/python3"))
+            let run = await python.wait()
+            let text = run.stdout + run.stderr
+            let status = run.status
             #expect(await service.stop() == 0)
             if status == 77 {
                 print("skipped: \(text.split(separator: "\n").first { $0.hasPrefix("SKIP") } ?? "the browser cannot run here")")

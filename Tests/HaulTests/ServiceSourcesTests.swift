@@ -10,7 +10,7 @@ import Testing
 /// A download's addresses changed through the API: a fresh URL for an expired one, given
 /// with `PATCH /downloads/{id}`, resumes the partial; a running download moves to new
 /// addresses where it stood; the journal keeps them.
-@Suite("Service: changing a download's addresses", .timeLimit(.minutes(1)))
+@Suite("Service: changing a download's addresses", .timeLimit(.minutes(4)))
 struct ServiceSourcesTests {
     static func path(_ id: String) -> String {
         "/api/v1/downloads/\(id.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"

@@ -16,7 +16,7 @@ import Testing
     .enabled(
         if: PostgresCluster.isAvailable,
         "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"),
-    .timeLimit(.minutes(2)))
+    .timeLimit(.minutes(4)))
 struct SharedQueueTests {
     /// A queue in a fresh database, a fault server, and workers started on demand.
     final class Fixture: Sendable {

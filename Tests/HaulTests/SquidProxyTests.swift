@@ -10,7 +10,7 @@ import Testing
 @Suite(
     "Proxies (squid, Debian's rules)",
     .enabled(if: Squid.isAvailable, "squid is not installed: run .ci/run or apt-get install squid"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct SquidProxyTests {
     static let credentials = Squid.Credentials(user: "alice", password: "proxy-s3cret")
 

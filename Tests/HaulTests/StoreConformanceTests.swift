@@ -502,7 +502,7 @@ final class PostgresHarness: StoreHarness {
     }
 }
 
-@Suite("Store conformance: SQLite journal", .timeLimit(.minutes(1)))
+@Suite("Store conformance: SQLite journal", .timeLimit(.minutes(4)))
 struct StoreConformanceJournalTests {
     @Test(arguments: StoreConformance.sequences)
     func sequence(_ sequence: StoreConformance.Sequence) async throws {
@@ -515,7 +515,7 @@ struct StoreConformanceJournalTests {
     .enabled(
         if: PostgresCluster.isAvailable,
         "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): run .ci/run or apt-get install postgresql"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct StoreConformancePostgresTests {
     @Test(arguments: StoreConformance.sequences)
     func sequence(_ sequence: StoreConformance.Sequence) async throws {

@@ -6,7 +6,7 @@ import Testing
 @testable import Haul
 
 /// `haul sync` as a process: output, exit codes, and a sync killed mid-way.
-@Suite("haul sync", .timeLimit(.minutes(2)))
+@Suite("haul sync", .timeLimit(.minutes(4)))
 struct SyncCLITests {
     static func arguments(_ f: SyncFixture, _ journal: String, _ extra: [String] = []) -> [String] {
         ["sync", f.manifestURL.absoluteString, f.directory.path, "--journal", journal] + extra

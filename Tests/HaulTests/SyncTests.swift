@@ -9,7 +9,7 @@ import Glibc
 
 /// `Syncer` against the fault server: conditional manifest fetches, plans, verification,
 /// deletion, safety and the atomic switch.
-@Suite("content sync", .timeLimit(.minutes(1)))
+@Suite("content sync", .timeLimit(.minutes(4)))
 struct SyncTests {
     static let tree: [String: [UInt8]] = [
         "a.txt": SyncFixture.content("a"),

@@ -324,7 +324,7 @@ struct TransferTests {
     /// Bytes that arrive and are then followed by nothing reach the file and the progress
     /// at once, not when the idle timeout ends the response. The idle timeout is far beyond
     /// the time limit, so nothing here races it: without the batch timer the test hangs.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(4)))
     func aStalledResponsesBytesReachTheFileWhileItStalls() async throws {
         try await Fixture.with({ $0.idleTimeout = .seconds(600) }) { f in
             f.serve("held", count: 1 << 20)

@@ -6,7 +6,7 @@ import Testing
 
 /// `haul serve --webhook URL --webhook-secret-file FILE`: a signed JSON `POST` for each
 /// download end, retried until the receiver takes it, never lost to a restart or a kill.
-@Suite("Webhooks", .timeLimit(.minutes(2)))
+@Suite("Webhooks", .timeLimit(.minutes(4)))
 struct WebhookTests {
     typealias Service = HeavyProcessTests.ServiceProcessTests.Service
 

@@ -1,3 +1,4 @@
+import Foundation
 import Haul
 import NIOCore
 import NIOPosix
@@ -17,4 +18,15 @@ enum TestResources {
         pool.start()
         return pool
     }()
+}
+
+/// Runs CPU-bound test work (building and parsing a manifest of 100,000 entries, unoptimized)
+/// on a thread of its own rather than on the concurrency pool, and waits for it without
+/// holding a pool thread. The pool has as many threads as cores (two on CI); a test that
+/// computes on them for half a minute starves every other test's tasks meanwhile, and
+/// tests that wait on servers, retries and time limits then fail for want of a thread.
+func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
+    }
 }
