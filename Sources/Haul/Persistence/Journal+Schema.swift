@@ -179,23 +179,39 @@ extension Journal {
     ///
     /// A new, empty journal gets every migration in one transaction, with GRDB's record of
     /// them, instead of a transaction (and a foreign-key check) each: a first run on a
-    /// machine, or with a new `--journal`, opens it in a third of the time. An existing
-    /// journal, however old, goes through the migrator, which runs the ones it lacks.
+    /// machine, or with a new `--journal`, opens it in a third of the time. A current
+    /// journal (the usual case: every run after the first) is recognised by one read of
+    /// that record and left alone, with no pass of the migrator. An older journal, however
+    /// old, goes through the migrator, which runs the ones it lacks.
     static func updateSchema(of writer: any DatabaseWriter) throws {
-        try writer.barrierWriteWithoutTransaction { db in
+        let current = try writer.barrierWriteWithoutTransaction { db -> Bool in
+            var current = false
             // Checked inside the write transaction: two processes creating the same journal
             // at once take turns, and the second finds it made.
             try db.inTransaction(.immediate) {
-                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") == 0 else { return .commit }
+                guard try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") == 0 else {
+                    current = try isCurrent(db)
+                    return .commit
+                }
                 try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
                 for migration in migrations {
                     try migration.migrate(db)
                     try db.execute(
                         sql: "INSERT INTO grdb_migrations (identifier) VALUES (?)", arguments: [migration.identifier])
                 }
+                current = true
                 return .commit
             }
+            return current
         }
-        try migrator.migrate(writer)
+        if !current { try migrator.migrate(writer) }
+    }
+
+    /// Whether the journal `db` holds has every migration of this release applied (and
+    /// perhaps a newer release's too, which the migrator would leave alone as well).
+    static func isCurrent(_ db: Database) throws -> Bool {
+        guard try db.tableExists("grdb_migrations") else { return false }
+        let applied = Set(try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"))
+        return migrations.allSatisfy { applied.contains($0.identifier) }
     }
 }
