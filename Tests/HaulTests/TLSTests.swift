@@ -17,7 +17,7 @@ import Testing
     "TLS against nginx",
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
     .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct TLSTests {
     @Test func untrustedCertificateFailsNamingTheProblem() async throws {
         try await TestCertificates.with { certificates in
@@ -239,7 +239,7 @@ struct TLSTests {
     "TLS checks and client certificates",
     .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
     .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(4)))
 struct TLSClientTests {
     /// An `https` server that is not there, with HTTP/2 offered (the default): a typed
     /// error naming the refusal, as over HTTP/1.1 (the HTTP/2 path once left a promise
@@ -402,6 +402,60 @@ struct TLSClientTests {
                 #expect(run.stderr.contains("--no-system-ca needs"))
             }
         }
+    }
+
+    /// On Linux the system's authorities are read from a directory of hash links where there
+    /// is one, each only when a chain needs it, instead of the whole bundle at start: an
+    /// authority linked there by its subject hash is trusted as the bundle's would be.
+    @Test func systemAuthoritiesAreReadFromTheirHashLinks() async throws {
+        #if os(Linux)
+            try await TestCertificates.with { certificates in
+                try await NginxServer.with(tls: certificates.serverTLS(http2: false)) { nginx in
+                    try nginx.write([4, 2], at: "/h.bin", modified: Date())
+                    // Given a directory laid out as update-ca-certificates lays out
+                    // /etc/ssl/certs: the test authority, and a link to it named after the
+                    // hash of its subject
+                    let links = certificates.directory.appendingPathComponent("certs")
+                    try FileManager.default.createDirectory(at: links, withIntermediateDirectories: true)
+                    let hash = try await HaulProcess(
+                        ["x509", "-hash", "-noout", "-in", certificates.authority],
+                        executable: URL(fileURLWithPath: try #require(TestCertificates.openssl))
+                    ).wait()
+                    try #require(hash.status == 0)
+                    let name = hash.stdout.trimmingCharacters(in: .whitespacesAndNewlines) + ".0"
+                    #expect(SystemTrustRoots.holdsHashLinks(links.path) == false)
+                    try FileManager.default.createSymbolicLink(
+                        atPath: links.appendingPathComponent(name).path, withDestinationPath: certificates.authority)
+                    #expect(SystemTrustRoots.holdsHashLinks(links.path))
+
+                    // When a manager trusts the system's authorities, found there
+                    var configuration = Fixture.testConfiguration()
+                    configuration.tls.systemRootsDirectory = links.path
+                    let manager = DownloadManager(
+                        configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+                    let result = try await manager.download(
+                        DownloadRequest(url: nginx.url("/h.bin"), destination: .memory(limit: 1024))
+                    ).result
+                    await manager.shutdown()
+
+                    // Then the server's certificate is trusted through the link
+                    #expect(result.data == Data([4, 2]))
+
+                    // And without the link the directory is not used, and the authority,
+                    // in no system bundle, is not trusted
+                    try FileManager.default.removeItem(at: links.appendingPathComponent(name))
+                    let unlinked = DownloadManager(
+                        configuration: configuration, eventLoopGroup: TestResources.group, threadPool: TestResources.pool)
+                    let error = await #expect(throws: DownloadError.self) {
+                        _ = try await unlinked.download(
+                            DownloadRequest(url: nginx.url("/h.bin"), destination: .memory(limit: 1024))
+                        ).result
+                    }
+                    await unlinked.shutdown()
+                    #expect(error?.code == .tls)
+                }
+            }
+        #endif
     }
 
     @Test func insecureDownloadsAndWarnsOnEveryRun() async throws {

@@ -61,6 +61,10 @@ extension DownloadManager {
         /// `http` ones, are HTTP/1.1 either way.
         public var allowsHTTP2: Bool
 
+        /// On Linux, the directory of hash-linked authorities read instead of the bundle
+        /// when it holds any (see ``SystemTrustRoots``); tests point it elsewhere.
+        package var systemRootsDirectory = SystemTrustRoots.hashedDirectory
+
         /// Creates options; the default trusts the system's authorities only, checks every
         /// certificate, presents none and offers HTTP/2 and HTTP/1.1.
         public init(
@@ -135,6 +139,11 @@ extension DownloadManager {
             certificates += loaded
         }
         if options.trustsSystemRoots {
+            #if os(Linux)
+                // Read lazily from the hashed directory where there is one, not decoded
+                // whole from the bundle before the first handshake (see SystemTrustRoots).
+                configuration.trustRoots = SystemTrustRoots.trustRoots(directory: options.systemRootsDirectory)
+            #endif
             if !certificates.isEmpty { configuration.additionalTrustRoots = [.certificates(certificates)] }
         } else {
             guard !certificates.isEmpty || !options.verifiesCertificates else {
