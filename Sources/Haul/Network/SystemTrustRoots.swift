@@ -24,7 +24,7 @@ package enum SystemTrustRoots {
 
     /// The trust roots that stand for the system's: `directory` when it holds hash links,
     /// NIOSSL's default otherwise. Blocking: it reads the directory (until the first link).
-    static func trustRoots(directory: String = hashedDirectory) -> NIOSSLTrustRoots {
+    static func trustRoots(directory: String) -> NIOSSLTrustRoots {
         holdsHashLinks(directory) ? .file(directory) : .default
     }
 
