@@ -85,6 +85,12 @@ ldd_out=$("${clean_env[@]}" ldd "$haul" 2>&1) || true
 printf '%s\n' "$ldd_out" | sed 's/^/      ldd: /'
 check "ldd resolves every library from the system" lacks 'not found' "$ldd_out"
 check "ldd names no toolchain path" lacks '/opt/swift|swift/linux|\.swiftpm|\.build' "$ldd_out"
+# How it is linked (Package.swift's haulLinkerSettings): position-independent, so ASLR applies
+# to it, and without the program's own symbols in its dynamic symbol table (the static
+# runtime's --export-dynamic put about 55,000 there, read at every start).
+check "bin/haul is a position-independent executable" has 'DYN \(Position-Independent' "$(readelf -h "$haul")"
+exported=$(readelf --dyn-syms -W "$haul" | grep -c ' GLOBAL ' || true)
+check "bin/haul exports no symbols of its own ($exported global dynamic symbols)" test "$exported" -lt 2000
 
 # 3. Run it with no toolchain on PATH or the library path.
 version=$(sed -n 's/^ *version: "\(.*\)",$/\1/p' Sources/haul/HaulCommand.swift)
