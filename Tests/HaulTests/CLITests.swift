@@ -337,7 +337,10 @@ struct CLITests {
         try await CLIFixture.with { f, journal in
             let bytes = f.serve("slow", count: 2_000_000)
             let url = f.server.url("/files/slow?stall_after=300000&stall_times=1").absoluteString
-            let running = try HaulProcess(["get", url, "-d", f.directory.path, "--json", "--journal", journal])
+            // --timeout 600: the stall lasts until the pause, however long `haul pause` waits
+            // for its turn on a loaded machine (a 60 s idle timeout would retry and complete).
+            let running = try HaulProcess(
+                ["get", url, "-d", f.directory.path, "--json", "--timeout", "600", "--journal", journal])
             // Every byte before the stall has arrived.
             let progress = await running.line { $0.contains("\"event\":\"progress\"") && $0.contains("\"bytes\":300000") }
             #expect(progress != nil)

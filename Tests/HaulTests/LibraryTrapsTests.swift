@@ -319,11 +319,11 @@ struct LibraryTrapsTests {
 
     /// The fixture's configuration here: every test with a fixture holds a response (at a
     /// gate, or stalled) while it goes on, and a held request must not time out. On a
-    /// loaded machine a test can take longer than the fixture's 10 s idle timeout to get
-    /// from the hold to its release, and the request would be retried: a second request to
-    /// the server and a `retrying` event, where the tests expect one request (a joined
-    /// transfer), `started` first (a late subscriber), or a download still held (a pause,
-    /// an abandon).
+    /// loaded machine a test can take longer than a short idle timeout to get from the hold
+    /// to its release, and the request would be retried: a second request to the server
+    /// and a `retrying` event, where the tests expect one request (a joined transfer),
+    /// `started` first (a late subscriber), or a download still held (a pause, an abandon).
+    /// The fixture's default is as long now; this says that these tests depend on it.
     static func holding(_ configuration: inout DownloadManager.Configuration) {
         configuration.idleTimeout = .seconds(600)
     }

@@ -16,8 +16,13 @@ struct Fixture {
     static func testConfiguration() -> DownloadManager.Configuration {
         var configuration = DownloadManager.Configuration()
         configuration.retry = RetryPolicy(maxRetries: 3, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50))
-        configuration.connectTimeout = .seconds(5)
-        configuration.idleTimeout = .seconds(10)
+        // No test waits for a timeout unless it sets one itself: a request held (at a gate,
+        // or stalled) while a test goes on must not time out and be sent again however slow
+        // the machine. On a loaded machine a transfer can go unscheduled for longer than
+        // any short timeout, and a test that counts requests or events would then see a
+        // retry. A real hang is caught by the tests' time limit.
+        configuration.connectTimeout = .seconds(120)
+        configuration.idleTimeout = .seconds(600)
         // One connection per download unless a test asks for segments, so request counts
         // stay exact.
         configuration.segmentedConnections = 1
