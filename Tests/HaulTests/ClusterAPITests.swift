@@ -349,14 +349,17 @@ struct ClusterAPITests {
             var parser = EventStreamParser()
             /// Reads events until a `cluster` one satisfies `condition` (the suite's time
             /// limit ends a wait that never comes true).
+            /// The last `cluster` event, said when a wait fails.
+            var last: String?
             func waitForCluster(_ what: String, _ condition: (ClusterSummaryView) -> Bool) async throws -> ClusterSummaryView {
                 while let bytes = await live.next() {
                     for event in parser.feed(bytes.readableBytesView) where event.kind == "cluster" {
+                        last = String(decoding: event.data, as: UTF8.self)
                         let summary = try ServiceJSON.decoder.decode(ClusterSummaryView.self, from: event.data)
                         if condition(summary) { return summary }
                     }
                 }
-                Issue.record("the event stream ended before \(what)")
+                Issue.record("the event stream ended before \(what); the last cluster event: \(last ?? "none")")
                 throw QueueError("the event stream ended")
             }
 
