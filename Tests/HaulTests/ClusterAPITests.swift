@@ -347,10 +347,10 @@ struct ClusterAPITests {
         try await Self.with { client, queue, core in
             let (_, live, subscriber) = await core.hub.subscribe(after: nil)
             var parser = EventStreamParser()
-            /// Reads events until a `cluster` one satisfies `condition` (the suite's time
-            /// limit ends a wait that never comes true).
             /// The last `cluster` event, said when a wait fails.
             var last: String?
+            /// Reads events until a `cluster` one satisfies `condition` (the suite's time
+            /// limit ends a wait that never comes true).
             func waitForCluster(_ what: String, _ condition: (ClusterSummaryView) -> Bool) async throws -> ClusterSummaryView {
                 while let bytes = await live.next() {
                     for event in parser.feed(bytes.readableBytesView) where event.kind == "cluster" {
