@@ -2,6 +2,7 @@ import NIOConcurrencyHelpers
 import Testing
 
 @testable import HaulPostgres
+@testable import HaulServer
 
 /// The deadline every call to the shared queue's database runs under: a call that never
 /// answers (PostgresNIO can lose a query issued while the server closes its connections)
@@ -24,6 +25,8 @@ struct AnsweringTests {
             }
         }
 
+        var isOpen: Bool { opened.withLockedValue { $0 } }
+
         func open() {
             let continuation = opened.withLockedValue { opened in
                 opened = true
@@ -43,6 +46,29 @@ struct AnsweringTests {
             }
         }
         // The call is still held: only now is it let go.
+        gate.open()
+    }
+
+    /// The service's cluster monitor read through a deadline that waited for the call it
+    /// cancelled: after `pg_terminate_backend`, one lost query stopped its events for good.
+    @Test("The service's reads of the queue are given up at their deadline too, with a message")
+    func serviceReadsNeverWaitForever() async throws {
+        let gate = Gate()
+        // Lets the call go long after its deadline, so that a deadline that waits for the
+        // call fails here instead of holding the run.
+        let release = Task {
+            try? await Task.sleep(for: .seconds(30))
+            gate.open()
+        }
+        let error = await #expect(throws: QueueError.self) {
+            try await ClusterCore.within(.milliseconds(50)) {
+                await gate.pass()
+                return 1
+            }
+        }
+        #expect(!gate.isOpen, "the deadline waited for the call it gave up")
+        #expect(error?.message.contains("did not answer") == true)
+        release.cancel()
         gate.open()
     }
 

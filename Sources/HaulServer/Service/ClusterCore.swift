@@ -19,19 +19,14 @@ package final class ClusterCore: Sendable {
     /// would hold a request for about a minute before failing it.
     package static let requestTimeout: Duration = .seconds(10)
 
-    /// Runs `body`, or cancels it and throws once `limit` has passed.
+    /// Runs `body`, or cancels it and throws once `limit` has passed, without waiting for
+    /// it to end: a query PostgresNIO lost while the database closed its connections never
+    /// ends, and a monitor or a request waiting for it would wait forever.
     static func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw QueueError("the database did not answer within \(limit.components.seconds) seconds")
-            }
-            return value
+        do {
+            return try await answering(within: limit, body)
+        } catch is NoAnswer {
+            throw QueueError("the database did not answer within \(limit.components.seconds) seconds")
         }
     }
 
