@@ -45,8 +45,8 @@ struct HTTP2Tests {
 
             // Then both arrive whole, the large one fetched in ranges, and every request
             // the server saw came over HTTP/2
-            #expect(first.retries == 0)
-            #expect(second.retries == 0)
+            #expect(first.retries == 0, "\(first.reasons)")
+            #expect(second.retries == 0, "\(second.reasons)")
             #expect(sha256(Self.contents(directory, "small.bin")) == sha256(small))
             #expect(sha256(Self.contents(directory, "large.bin")) == sha256(large))
             let entries = try await Self.logEntries(of: origin, atLeast: 2) { $0.path.hasPrefix("/h2/") }
