@@ -5,17 +5,18 @@
 #
 #     scripts/build-examples.sh            # JOBS=N sets swift build's -j (default 2)
 #
-# The examples share one build directory, Examples/.build, so Haul and its dependencies are
-# compiled once for all of them: from nothing the script took 5 min 40 s on 2 cores (the
-# first example 310 s, the others 12 s each, the runs 4 s), then 30 s when nothing changed
-# (mostly SwiftPM planning each package). Sharing it needs --disable-build-manifest-caching:
-# otherwise SwiftPM reuses the build plan of the previous example, builds nothing and says
-# "Build complete!".
+# The examples build in the package's own build directory, .build, beside Haul's debug
+# build: Haul and its dependencies compiled by `swift build --build-tests` (or `swift
+# test`) are not compiled again. In CI, after that build, the first example took 30 s where
+# its own directory (Examples/.build, every dependency compiled once more) took 532 s.
+# SCRATCH=DIR builds them elsewhere. Sharing a directory needs
+# --disable-build-manifest-caching: otherwise SwiftPM reuses the build plan of the previous
+# package, builds nothing and says "Build complete!".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs=${JOBS:-2}
-scratch=Examples/.build
+scratch=${SCRATCH:-.build}
 examples=()
 for manifest in Examples/*/Package.swift; do
     examples+=("$(basename "$(dirname "$manifest")")")
