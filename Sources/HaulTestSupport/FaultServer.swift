@@ -277,6 +277,14 @@ public final class FaultServer: Sendable {
         await self.core.waitForRequests(count: count, path: path)
     }
 
+    /// Returns once at least `count` TCP connections have been accepted (since the start
+    /// or the last ``resetStatistics()``), whatever was sent on them.
+    ///
+    /// Returns early if the task is cancelled or the server shuts down.
+    public func waitForConnections(count: Int) async {
+        await self.core.waitForConnections(count: count)
+    }
+
     /// Returns once at least `count` requests are currently blocked on `gate`.
     ///
     /// Returns early if the task is cancelled or the server shuts down.

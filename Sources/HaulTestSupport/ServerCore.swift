@@ -23,6 +23,11 @@ final class ServerCore: Sendable {
         var continuation: CheckedContinuation<Void, Never>
     }
 
+    private struct ConnectionWaiter: Sendable {
+        var count: Int
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
     private struct GateCountWaiter: Sendable {
         var gate: String
         var count: Int
@@ -53,6 +58,7 @@ final class ServerCore: Sendable {
         var channels: [ObjectIdentifier: any Channel] = [:]
 
         var requestWaiters: [Int: RequestWaiter] = [:]
+        var connectionWaiters: [Int: ConnectionWaiter] = [:]
         var gateCountWaiters: [Int: GateCountWaiter] = [:]
 
         mutating func makeID() -> Int {
@@ -75,6 +81,16 @@ final class ServerCore: Sendable {
             for (id, waiter) in self.requestWaiters where self.requestCount(path: waiter.path) >= waiter.count {
                 ready.append(waiter.continuation)
                 self.requestWaiters.removeValue(forKey: id)
+            }
+            return ready
+        }
+
+        /// Removes and returns the connection waiters whose count has been reached.
+        mutating func satisfiedConnectionWaiters() -> [CheckedContinuation<Void, Never>] {
+            var ready: [CheckedContinuation<Void, Never>] = []
+            for (id, waiter) in self.connectionWaiters where self.statistics.connectionsAccepted >= waiter.count {
+                ready.append(waiter.continuation)
+                self.connectionWaiters.removeValue(forKey: id)
             }
             return ready
         }
@@ -113,8 +129,10 @@ final class ServerCore: Sendable {
             state.shuttingDown = true
             let continuations =
                 state.requestWaiters.values.map(\.continuation) + state.gateCountWaiters.values.map(\.continuation)
+                + state.connectionWaiters.values.map(\.continuation)
             state.requestWaiters.removeAll()
             state.gateCountWaiters.removeAll()
+            state.connectionWaiters.removeAll()
             return (Array(state.channels.values), continuations)
         }
         for continuation in continuations { continuation.resume() }
@@ -131,8 +149,8 @@ final class ServerCore: Sendable {
     /// Registers a newly active connection. Returns its 1-based number, or `nil` if the
     /// server is shutting down (the caller must then close it).
     func connectionOpened(_ channel: any Channel) -> Int? {
-        self.state.withLock { state -> Int? in
-            guard !state.shuttingDown else { return nil }
+        let (serial, ready) = self.state.withLock { state -> (Int?, [CheckedContinuation<Void, Never>]) in
+            guard !state.shuttingDown else { return (nil, []) }
             state.connectionSerial += 1
             state.channels[ObjectIdentifier(channel)] = channel
             state.statistics.connectionsAccepted += 1
@@ -141,8 +159,10 @@ final class ServerCore: Sendable {
                 state.statistics.maxOpenConnections,
                 state.statistics.openConnections
             )
-            return state.connectionSerial
+            return (state.connectionSerial, state.satisfiedConnectionWaiters())
         }
+        for continuation in ready { continuation.resume() }
+        return serial
     }
 
     func connectionClosed(_ channel: any Channel) {
@@ -362,6 +382,24 @@ final class ServerCore: Sendable {
             }
         } onCancel: {
             self.state.withLock { $0.requestWaiters.removeValue(forKey: id) }?.continuation.resume()
+        }
+    }
+
+    func waitForConnections(count: Int) async {
+        let id = self.makeID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = self.state.withLock { state -> Bool in
+                    if state.shuttingDown || Task.isCancelled || state.statistics.connectionsAccepted >= count {
+                        return true
+                    }
+                    state.connectionWaiters[id] = ConnectionWaiter(count: count, continuation: continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            self.state.withLock { $0.connectionWaiters.removeValue(forKey: id) }?.continuation.resume()
         }
     }
 

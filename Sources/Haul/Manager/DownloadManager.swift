@@ -269,7 +269,7 @@ public actor DownloadManager {
         try checkTLSSetup()
         var validated = try ValidatedRequest(request)
         try checkObjectStorage(validated)
-        clients.prepare(for: request.url)
+        clients.prepare(for: request.url, connecting: claimRoom(paused: paused) > 0)
         let paths = validated.paths
         identify(&validated.request)
         var request = validated.request
@@ -389,7 +389,8 @@ public actor DownloadManager {
         for request in requests {
             var validated = try ValidatedRequest(request, checkedDirectories: checkedDirectories)
             try checkObjectStorage(validated)
-            clients.prepare(for: request.url)
+            // The ones claimed at once start at once: their connection is opened meanwhile.
+            clients.prepare(for: request.url, connecting: made.count < room)
             identify(&validated.request)
             let request = validated.request
             let paths = validated.paths

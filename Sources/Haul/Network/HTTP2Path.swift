@@ -81,6 +81,9 @@ final class HTTP2Path: Sendable {
 
     private struct OriginState {
         var speaksHTTP1 = false
+        /// The connection that learned it, opened ahead of its request
+        /// (``preconnect(host:port:)``): kept for the first request to come.
+        var learned: (any Channel)?
         /// Whether ``onSpeaksHTTP2`` was told of the origin.
         var announcedHTTP2 = false
         var connections: [Int: Entry] = [:]
@@ -99,7 +102,13 @@ final class HTTP2Path: Sendable {
         mutating func placeWaiters() -> (placed: [(Waiter, Result<Acquired, any Error>)], open: Bool) {
             var placed: [(Waiter, Result<Acquired, any Error>)] = []
             if speaksHTTP1 {
-                placed = waiters.map { ($0, .success(.http1(nil))) }
+                // The first goes on the connection that learned it, if one is kept and open.
+                var learned = self.learned.flatMap { $0.isActive ? $0 : nil }
+                if !waiters.isEmpty { self.learned = nil }
+                placed = waiters.map { waiter in
+                    defer { learned = nil }
+                    return (waiter, .success(.http1(learned)))
+                }
                 waiters = []
                 return (placed, false)
             }
@@ -235,7 +244,8 @@ final class HTTP2Path: Sendable {
             let origins = state.origins.values
             state.origins = [:]
             return (
-                origins.flatMap { $0.connections.values.map(\.connection.channel) }, origins.flatMap(\.waiters)
+                origins.flatMap { $0.connections.values.map(\.connection.channel) } + origins.compactMap(\.learned),
+                origins.flatMap(\.waiters)
             )
         }
         for waiter in waiters { waiter.continuation.resume(throwing: Self.shutDownError) }
@@ -366,6 +376,26 @@ final class HTTP2Path: Sendable {
         }
     }
 
+    /// Opens a connection to `host` and `port` ahead of a request that is about to go
+    /// there, when the origin has none open or being opened and is not known to speak
+    /// HTTP/1.1 only: its handshake (two or three round trips to a far server) then runs
+    /// while the request is still being journaled, as a list of a thousand is. The request
+    /// takes it as it would one it opened; one nobody takes is closed after the idle
+    /// timeout, as any connection left idle. It counts towards the origin's connections
+    /// (``HTTP2Placement/maxConnections``) like any other.
+    func preconnect(host: String, port: Int) {
+        let origin = Origin(host: host, port: port, address: nil)
+        let open = state.withLockedValue { state -> Bool in
+            guard !state.shutDown else { return false }
+            var entry = state.origins[origin, default: OriginState()]
+            guard !entry.speaksHTTP1, entry.connections.isEmpty, entry.connecting == 0 else { return false }
+            entry.connecting += 1
+            state.origins[origin] = entry
+            return true
+        }
+        if open { connect(origin) }
+    }
+
     /// Starts making the TLS context, so that the first connection finds it made or under
     /// way: reading the system's trust roots takes milliseconds (about 4.5 ms for Debian's
     /// 140 authorities), which the first request of a short run would otherwise wait for.
@@ -471,6 +501,11 @@ final class HTTP2Path: Sendable {
     private func connected(_ origin: Origin, id: Int, result: Result<(channel: any Channel, limit: Int?), any Error>) {
         var resumes: [(Waiter, Result<Acquired, any Error>)] = []
         var announce = false
+        // The connection listed, to be closed after the idle timeout unless a stream is
+        // placed on it first (one opened ahead of its request, or whose request was
+        // cancelled meanwhile, may get none).
+        var listed: (connection: HTTP2Connection, generation: Int)?
+        var learnedAhead: (any Channel)?
         let orphan = state.withLockedValue { state -> (any Channel)? in
             guard !state.shutDown, var entry = state.origins[origin] else { return try? result.get().channel }
             defer { state.origins[origin] = entry }
@@ -480,15 +515,23 @@ final class HTTP2Path: Sendable {
                 // One that closed before it could be listed is not listed (its handler's
                 // `closed` found nothing to remove).
                 if channel.isActive {
-                    entry.connections[id] = Entry(
+                    var listing = Entry(
                         connection: HTTP2Connection(id: id, channel: channel),
                         placement: HTTP2Placement.Connection(id: id, active: 0, limit: limit))
+                    listing.idleGeneration = 1
+                    entry.connections[id] = listing
+                    listed = (listing.connection, listing.idleGeneration)
                     announce = !entry.announcedHTTP2
                     entry.announcedHTTP2 = true
                 }
             case .success(let (channel, nil)):
                 entry.speaksHTTP1 = true
-                guard !entry.waiters.isEmpty else { return channel }
+                guard !entry.waiters.isEmpty else {
+                    // Opened ahead of its request: kept for it, for the idle timeout at most.
+                    entry.learned = channel
+                    learnedAhead = channel
+                    return nil
+                }
                 resumes.append((entry.waiters.removeFirst(), .success(.http1(channel))))
             case .failure(let error):
                 guard !entry.connections.values.contains(where: \.placement.accepting) else {
@@ -505,6 +548,21 @@ final class HTTP2Path: Sendable {
         orphan?.close(promise: nil)
         for (waiter, result) in resumes { waiter.continuation.resume(with: result) }
         serve(origin)
+        if let (connection, generation) = listed {
+            connection.channel.eventLoop.scheduleTask(in: idleTimeout) { [weak self] in
+                self?.closeIfIdle(connection, of: origin, generation: generation)
+            }
+        }
+        if let channel = learnedAhead {
+            channel.eventLoop.scheduleTask(in: idleTimeout) { [weak self] in
+                let unused = self?.state.withLockedValue { state -> Bool in
+                    guard let learned = state.origins[origin]?.learned, learned === channel else { return false }
+                    state.origins[origin]?.learned = nil
+                    return true
+                }
+                if unused == true { channel.close(promise: nil) }
+            }
+        }
         if announce { onSpeaksHTTP2?(origin.host, origin.port) }
     }
 

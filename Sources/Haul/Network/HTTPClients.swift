@@ -79,10 +79,15 @@ final class HTTPClients: Sendable {
     }
 
     /// Starts making what a first request to `url` needs before it can connect, when that
-    /// takes long: the TLS context of the HTTP/2 path (see ``HTTP2Path/prepare()``).
-    func prepare(for url: URL) {
+    /// takes long: the TLS context of the HTTP/2 path (see ``HTTP2Path/prepare()``), and
+    /// when `connecting` (the request starts as soon as it is journaled), its connection
+    /// too (see ``HTTP2Path/preconnect(host:port:)``), if it goes there directly.
+    func prepare(for url: URL, connecting: Bool = false) {
         guard let http2, url.scheme?.lowercased() == "https", proxies.proxy(for: url) == nil else { return }
         http2.prepare()
+        // A forced address family resolves the name first (``route(for:)``): not ahead.
+        guard connecting, family == .any, let host = url.host, !host.isEmpty else { return }
+        http2.preconnect(host: host, port: url.port ?? 443)
     }
 
     /// The proxy a request to `url` goes through, if any.
