@@ -44,9 +44,12 @@ struct HTTP2Tests {
             await manager.shutdown()
 
             // Then both arrive whole, the large one fetched in ranges, and every request
-            // the server saw came over HTTP/2
-            #expect(first.retries == 0, "\(first.reasons)")
-            #expect(second.retries == 0, "\(second.reasons)")
+            // the server saw came over HTTP/2; none sent again, except a stream the server
+            // refused, which it did not process and which goes out again at once (Apache's
+            // mod_http2 refused one of the segments' streams in a CI run of the full
+            // suite: RFC 9113 lets a server refuse any stream)
+            #expect(first.reasons.filter { !$0.contains("did not process the request") } == [])
+            #expect(second.reasons.filter { !$0.contains("did not process the request") } == [])
             #expect(sha256(Self.contents(directory, "small.bin")) == sha256(small))
             #expect(sha256(Self.contents(directory, "large.bin")) == sha256(large))
             let entries = try await Self.logEntries(of: origin, atLeast: 2) { $0.path.hasPrefix("/h2/") }
