@@ -32,7 +32,9 @@ Options:
   -h, --help      show this help
 
 Environment: PREFIX, DESTDIR, SWIFT (the swift to build with, default: swift),
-HAUL_BUILD_PATH (the build directory, default: .build-install in the repository).
+HAUL_BUILD_PATH (the build directory, default: .build-install in the repository),
+HAUL_BUILD_CONFIGURATION (release, the default, or debug: for checking this script
+against an existing debug build, as CI does; not for use).
 EOF
 }
 
@@ -116,13 +118,26 @@ swift=${SWIFT:-swift}
 command -v "$swift" >/dev/null ||
     die "'$swift' not found: installing builds haul from source, which needs a Swift toolchain (https://swift.org/install)"
 build_path=${HAUL_BUILD_PATH:-$repo/.build-install}
-build_args=(-c release --scratch-path "$build_path" --static-swift-stdlib)
+configuration=${HAUL_BUILD_CONFIGURATION:-release}
+build_args=(-c "$configuration" --scratch-path "$build_path" --static-swift-stdlib)
+case $configuration in
+release) ;;
+debug)
+    # A debug build is not dead-stripped, so the linker pulls in parts of FoundationXML
+    # that need its C half (and libxml2) after that archive was already passed: name them
+    # again at the end. Package.swift's haulLinkerSettings leave --export-dynamic out of
+    # release builds only; leave it out here too. Only the link step changes: the objects
+    # of an existing debug build in the same directory are used as they are.
+    build_args+=(-Xlinker -l_CFXMLInterface -Xlinker -lxml2 -Xlinker --no-export-dynamic)
+    ;;
+*) die "HAUL_BUILD_CONFIGURATION is release or debug, not '$configuration'" ;;
+esac
 
 # SwiftPM's notes about files it does not handle in some dependencies are noise here.
 quiet() { grep -v -e 'found [0-9]* file(s) which are unhandled' -e 'swift-distributed-tracing/Sources/.*/CMakeLists.txt' || true; }
 
 started=$SECONDS
-note "Building haul (release, Swift runtime linked statically) in $build_path ..."
+note "Building haul ($configuration, Swift runtime linked statically) in $build_path ..."
 if ! "$swift" build "${build_args[@]}" --product haul 2>&1 | quiet; then
     die "swift build failed (see above)"
 fi

@@ -9,8 +9,10 @@
 #
 #     scripts/test-install.sh
 #
-# From clean, the release build takes 8 to 20 minutes on 2 cores, so swift test does not run
-# this; .ci/run does, after it.
+# From clean, the release build takes about 20 minutes on 2 cores, so swift test does not run
+# this. .ci/run does, after the tests, with HAUL_BUILD_CONFIGURATION=debug and
+# HAUL_BUILD_PATH=.build: the install of a debug build relinked with the runtime static, from
+# the objects the tests were built with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
