@@ -1,0 +1,114 @@
+/// MD4 (RFC 1320), the strong checksum zsync keeps per block.
+///
+/// zsync 0.6.2 confirms every candidate block whose rolling checksum matched with the first
+/// bytes of the block's MD4 (the control file's `Hash-Lengths` say how many). MD4 is broken
+/// as a cryptographic hash; here it only tells blocks apart, and the finished file is
+/// checked against the control file's SHA-1 (and SHA-256 where given) before it is used.
+/// swift-crypto has no MD4, so this is a plain implementation: blocks of 64 bytes, three
+/// rounds of sixteen steps, no allocation per block.
+package struct MD4: Sendable {
+    private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+    /// Bytes of a block not yet processed (fewer than 64), and how many of them there are.
+    private var buffer = [UInt8](repeating: 0, count: 64)
+    private var buffered = 0
+    private var length: UInt64 = 0
+
+    package init() {}
+
+    /// The MD4 of `bytes`.
+    package static func hash(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
+        var md4 = MD4()
+        md4.update(bytes)
+        return md4.finalize()
+    }
+
+    /// The MD4 of `bytes`.
+    package static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        let array = Array(bytes)
+        return array.withUnsafeBytes { hash($0) }
+    }
+
+    /// Adds `bytes` to the message.
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard !bytes.isEmpty else { return }
+        length &+= UInt64(bytes.count)
+        var offset = 0
+        if buffered > 0 {
+            let taken = min(64 - buffered, bytes.count)
+            for index in 0..<taken { buffer[buffered + index] = bytes[index] }
+            buffered += taken
+            offset = taken
+            guard buffered == 64 else { return }
+            buffer.withUnsafeBytes { compress($0.baseAddress!) }
+            buffered = 0
+        }
+        while bytes.count - offset >= 64 {
+            compress(bytes.baseAddress! + offset)
+            offset += 64
+        }
+        for index in offset..<bytes.count { buffer[index - offset] = bytes[index] }
+        buffered = bytes.count - offset
+    }
+
+    /// The 16-byte digest of the message so far (the message's padding and length added).
+    package mutating func finalize() -> [UInt8] {
+        let bits = length &* 8
+        var padding = [UInt8](repeating: 0, count: buffered < 56 ? 56 - buffered : 120 - buffered)
+        padding[0] = 0x80
+        withUnsafeBytes(of: bits.littleEndian) { lengthBytes in
+            padding.append(contentsOf: lengthBytes)
+        }
+        let kept = length
+        padding.withUnsafeBytes { update($0) }
+        length = kept
+        var digest: [UInt8] = []
+        digest.reserveCapacity(16)
+        for word in [state.0, state.1, state.2, state.3] {
+            withUnsafeBytes(of: word.littleEndian) { digest.append(contentsOf: $0) }
+        }
+        return digest
+    }
+
+    private mutating func compress(_ block: UnsafeRawPointer) {
+        var x = (
+            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),
+            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0)
+        )
+        withUnsafeMutableBytes(of: &x) { words in
+            words.copyMemory(from: UnsafeRawBufferPointer(start: block, count: 64))
+        }
+        withUnsafeMutableBytes(of: &x) { raw in
+            let words = raw.bindMemory(to: UInt32.self)
+            for index in 0..<16 { words[index] = UInt32(littleEndian: words[index]) }
+        }
+        var (a, b, c, d) = state
+        withUnsafeBytes(of: &x) { raw in
+            let w = raw.bindMemory(to: UInt32.self)
+            @inline(__always) func rotate(_ value: UInt32, _ shift: UInt32) -> UInt32 {
+                (value << shift) | (value >> (32 - shift))
+            }
+            // Round 1: F(x, y, z) = (x & y) | (~x & z).
+            for i in stride(from: 0, to: 16, by: 4) {
+                a = rotate(a &+ ((b & c) | (~b & d)) &+ w[i], 3)
+                d = rotate(d &+ ((a & b) | (~a & c)) &+ w[i + 1], 7)
+                c = rotate(c &+ ((d & a) | (~d & b)) &+ w[i + 2], 11)
+                b = rotate(b &+ ((c & d) | (~c & a)) &+ w[i + 3], 19)
+            }
+            // Round 2: G(x, y, z) = majority, + 0x5A827999.
+            for i in 0..<4 {
+                a = rotate(a &+ ((b & c) | (b & d) | (c & d)) &+ w[i] &+ 0x5a82_7999, 3)
+                d = rotate(d &+ ((a & b) | (a & c) | (b & c)) &+ w[i + 4] &+ 0x5a82_7999, 5)
+                c = rotate(c &+ ((d & a) | (d & b) | (a & b)) &+ w[i + 8] &+ 0x5a82_7999, 9)
+                b = rotate(b &+ ((c & d) | (c & a) | (d & a)) &+ w[i + 12] &+ 0x5a82_7999, 13)
+            }
+            // Round 3: H(x, y, z) = x ^ y ^ z, + 0x6ED9EBA1, words in bit-reversed order.
+            for i in [0, 2, 1, 3] {
+                a = rotate(a &+ (b ^ c ^ d) &+ w[i] &+ 0x6ed9_eba1, 3)
+                d = rotate(d &+ (a ^ b ^ c) &+ w[i + 8] &+ 0x6ed9_eba1, 9)
+                c = rotate(c &+ (d ^ a ^ b) &+ w[i + 4] &+ 0x6ed9_eba1, 11)
+                b = rotate(b &+ (c ^ d ^ a) &+ w[i + 12] &+ 0x6ed9_eba1, 15)
+            }
+        }
+        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
+    }
+}
