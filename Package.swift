@@ -207,6 +207,14 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             path: "Benchmarks/WorkerBenchmark",
             swiftSettings: swiftSettings
         ))
+    package.products.append(.executable(name: "haul-zsync-scan", targets: ["ZsyncScan"]))
+    package.targets.append(
+        .executableTarget(
+            name: "ZsyncScan",
+            dependencies: ["Haul"],
+            path: "Benchmarks/ZsyncScan",
+            swiftSettings: swiftSettings
+        ))
     package.products.append(.executable(name: "haul-client-baseline", targets: ["ClientBaseline"]))
     package.targets.append(
         .executableTarget(

@@ -198,6 +198,65 @@ struct ZsyncTests {
             if !rsumRight || !md4Right { wrong.append(block) }
         }
         #expect(wrong.isEmpty, "blocks whose sums differ from zsyncmake's: \(wrong)")
+        // And the file Haul writes for the same target and headers is zsyncmake's, byte for byte.
+        let written = target.withUnsafeBytes {
+            ZsyncControl.describing(
+                $0, blockSize: 1024, sequenceMatches: control.sequenceMatches, rsumBytes: control.rsumBytes,
+                checksumBytes: control.checksumBytes, filename: control.filename,
+                modificationTime: control.modificationTime, urls: control.urls)
+        }
+        #expect(written == control)
+        #expect(written.encoded() == Array(try Data(contentsOf: output)))
+    }
+
+    @Test func aControlFileWithSHA256ReadsBackAndNamesItSafe() throws {
+        let target = Self.bytes(count: 5000, seed: 61)
+        let control = target.withUnsafeBytes {
+            ZsyncControl.describing(
+                $0, blockSize: 2048, sequenceMatches: 2, rsumBytes: 2, checksumBytes: 3, filename: "t.bin",
+                modificationTime: nil, urls: ["t.bin", "https://mirror.example/t.bin"], sha256: true)
+        }
+        let bytes = control.encoded()
+        #expect(String(decoding: bytes.prefix(40), as: UTF8.self).hasPrefix("zsync: 0.6.2\nSafe: SHA-256\n"))
+        let read = try ZsyncControl.parse(bytes)
+        #expect(read == control)
+        #expect(read.sha256 == Array(SHA256.hash(data: target)))
+    }
+
+    /// Debian's zsync 0.6.2 client builds the target from a control file Haul wrote (with
+    /// its SHA-256 header, which that client does not know and reads as Safe), an old version
+    /// as its seed and nginx serving the target's missing blocks by multi-range requests.
+    @Test func zsyncsOwnClientReadsAControlFileHaulWrote() async throws {
+        let zsync = "/usr/bin/zsync"
+        guard FileManager.default.isExecutableFile(atPath: zsync), NginxServer.isAvailable else {
+            print("skipped: needs zsync and nginx (Debian's zsync and nginx packages; .ci/run installs them)")
+            return
+        }
+        let old = Self.bytes(count: 300_000, seed: 71)
+        var target = Array(old[..<100_000]) + Self.bytes(count: 333, seed: 72) + Array(old[100_000...])
+        target.replaceSubrange(250_000..<254_000, with: Self.bytes(count: 4000, seed: 73))
+        let control = target.withUnsafeBytes {
+            ZsyncControl.describing(
+                $0, blockSize: 2048, sequenceMatches: 2, rsumBytes: 3, checksumBytes: 5, filename: "t.bin",
+                modificationTime: nil, urls: ["t.bin"], sha256: true)
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("zsync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let seed = directory.appendingPathComponent("old.bin")
+        try Data(old).write(to: seed)
+        let output = directory.appendingPathComponent("t.bin")
+        try await NginxServer.with { nginx in
+            try nginx.write(target, at: "/z/t.bin", modified: Date())
+            try nginx.write(control.encoded(), at: "/z/t.bin.zsync", modified: Date())
+            let run = try await ChildProcess.run(
+                zsync,
+                arguments: ["-q", "-i", seed.path, "-o", output.path, nginx.url("/z/t.bin.zsync").absoluteString],
+                environment: ["PATH": "/usr/bin:/bin", "HOME": directory.path], timeLimit: .seconds(60),
+                mergingErrors: true)
+            #expect(run.termination.code == 0, "zsync: \(String(decoding: run.output, as: UTF8.self))")
+        }
+        #expect(Array(try Data(contentsOf: output)) == target)
     }
 
     // MARK: - Matching a seed
@@ -252,6 +311,29 @@ struct ZsyncTests {
         #expect(Self.rebuild(target, seed: old, matcher) == target)
         let missing = matcher.missingRanges().reduce(0) { $0 + $1.count }
         #expect(missing < 10 * size, "fetched \(missing) bytes of \(target.count)")
+    }
+
+    /// Scanned in parts by matchers of their own (as threads scan a large seed), then
+    /// merged: the same blocks as one scan of the whole.
+    @Test(arguments: [1, 2])
+    func partsScannedApartAndMergedFindWhatOneScanFinds(sequenceMatches: Int) throws {
+        let old = Self.bytes(count: 120_000, seed: 51)
+        var target = Array(old[..<30_000]) + Self.bytes(count: 77, seed: 52) + Array(old[30_000...])
+        target.replaceSubrange(90_000..<90_500, with: Self.bytes(count: 500, seed: 53))
+        let control = try ZsyncControl.parse(
+            Self.controlFile(of: target, blockSize: 1024, hashLengths: (sequenceMatches, 3, 4)))
+        var whole = BlockMatcher(control)
+        old.withUnsafeBytes { _ = whole.scan($0) }
+        var merged = BlockMatcher(control)
+        for part in [0..<40_000, 40_000..<80_000, 80_000..<120_000] {
+            var matcher = BlockMatcher(control)
+            old.withUnsafeBytes { _ = matcher.scan($0, windows: part) }
+            merged.merge(matcher)
+        }
+        let found = { (matcher: BlockMatcher) in Set(matcher.found.indices.filter { matcher.found[$0] != nil }) }
+        #expect(found(merged) == found(whole))
+        #expect(merged.foundCount == whole.foundCount)
+        #expect(Self.rebuild(target, seed: old, merged) == target)
     }
 
     @Test func aBlockTheTargetHoldsTwiceIsFoundOnceForBoth() throws {

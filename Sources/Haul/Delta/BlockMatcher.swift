@@ -20,34 +20,40 @@ package struct BlockMatcher: Sendable {
     package private(set) var foundCount = 0
 
     /// The table's blocks by stored rolling checksum: `heads[bucket]` is the first block of
-    /// a chain, `next[block]` the one after it (-1 ends it). No allocation per lookup.
+    /// a chain, `next[block]` the one after it (-1 ends it). A bit per eighth of a bucket
+    /// (`filter`) answers most lookups (nearly every offset of a seed misses) from a table
+    /// an eighth the size. No allocation per lookup.
     private let heads: [Int32]
     private let next: [Int32]
-    private let bucketShift: UInt32
+    private let filter: [UInt64]
+    private let bucketBits: UInt32
 
     package init(_ control: ZsyncControl) {
         self.control = control
         let count = control.table.count
         found = [Int64?](repeating: nil, count: count)
         var bits: UInt32 = 4
-        while (1 << bits) < 2 * count, bits < 30 { bits += 1 }
-        bucketShift = 32 - bits
+        while (1 << bits) < 2 * count, bits < 28 { bits += 1 }
+        bucketBits = bits
         var heads = [Int32](repeating: -1, count: 1 << bits)
         var next = [Int32](repeating: -1, count: count)
+        var filter = [UInt64](repeating: 0, count: max(1, (1 << (bits + 3)) / 64))
         // In reverse, so that each chain lists its blocks in the file's order.
         for block in stride(from: count - 1, through: 0, by: -1) {
-            let bucket = Int(Self.hash(control.table.rsums[block], shift: bucketShift))
+            let hash = Self.hash(control.table.rsums[block])
+            let bucket = Int(hash >> (32 - bits))
             next[block] = heads[bucket]
             heads[bucket] = Int32(block)
+            let bit = Int(hash >> (32 - bits - 3))
+            filter[bit >> 6] |= 1 << UInt64(bit & 63)
         }
         self.heads = heads
         self.next = next
+        self.filter = filter
     }
 
     @inline(__always)
-    private static func hash(_ key: UInt32, shift: UInt32) -> UInt32 {
-        (key &* 0x9e37_79b1) >> shift
-    }
+    private static func hash(_ key: UInt32) -> UInt32 { key &* 0x9e37_79b1 }
 
     /// Whether every block of the target has been found.
     package var isComplete: Bool { foundCount == found.count }
@@ -59,65 +65,114 @@ package struct BlockMatcher: Sendable {
     /// gives its last block too.
     @discardableResult
     package mutating func scan(_ seed: UnsafeRawBufferPointer) -> Int {
+        scan(seed, windows: 0..<seed.count)
+    }
+
+    /// Scans the windows of `seed` that start in `windows` (each `blockSize` bytes, read
+    /// past the range's end as far as the seed goes): a part of a seed, for scanning one
+    /// on several threads, each with a matcher of its own (``merge(_:)`` joins them).
+    @discardableResult
+    package mutating func scan(_ seed: UnsafeRawBufferPointer, windows: Range<Int>) -> Int {
         let size = control.blockSize
         let count = seed.count
-        guard count > 0, !found.isEmpty, !isComplete else { return 0 }
+        let windows = windows.clamped(to: 0..<count)
+        guard !windows.isEmpty, !found.isEmpty, !isComplete, let base = seed.baseAddress else { return 0 }
+        let bytes = base.assumingMemoryBound(to: UInt8.self)
         let mask = control.rsumMask
-        let blocks = control.table.count
-        let pairs = control.sequenceMatches == 2
         let before = foundCount
-        @inline(__always) func byte(_ index: Int) -> UInt8 { index < count ? seed[index] : 0 }
-
-        var position = 0
-        var rsum = Self.checksum(seed, at: 0, size: size)
-        while position < count {
-            var matched = false
-            var window: [UInt8]?  // the MD4 prefix of the window at `position`, once needed
-            var following: RollingChecksum?
-            var followingMD4: [UInt8]?
-            var candidate = heads[Int(Self.hash(rsum.value & mask, shift: bucketShift))]
-            while candidate >= 0 {
-                let block = Int(candidate)
-                candidate = next[block]
-                let hasNext = pairs && block + 1 < blocks
-                // A found block is still worth a look when its follower is not: a pair that
-                // matches here gives the follower (the block before a change is found so).
-                guard found[block] == nil || (hasNext && found[block + 1] == nil),
-                    control.table.rsums[block] == rsum.value & mask
-                else { continue }
-                if hasNext {
-                    if following == nil { following = Self.checksum(seed, at: position + size, size: size) }
-                    guard control.table.rsums[block + 1] == following!.value & mask else { continue }
-                }
-                if window == nil { window = Self.md4(seed, at: position, size: size) }
-                guard window![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block)) else { continue }
-                if hasNext {
-                    if followingMD4 == nil { followingMD4 = Self.md4(seed, at: position + size, size: size) }
-                    guard followingMD4![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block + 1))
-                    else { continue }
-                    if found[block + 1] == nil {
-                        found[block + 1] = Int64(position + size)
-                        foundCount += 1
+        let bits = bucketBits
+        // The offsets where a window still lies wholly in the seed: rolled without checks.
+        let inside = count - size
+        let filter = self.filter
+        filter.withUnsafeBufferPointer { filter in
+            var position = windows.lowerBound
+            var rsum = Self.checksum(seed, at: position, size: size)
+            // The MD4 of the window at `position`, when a match just before computed it.
+            var carried: [UInt8]?
+            while position < windows.upperBound {
+                let hash = Self.hash(rsum.value & mask)
+                let bit = Int(hash >> (32 - bits - 3))
+                if filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0 {
+                    let match = verify(seed, at: position, rsum: rsum, bucket: Int(hash >> (32 - bits)), md4: carried)
+                    if match.matched {
+                        if isComplete { return }
+                        // zsync moves past a matched block rather than through it; the next
+                        // window's sums, when a pair's check computed them, are not computed again.
+                        position += size
+                        guard position < windows.upperBound else { return }
+                        rsum = match.following ?? Self.checksum(seed, at: position, size: size)
+                        carried = match.followingMD4
+                        continue
                     }
                 }
-                if found[block] == nil {
-                    found[block] = Int64(position)
-                    foundCount += 1
+                carried = nil
+                if position < inside {
+                    rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
+                } else {
+                    rsum.roll(out: bytes[position], in: position + size < count ? bytes[position + size] : 0, blockSize: size)
                 }
-                matched = true
-            }
-            if matched {
-                if isComplete { break }
-                // zsync moves past a matched block rather than through it.
-                position += size
-                guard position < count else { break }
-                rsum = Self.checksum(seed, at: position, size: size)
-            } else {
-                rsum.roll(out: byte(position), in: byte(position + size), blockSize: size)
                 position += 1
             }
         }
         return foundCount - before
+    }
+
+    /// Looks up the window at `position` among the blocks of `bucket` (`md4`: the window's
+    /// MD4, if known); records every block it is (and, with pairs, the next block's window as
+    /// the following block). Returns whether it matched one, and the next window's sums
+    /// where it computed them.
+    private mutating func verify(
+        _ seed: UnsafeRawBufferPointer, at position: Int, rsum: RollingChecksum, bucket: Int, md4: [UInt8]?
+    ) -> (matched: Bool, following: RollingChecksum?, followingMD4: [UInt8]?) {
+        let size = control.blockSize
+        let key = rsum.value & control.rsumMask
+        let blocks = control.table.count
+        let pairs = control.sequenceMatches == 2
+        var matched = false
+        var window = md4  // the MD4 of the window at `position`, once needed
+        var following: RollingChecksum?
+        var followingMD4: [UInt8]?
+        var candidate = heads[bucket]
+        while candidate >= 0 {
+            let block = Int(candidate)
+            candidate = next[block]
+            let hasNext = pairs && block + 1 < blocks
+            // A found block is still worth a look when its follower is not: a pair that
+            // matches here gives the follower (the block before a change is found so).
+            guard found[block] == nil || (hasNext && found[block + 1] == nil), control.table.rsums[block] == key
+            else { continue }
+            if hasNext {
+                if following == nil { following = Self.checksum(seed, at: position + size, size: size) }
+                guard control.table.rsums[block + 1] == following!.value & control.rsumMask else { continue }
+            }
+            if window == nil { window = Self.md4(seed, at: position, size: size) }
+            guard window![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block)) else { continue }
+            if hasNext {
+                if followingMD4 == nil { followingMD4 = Self.md4(seed, at: position + size, size: size) }
+                guard followingMD4![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block + 1))
+                else { continue }
+                record(block + 1, at: Int64(position + size))
+            }
+            record(block, at: Int64(position))
+            matched = true
+        }
+        return (matched, following, followingMD4)
+    }
+
+    private mutating func record(_ block: Int, at offset: Int64) {
+        guard found[block] == nil else { return }
+        found[block] = offset
+        foundCount += 1
+    }
+
+    /// Takes the blocks `other` found (a matcher of the same control file that scanned
+    /// another part of the seed) that this one has not: where both found one, this one's
+    /// offset stays.
+    package mutating func merge(_ other: BlockMatcher) {
+        precondition(other.found.count == found.count, "matchers of different control files")
+        for (block, offset) in other.found.enumerated() {
+            if let offset { record(block, at: offset) }
+        }
     }
 
     /// The byte ranges of the target still missing, consecutive blocks merged, the last one

@@ -1,3 +1,5 @@
+import Crypto
+
 /// A zsync control file (`FILE.zsync`), as zsyncmake 0.6.2 writes it: a header of
 /// `Name: value` lines, an empty line, then a table with one entry per block of the target
 /// file.
@@ -210,5 +212,73 @@ extension StringProtocol {
             return ""
         }
         return String(self[first...last])
+    }
+}
+
+extension ZsyncControl {
+    /// The control file of `target`, as zsyncmake 0.6.2 makes one: its block table (the last
+    /// block padded with zeros), its length and SHA-1, and the headers given. With
+    /// `sha256`, a `SHA-256` header too, named in `Safe:` so that zsync 0.6.2, which does
+    /// not know it, still reads the file.
+    package static func describing(
+        _ target: UnsafeRawBufferPointer, blockSize: Int, sequenceMatches: Int, rsumBytes: Int, checksumBytes: Int,
+        filename: String?, modificationTime: String?, urls: [String], sha256: Bool = false
+    ) -> ZsyncControl {
+        let length = target.count
+        let blocks = blockCount(length: Int64(length), blockSize: blockSize)
+        let mask = RollingChecksum.mask(bytes: rsumBytes)
+        var rsums = [UInt32](repeating: 0, count: blocks)
+        var checksums = [UInt8]()
+        checksums.reserveCapacity(blocks * checksumBytes)
+        var last = [UInt8](repeating: 0, count: blockSize)
+        for block in 0..<blocks {
+            let start = block * blockSize
+            let end = min(start + blockSize, length)
+            let digest: [UInt8]
+            if end - start == blockSize {
+                let bytes = UnsafeRawBufferPointer(rebasing: target[start..<end])
+                rsums[block] = RollingChecksum(bytes).value & mask
+                digest = MD4.hash(bytes)
+            } else {
+                for index in start..<end { last[index - start] = target[index] }
+                rsums[block] = RollingChecksum(last).value & mask
+                digest = MD4.hash(last)
+            }
+            checksums += digest[..<checksumBytes]
+        }
+        return ZsyncControl(
+            version: "0.6.2", filename: filename, modificationTime: modificationTime, blockSize: blockSize,
+            length: Int64(length), sequenceMatches: sequenceMatches, rsumBytes: rsumBytes,
+            checksumBytes: checksumBytes, urls: urls, compressedURLs: [],
+            sha1: Array(Insecure.SHA1.hash(data: target)), sha256: sha256 ? Array(SHA256.hash(data: target)) : nil,
+            table: Table(rsums: rsums, checksums: checksums, checksumBytes: checksumBytes))
+    }
+
+    /// The file's bytes, in the order zsyncmake 0.6.2 writes its headers.
+    package func encoded() -> [UInt8] {
+        func hex(_ bytes: [UInt8]) -> String {
+            let digits = Array("0123456789abcdef".utf8)
+            return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
+        }
+        var text = "zsync: \(version)\n"
+        if sha256 != nil { text += "Safe: SHA-256\n" }
+        if let filename { text += "Filename: \(filename)\n" }
+        if let modificationTime { text += "MTime: \(modificationTime)\n" }
+        text += "Blocksize: \(blockSize)\nLength: \(length)\n"
+        text += "Hash-Lengths: \(sequenceMatches),\(rsumBytes),\(checksumBytes)\n"
+        for url in urls { text += "URL: \(url)\n" }
+        if let sha1 { text += "SHA-1: \(hex(sha1))\n" }
+        if let sha256 { text += "SHA-256: \(hex(sha256))\n" }
+        text += "\n"
+        var bytes = Array(text.utf8)
+        bytes.reserveCapacity(bytes.count + table.count * (rsumBytes + checksumBytes))
+        for block in 0..<table.count {
+            let rsum = table.rsums[block]
+            for index in stride(from: rsumBytes - 1, through: 0, by: -1) {
+                bytes.append(UInt8(truncatingIfNeeded: rsum >> (8 * UInt32(index))))
+            }
+            bytes += table.checksum(of: block)
+        }
+        return bytes
     }
 }
