@@ -47,6 +47,12 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         self.hex = lowered
     }
 
+    /// The checksum of a digest just computed (`digest`: the hash function's output).
+    package init(_ algorithm: Algorithm, digest: some Sequence<UInt8>) {
+        self.algorithm = algorithm
+        self.hex = Hex.lowercase(digest)
+    }
+
     /// Parses `ALGORITHM=HEX`, for example `sha-256=9f86d0…`.
     ///
     /// - Throws: ``DownloadError/Code/invalidRequest`` naming what is wrong.

@@ -46,10 +46,10 @@ package struct ZsyncControl: Sendable, Equatable {
     /// Every `Z-URL` line (a gzip-compressed copy of the target, not supported).
     package var compressedURLs: [String]
     /// `SHA-1` of the whole target.
-    package var sha1: [UInt8]?
+    package var sha1: Checksum?
     /// `SHA-256` of the whole target, where the file gives one (zsyncmake does not; Haul's
     /// publisher does, and names it in `Safe:` so that zsync 0.6.2 accepts the file).
-    package var sha256: [UInt8]?
+    package var sha256: Checksum?
     /// The block table, one masked rolling checksum and one checksum prefix per block.
     package var table: Table
 
@@ -149,15 +149,16 @@ package struct ZsyncControl: Sendable, Equatable {
         else {
             throw invalid("Hash-Lengths '\(one("Hash-Lengths") ?? "")' is not 'seq_matches (1-2),rsum bytes (1-4),checksum bytes (3-16)'")
         }
-        func digest(_ name: String, bytes count: Int) throws(DownloadError) -> [UInt8]? {
+        func digest(_ name: String, _ algorithm: Checksum.Algorithm) throws(DownloadError) -> Checksum? {
             guard let text = one(name) else { return nil }
-            guard let digest = hexBytes(text), digest.count == count else {
-                throw invalid("\(name) '\(text)' is not \(count * 2) hexadecimal digits")
+            do {
+                return try Checksum(algorithm, hex: text)
+            } catch {
+                throw invalid("\(name) '\(text)' is not \(algorithm.hexLength) hexadecimal digits")
             }
-            return digest
         }
-        let sha1 = try digest("SHA-1", bytes: 20)
-        let sha256 = try digest("SHA-256", bytes: 32)
+        let sha1 = try digest("SHA-1", .sha1)
+        let sha256 = try digest("SHA-256", .sha256)
 
         let blocks = blockCount(length: length, blockSize: blockSize)
         let entry = rsumBytes + checksumBytes
@@ -180,27 +181,6 @@ package struct ZsyncControl: Sendable, Equatable {
             length: length, sequenceMatches: sequence, rsumBytes: rsumBytes, checksumBytes: checksumBytes,
             urls: all("URL"), compressedURLs: all("Z-URL"), sha1: sha1, sha256: sha256,
             table: Table(rsums: rsums, checksums: checksums, checksumBytes: checksumBytes))
-    }
-
-    /// The bytes of a hexadecimal string, or `nil` when it is not one.
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        func nibble(_ digit: UInt8) -> UInt8? {
-            switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
     }
 }
 
@@ -250,16 +230,13 @@ extension ZsyncControl {
             version: "0.6.2", filename: filename, modificationTime: modificationTime, blockSize: blockSize,
             length: Int64(length), sequenceMatches: sequenceMatches, rsumBytes: rsumBytes,
             checksumBytes: checksumBytes, urls: urls, compressedURLs: [],
-            sha1: Array(Insecure.SHA1.hash(data: target)), sha256: sha256 ? Array(SHA256.hash(data: target)) : nil,
+            sha1: Checksum(.sha1, digest: Insecure.SHA1.hash(data: target)),
+            sha256: sha256 ? Checksum(.sha256, digest: SHA256.hash(data: target)) : nil,
             table: Table(rsums: rsums, checksums: checksums, checksumBytes: checksumBytes))
     }
 
     /// The file's bytes, in the order zsyncmake 0.6.2 writes its headers.
     package func encoded() -> [UInt8] {
-        func hex(_ bytes: [UInt8]) -> String {
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] }, as: UTF8.self)
-        }
         var text = "zsync: \(version)\n"
         if sha256 != nil { text += "Safe: SHA-256\n" }
         if let filename { text += "Filename: \(filename)\n" }
@@ -267,8 +244,8 @@ extension ZsyncControl {
         text += "Blocksize: \(blockSize)\nLength: \(length)\n"
         text += "Hash-Lengths: \(sequenceMatches),\(rsumBytes),\(checksumBytes)\n"
         for url in urls { text += "URL: \(url)\n" }
-        if let sha1 { text += "SHA-1: \(hex(sha1))\n" }
-        if let sha256 { text += "SHA-256: \(hex(sha256))\n" }
+        if let sha1 { text += "SHA-1: \(sha1.hex)\n" }
+        if let sha256 { text += "SHA-256: \(sha256.hex)\n" }
         text += "\n"
         var bytes = Array(text.utf8)
         bytes.reserveCapacity(bytes.count + table.count * (rsumBytes + checksumBytes))
