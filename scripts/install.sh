@@ -123,12 +123,17 @@ build_args=(-c "$configuration" --scratch-path "$build_path" --static-swift-stdl
 case $configuration in
 release) ;;
 debug)
-    # A debug build is not dead-stripped, so the linker pulls in parts of FoundationXML
-    # that need its C half (and libxml2) after that archive was already passed: name them
+    # A debug build is not dead-stripped, so the linker (gold, which reads each archive
+    # once, in order) pulls in parts of FoundationXML and FoundationInternationalization
+    # that need archives it has already passed: their C halves, ICU and libxml2. Name them
     # again at the end. Package.swift's haulLinkerSettings leave --export-dynamic out of
-    # release builds only; leave it out here too. Only the link step changes: the objects
-    # of an existing debug build in the same directory are used as they are.
-    build_args+=(-Xlinker -l_CFXMLInterface -Xlinker -lxml2 -Xlinker --no-export-dynamic)
+    # release builds only; leave it out here too. The objects of an existing debug build
+    # in the same directory are used, the few that depend on the runtime's linking
+    # compiled again.
+    build_args+=(
+        -Xlinker -l_CFXMLInterface -Xlinker -lxml2 -Xlinker -l_FoundationICU -Xlinker -l_FoundationCollections
+        -Xlinker --no-export-dynamic
+    )
     ;;
 *) die "HAUL_BUILD_CONFIGURATION is release or debug, not '$configuration'" ;;
 esac
