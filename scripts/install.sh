@@ -124,16 +124,18 @@ case $configuration in
 release) ;;
 debug)
     # A debug build is not dead-stripped, so the linker (gold, which reads each archive
-    # once, in order) pulls in parts of FoundationXML and FoundationInternationalization
-    # that need archives it has already passed: their C halves, ICU and libxml2. Name them
-    # again at the end. Package.swift's haulLinkerSettings leave --export-dynamic out of
-    # release builds only; leave it out here too. The objects of an existing debug build
-    # in the same directory are used, the few that depend on the runtime's linking
-    # compiled again.
-    build_args+=(
-        -Xlinker -l_CFXMLInterface -Xlinker -lxml2 -Xlinker -l_FoundationICU -Xlinker -l_FoundationCollections
-        -Xlinker --no-export-dynamic
-    )
+    # once, in order) pulls in parts of Foundation's static archives that need archives it
+    # has already passed (their C halves, ICU, libxml2). Name the whole family again at the
+    # end as a group, which gold reads until nothing more resolves. Package.swift's
+    # haulLinkerSettings leave --export-dynamic out of release builds only; leave it out
+    # here too. The objects of an existing debug build in the same directory are used, the
+    # few that depend on the runtime's linking compiled again.
+    build_args+=(-Xlinker --start-group)
+    for library in Foundation FoundationEssentials FoundationInternationalization FoundationXML CoreFoundation \
+        _CFXMLInterface _FoundationCShims _FoundationCollections _FoundationICU xml2; do
+        build_args+=(-Xlinker "-l$library")
+    done
+    build_args+=(-Xlinker --end-group -Xlinker --no-export-dynamic)
     ;;
 *) die "HAUL_BUILD_CONFIGURATION is release or debug, not '$configuration'" ;;
 esac
