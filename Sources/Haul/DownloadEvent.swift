@@ -19,6 +19,9 @@ public enum DownloadEvent: Sendable {
     /// ``DownloadRequest/mirrors``) failed, or answered with other content, and is no longer
     /// used in this run: the download goes on from the others, keeping its partial file.
     case sourceDropped(URL, reason: DownloadError)
+    /// A delta download (``DownloadRequest/delta``) scanned its seeds and wrote what they
+    /// hold into its partial file: what is left to fetch, and what was reused.
+    case deltaPrepared(DeltaReport)
     /// The download was paused; its partial file is kept.
     case paused
     /// The download's host cannot be reached and a probe failed too: the download waits,

@@ -106,6 +106,14 @@ public struct DownloadRequest: Sendable {
     /// lower (``DownloadManager/Configuration/maxConnectionsPerHost``) clamps it; the
     /// default cap does not.
     public var connections: Int?
+    /// A zsync control file to build the content from the blocks files on disk already
+    /// hold, fetching only the rest (see ``DeltaSource``); `nil` (the default) for an
+    /// ordinary download. Only for file destinations.
+    ///
+    /// It is used before the download's first request, while nothing of it is on disk; a
+    /// journal does not keep it, so a download restored from one after its scan stopped
+    /// midway fetches every byte.
+    public var delta: DeltaSource?
 
     /// Creates a request.
     public init(

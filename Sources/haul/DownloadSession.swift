@@ -341,7 +341,7 @@ struct Tally: Sendable {
         case .cancelled(let reason):
             failures.add(id: id, message: "cancelled (\(reason.rawValue))")
             paused.remove(id)
-        case .retrying, .sourceDropped, .networkLost, .networkRestored:
+        case .retrying, .sourceDropped, .networkLost, .networkRestored, .deltaPrepared:
             break
         }
         if managerEvent.event.isTerminal, let moved = moving.removeValue(forKey: id) {

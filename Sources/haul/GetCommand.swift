@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
 
     @Argument(
         help: ArgumentHelp(
-            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests.",
+            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync).",
             valueName: "url"))
     var urls: [String] = []
 
@@ -43,6 +43,20 @@ struct Get: AsyncParsableCommand {
             "A Metalink 4 document to fetch from a server, then download every file it names.",
             valueName: "url"))
     var metalinkURLs: [String] = []
+
+    @Option(
+        name: .customLong("zsync"),
+        help: ArgumentHelp(
+            "A zsync control file to fetch from a server: its target is built from the blocks local files hold (the file already at the destination, --seed files), and only the rest is fetched. (A URL ending in .zsync is taken as one too.)",
+            valueName: "url"))
+    var zsyncURLs: [String] = []
+
+    @Option(
+        name: .customLong("seed"),
+        help: ArgumentHelp(
+            "A local file that may hold blocks of a zsync target (an older version, a partial copy).",
+            valueName: "file"))
+    var seeds: [String] = []
 
     @Option(
         name: .customLong("metalink-location"),
@@ -132,7 +146,14 @@ struct Get: AsyncParsableCommand {
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
     /// The backend and the checked downloads, once `validate()` has run.
-    @Derived var plan: (backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], rules: EntryScan.Rules)?
+    @Derived var plan:
+        (backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], zsync: ZsyncPlan, rules: EntryScan.Rules)?
+
+    /// The zsync control files to fetch, and the seeds their targets are built from.
+    struct ZsyncPlan {
+        var urls: [URL]
+        var seeds: [URL]
+    }
 
     mutating func validate() throws {
         let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
@@ -160,7 +181,9 @@ struct Get: AsyncParsableCommand {
             }
         }
         let input = inputFile.map(InputSource.init)
-        let plainURLs = urls.filter { !MetalinkEntries.isMetalinkFile($0) }
+        let plainURLs = urls.filter { !MetalinkEntries.isMetalinkFile($0) && !ZsyncEntries.isControlURL($0) }
+        let zsync = try zsyncPlan()
+        try backend.permit(.init(delta: !zsync.urls.isEmpty))
         var metalinkEntries: [InputEntry] = []
         for path in urls where MetalinkEntries.isMetalinkFile(path) {
             metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
@@ -175,7 +198,8 @@ struct Get: AsyncParsableCommand {
         let rules = backend.entryRules(output: output, checksum: checksum, mirrors: mirrors, headers: headers)
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
-            urls: plainURLs, extra: metalinkEntries, input: input, rules: rules, more: !metalinkURLs.isEmpty)
+            urls: plainURLs, extra: metalinkEntries, input: input, rules: rules,
+            more: !metalinkURLs.isEmpty || !zsync.urls.isEmpty)
         var batch = GetBatch(
             urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
             output: output, checksum: checksum, mirrors: mirrors,
@@ -185,12 +209,30 @@ struct Get: AsyncParsableCommand {
         batch.object = object
         batch.run.hooks = hookOptions.$hooks
         if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
-        plan = (backend, batch, metalinkURLs, rules)
+        plan = (backend, batch, metalinkURLs, zsync, rules)
     }
 
     mutating func run() async throws {
-        var (backend, batch, metalinkURLs, rules) = $plan
-        if !metalinkURLs.isEmpty {
+        var (backend, batch, metalinkURLs, zsync, rules) = $plan
+        for url in zsync.urls {
+            // Fetched now, and checked with the others before anything starts.
+            let fetched: (Data, URL)
+            do {
+                fetched = try await ZsyncEntries.fetch(
+                    url, configuration: batch.run.configuration, headers: batch.headers,
+                    secretHeaders: batch.secretHeaders)
+            } catch {
+                Console.err("haul: --zsync \(url.absoluteString): \(error)\n")
+                throw ExitCode.failure
+            }
+            do {
+                batch.extra.append(try ZsyncEntries.entry(of: fetched.0, at: fetched.1, seeds: zsync.seeds))
+            } catch {
+                Console.err("haul: \(error)\n")
+                throw ExitCode.validationFailure
+            }
+        }
+        if !metalinkURLs.isEmpty || !zsync.urls.isEmpty {
             // Fetched now, and checked as the others were before anything starts.
             for url in metalinkURLs {
                 let data: Data
@@ -222,6 +264,31 @@ struct Get: AsyncParsableCommand {
     }
 
     // MARK: - Validation
+
+    /// The control files (`URL.zsync` arguments and `--zsync`) and `--seed` files, checked:
+    /// each seed must be a readable regular file.
+    private func zsyncPlan() throws -> ZsyncPlan {
+        let urls = try (self.urls.filter(ZsyncEntries.isControlURL) + zsyncURLs).map { text in
+            do throws(InputError) {
+                return try InputFile.httpURL(text)
+            } catch {
+                throw ValidationError("--zsync: \(error.description)")
+            }
+        }
+        if !seeds.isEmpty, urls.isEmpty {
+            throw ValidationError("--seed is for delta downloads: give a URL ending in .zsync, or --zsync URL.")
+        }
+        let seeds = try self.seeds.map { path in
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isReadableFile(atPath: path)
+            else {
+                throw ValidationError("--seed \(path): no such readable file.")
+            }
+            return URL(fileURLWithPath: path).standardizedFileURL
+        }
+        return ZsyncPlan(urls: urls, seeds: seeds)
+    }
 
     private func parsedChecksum() throws -> Checksum? {
         guard let checksum else { return nil }

@@ -23,6 +23,8 @@ struct InputEntry: Sendable {
     var expectedSize: Int64?
     /// The digests of its pieces (a Metalink file's).
     var pieces: PieceChecksums?
+    /// The zsync control file it is built from, with its seeds (`URL.zsync`, `--zsync`).
+    var delta: DeltaSource?
 
     /// Whether ``name`` is a path below the output directory (a Metalink file's name
     /// with folders), not a plain file name.

@@ -49,17 +49,6 @@ enum MetalinkEntries {
     /// Fetches the Metalink document at `url` (into memory, at most 16 MiB) with the
     /// command's network settings.
     static func fetch(_ url: URL, configuration: DownloadManager.Configuration) async throws -> Data {
-        let manager = DownloadManager(
-            configuration: configuration, eventLoopGroup: ProcessResources.eventLoopGroup,
-            threadPool: ProcessResources.threadPool)
-        do {
-            let result = try await manager.download(DownloadRequest(url: url, destination: .memory(limit: 16 << 20)))
-                .result
-            await manager.shutdown()
-            return result.data ?? Data()
-        } catch {
-            await manager.shutdown()
-            throw error
-        }
+        try await MemoryFetch.fetch(url, limit: 16 << 20, configuration: configuration).data ?? Data()
     }
 }

@@ -335,7 +335,7 @@ actor ProgressRenderer {
         case .attached:
             rows[id]?.status = .running
             rows[id]?.lastBytes = .now
-        case .networkRestored, .queued, .completed, .failed, .cancelled, .sourceDropped:
+        case .networkRestored, .queued, .completed, .failed, .cancelled, .sourceDropped, .deltaPrepared:
             break
         }
     }
@@ -356,6 +356,9 @@ actor ProgressRenderer {
             line = "retrying \(url): attempt \(attempt) in \(Format.elapsed(delay)): \(reason.message)"
         case .sourceDropped(let source, let reason):
             line = "source dropped \(url): \(source.absoluteString): \(reason.message)"
+        case .deltaPrepared(let report):
+            line =
+                "seeded \(url): \(Format.bytes(report.reusedBytes)) of \(Format.bytes(report.length)) reused from local files, \(Format.bytes(report.missingBytes)) to fetch in \(report.missingRanges) ranges (scanned \(Format.bytes(report.scannedBytes)) in \(Format.elapsed(report.duration)))"
         case .paused:
             line = "paused \(url)"
         case .networkLost(let host):
@@ -431,6 +434,14 @@ actor ProgressRenderer {
             object["code"] = .string(reason.code.description)
             object["reason"] = .string(reason.message)
             object["delay"] = .double(Format.seconds(delay))
+        case .deltaPrepared(let report):
+            object = self.object("deltaPrepared", id: id)
+            object["length"] = .int(report.length)
+            object["reused"] = .int(report.reusedBytes)
+            object["missing"] = .int(report.missingBytes)
+            object["ranges"] = .int(Int64(report.missingRanges))
+            object["scanned"] = .int(report.scannedBytes)
+            object["seconds"] = .double(Format.seconds(report.duration))
         case .sourceDropped(let source, let reason):
             object = self.object("sourceDropped", id: id)
             object["source"] = .string(source.absoluteString)

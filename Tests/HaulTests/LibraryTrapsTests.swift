@@ -308,6 +308,7 @@ struct LibraryTrapsTests {
         case .progress: "progress"
         case .retrying: "retrying"
         case .sourceDropped: "sourceDropped"
+        case .deltaPrepared: "deltaPrepared"
         case .paused: "paused"
         case .networkLost: "networkLost"
         case .networkRestored: "networkRestored"

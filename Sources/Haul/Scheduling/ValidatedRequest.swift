@@ -37,6 +37,10 @@ struct ValidatedRequest: Sendable {
         self.request = request
         self.paths = try PartialPaths(
             destination: request.destination, url: request.url, checkedDirectories: checkedDirectories)
+        if request.delta != nil, paths?.fixedDestination == nil || paths?.object != nil {
+            throw .invalid(
+                "\(request.url.absoluteString): a delta download (zsync) goes into a named file (.file, or .directory with a name)")
+        }
         self.endpoint = HostReachability.Endpoint(
             host: host, port: request.url.port ?? (scheme == "https" ? 443 : 80))
     }

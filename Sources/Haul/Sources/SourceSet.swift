@@ -142,7 +142,7 @@ struct SourceSet: Sendable {
     /// Segments begin from `url` (the source `startedAt`, after its redirects, or the
     /// location a segmented partial stored) with the content's `validator`: that source
     /// comes first, and every other live one is asked for ranges of the same content.
-    mutating func beginSegments(from url: URL, validator: Validator, startedAt: URL) {
+    mutating func beginSegments(from url: URL, validator: Validator?, startedAt: URL) {
         let index =
             sources.firstIndex(where: { $0.url == url })
             ?? sources.firstIndex(where: { $0.url == startedAt }) ?? {

@@ -254,6 +254,7 @@ package final class PartialFile: Sendable {
         _ = unlink(partialPath)
         _ = unlink(base + PartialPaths.metadataSuffix)
         _ = unlink(base + PartialPaths.metadataSuffix + ".tmp")
+        _ = unlink(base + PartialPaths.seedSuffix)
     }
 
     /// Removes the partial files in `directories` that none of `live` (partial paths of

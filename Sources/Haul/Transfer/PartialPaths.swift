@@ -28,6 +28,14 @@ final class PartialPaths: Hashable, Sendable {
     static let partialSuffix = ".haul-partial"
     static let metadataSuffix = ".haul-meta"
     static let uploadSuffix = ".haul-upload"
+    static let seedSuffix = ".haul-seed"
+
+    /// Where a delta download (``DownloadRequest/delta``) moves a partial file that has no
+    /// record of what it holds, to scan it as a seed while the new partial is written.
+    var seedAside: String { String(partial.dropLast(Self.partialSuffix.count)) + Self.seedSuffix }
+
+    /// The final file, when its name is fixed (not left to the response).
+    var fixedDestination: String? { fixedName.map { Self.join(directoryPath, $0) } }
 
     /// Paths for `destination`, or `nil` for memory destinations.
     init?(destination: DownloadDestination, url: URL, checkedDirectories: Set<String> = []) throws(DownloadError) {

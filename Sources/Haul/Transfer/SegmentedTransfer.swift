@@ -48,7 +48,7 @@ struct SegmentedTransfer: Sendable {
     let clients: HTTPClients
     /// Where the segments are fetched from (the final URL of the first request).
     let url: URL
-    let validator: Validator
+    let validator: Validator?
     let table: SegmentTable
     let file: PartialFile
     let paths: PartialPaths

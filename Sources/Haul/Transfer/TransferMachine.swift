@@ -72,6 +72,9 @@ struct TransferMachine: Sendable {
         /// Whether a response over HTTP/2 is split too (the segments are streams of one
         /// connection): only when asked, or for mirrors or piece checksums.
         var splitsHTTP2 = true
+        /// Whether the download is a delta download (``DownloadRequest/delta``), whose
+        /// seeded partial's sidecar has no validator.
+        var isDelta = false
     }
 
     /// What the partial file held when the attempt began.
@@ -115,7 +118,9 @@ struct TransferMachine: Sendable {
     struct Segments: Sendable {
         var url: URL
         var total: Int64
-        var validator: Validator
+        /// The content's validator; `nil` for a delta download's seeded partial, whose
+        /// sources' validators are learned from their first answers.
+        var validator: Validator?
         /// The ranges `[start, end)` still missing.
         var remaining: [(Int64, Int64)]
         /// The sidecar's content.
@@ -281,13 +286,15 @@ struct TransferMachine: Sendable {
             url: settings.url, policy: settings.policy, maxRedirects: settings.maxRedirects, subject: .download)
         var length = partial?.length ?? 0
         var stored = partial?.stored
+        // (A delta download's partial, seeded before any request, has no validator yet: its
+        // sources show theirs in their first answers, as mirrors do.)
         if length > 0, let metadata = stored, let remaining = metadata.ranges(currentBoot: partial?.currentBoot),
-            let validator = metadata.validator, let total = metadata.totalBytes
+            metadata.validator != nil || settings.isDelta, let total = metadata.totalBytes
         {
             let location = settings.usesStoredLocation ? metadata.location.flatMap(URL.init(string:)) : nil
             let url = location ?? settings.url
             resumableSegments = Segments(
-                url: url, total: total, validator: validator, remaining: remaining, metadata: metadata,
+                url: url, total: total, validator: metadata.validator, remaining: remaining, metadata: metadata,
                 prepares: false, headers: settings.policy.headers(for: url),
                 contentDisposition: metadata.contentDisposition)
             // Should the content have changed, the download starts from zero.
@@ -626,7 +633,7 @@ extension TransferMachine {
         /// The first response of the download (a `200` of the whole content, whose head
         /// qualified it for segments), kept as the first segment's, which ends at
         /// `claimEnd`: writing from its first byte (see ``ResponseHandover``).
-        static func adopted(url: URL, claimEnd: Int64, total: Int64, validator: Validator) -> SegmentResponse {
+        static func adopted(url: URL, claimEnd: Int64, total: Int64, validator: Validator?) -> SegmentResponse {
             var response = SegmentResponse(url: url, start: 0, requestEnd: total, claimEnd: claimEnd, total: total)
             response.state = .writing
             response.validator = validator

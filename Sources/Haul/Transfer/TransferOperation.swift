@@ -277,6 +277,21 @@ package final class TransferOperation: Sendable {
         source: URLRefreshRule, sources: NIOLockedValueBox<SourceSet>
     ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
         guard let paths else { return (try await attemptInMemory(carrying: &digest, source: source), nil) }
+        if let delta = request.delta {
+            // Before anything is fetched, the seeds give what they hold (once: a seeded
+            // partial's sidecar records it, and later attempts resume it).
+            let seeder = DeltaSeeder(
+                control: delta.control, threadPool: threadPool,
+                parallelism: max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8)))
+            if let report = try await seeder.prepare(seeds: delta.seeds, paths: paths, url: request.url) {
+                logger.debug(
+                    "delta seeded",
+                    metadata: [
+                        "id": "\(request.id)", "reused": "\(report.reusedBytes)", "missing": "\(report.missingBytes)",
+                    ])
+                core.emit(.deltaPrepared(report))
+            }
+        }
         let (file, length) = try await openPartial(paths, journaled: journaled)
         do {
             let result = try await transfer(
@@ -414,7 +429,9 @@ package final class TransferOperation: Sendable {
             segmentationThreshold: threshold,
             allowsBlindResume: configuration.allowsBlindResume, recordedURL: request.url,
             usesStoredLocation: source.usesStoredLocation,
-            splitsHTTP2: configuration.segmentCap != nil || request.pieces != nil || !request.mirrors.isEmpty)
+            splitsHTTP2: configuration.segmentCap != nil || request.pieces != nil || !request.mirrors.isEmpty
+                || request.delta != nil,
+            isDelta: request.delta != nil)
     }
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
@@ -470,7 +487,7 @@ package final class TransferOperation: Sendable {
         let upload = ObjectUpload(
             client: store, location: object, file: file, size: segments.total, recordPath: paths.uploadRecord,
             threadPool: threadPool, retry: configuration.retry, settings: settings,
-            validator: segments.validator.headerValue, onRetry: uploadRetried)
+            validator: segments.validator?.headerValue, onRetry: uploadRetried)
         return PartStream(upload: upload, logger: logger)
     }
 
@@ -742,6 +759,12 @@ package final class TransferOperation: Sendable {
 
     private func verify(checksum: Checksum, actual: String) throws(DownloadError) {
         guard actual == checksum.hex else {
+            if request.delta != nil {
+                throw DownloadError(
+                    .checksumMismatch,
+                    "\(checksum.algorithm.rawValue) check failed: the file built from local blocks and fetched ranges has digest \(actual), not the control file's \(checksum.hex); the file at the destination was left as it was (the control file may be older than the file it describes)"
+                )
+            }
             throw DownloadError(
                 .checksumMismatch,
                 "\(checksum.algorithm.rawValue) check failed: the content's digest is \(actual), not the expected \(checksum.hex); nothing was kept (check the digest given, or the source)"

@@ -230,7 +230,7 @@ package actor EventHub {
             if let progress = throttle.offer(progress, for: id, at: .now) { sendProgress(id, progress) }
         case .queued, .networkRestored:
             await sendState(id, .queued)
-        case .started, .attached:
+        case .started, .attached, .deltaPrepared:
             await sendState(id, .running)
         case .paused:
             await sendState(id, .paused)

@@ -33,6 +33,8 @@ enum BackendChoice {
         var hooks = false
         /// An object (`-o s3://bucket/key`) or prefix (`-d s3://bucket/prefix/`) to store into.
         var objects = false
+        /// A delta download (`URL.zsync`, `--zsync`): its seeds are files of this machine.
+        var delta = false
     }
 
     /// The backend for a command with these options; `queue` is `nil` for a command
@@ -50,6 +52,7 @@ enum BackendChoice {
         case .queue:
             if needs.hooks { return .hooksForQueue }
             if needs.objects { return .objectsForQueue }
+            if needs.delta { return .deltaForQueue }
             return needs.credentials ? .credentialsForQueue : nil
         }
     }
@@ -140,6 +143,7 @@ enum JournalChoice {
         case .service:
             if !needs.networkOptions.isEmpty { return .networkOptionsForService(needs.networkOptions) }
             if needs.hooks { return .hooksForService }
+            if needs.delta { return .deltaForService }
             return needs.overallRates ? .ratesForService : nil
         }
     }

@@ -84,6 +84,7 @@ struct JournalBackend: ResumingBackend {
                     expectedSize: entry.expectedSize, checksum: entry.checksum, headers: batch.allHeaders)
                 request.mirrors = entry.mirrors
                 request.pieces = entry.pieces
+                request.delta = entry.delta
                 request.forceDownload = batch.force
                 request.sensitiveHeaderNames = secretNames
                 request.storesCredentials = batch.storesCredentials

@@ -1,0 +1,194 @@
+import Crypto
+import Foundation
+import HaulTestSupport
+import Testing
+
+@testable import Haul
+
+/// Delta downloads (zsync) against a real nginx: the target built from an old version's
+/// blocks with only the changed ones fetched, the destination's old file as a seed and kept
+/// when the result does not match, a seeded partial resumed without a second scan, and
+/// `haul get URL.zsync` from the command line. nginx's access log says what crossed the wire.
+@Suite(
+    "zsync: delta downloads against nginx",
+    .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
+    .timeLimit(.minutes(4)))
+struct DeltaDownloadTests {
+    /// An old version and a new one: the new one has bytes inserted near its start, a
+    /// stretch changed in its middle and a different end.
+    static func versions(size: Int = 1_500_000) -> (old: [UInt8], new: [UInt8]) {
+        let old = FaultServer.randomBytes(count: size, seed: 41)
+        var new = Array(old[..<200_000]) + FaultServer.randomBytes(count: 777, seed: 42) + Array(old[200_000...])
+        new.replaceSubrange(700_000..<709_000, with: FaultServer.randomBytes(count: 9000, seed: 43))
+        new.replaceSubrange((new.count - 5000)..., with: FaultServer.randomBytes(count: 3000, seed: 44))
+        return (old, new)
+    }
+
+    /// The control file of `target`, as `haul manifest --zsync` and zsyncmake write it.
+    static func control(of target: [UInt8], urls: [String] = ["t.bin"]) -> ZsyncControl {
+        target.withUnsafeBytes {
+            ZsyncControl.describing(
+                $0, blockSize: 2048, sequenceMatches: 2, rsumBytes: 3, checksumBytes: 5, filename: "t.bin",
+                modificationTime: nil, urls: urls, sha256: true)
+        }
+    }
+
+    /// The `.deltaPrepared` report of download `id`, if one comes before it ends.
+    static func report(_ events: AsyncStream<DownloadManager.Event>, id: DownloadID) -> Task<DeltaReport?, Never> {
+        Task {
+            var report: DeltaReport?
+            for await event in events where event.id == id {
+                if case .deltaPrepared(let prepared) = event.event { report = prepared }
+                if event.event.isTerminal { break }
+            }
+            return report
+        }
+    }
+
+    /// The body bytes nginx sent for `path` in `206` answers, once they reach `expected`
+    /// (nginx logs a request just after its last byte), or what it had sent after 10 seconds.
+    static func bytesServed(_ nginx: NginxServer, path: String, reaching expected: Int) async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let served = try nginx.accessLog().filter { $0.path == path && $0.status == 206 }
+                .reduce(0) { $0 + $1.bodyBytesSent }
+            if served >= expected || ContinuousClock.now > deadline { return served }
+            await Task.yield()
+        }
+    }
+
+    @Test func anOldVersionGivesItsBlocksAndOnlyTheChangedOnesAreFetched() async throws {
+        try await NginxFixture.with { f in
+            // Given a new version served with its control file, and the old version on disk
+            let (old, new) = Self.versions()
+            try f.nginx.write(new, at: "/z/t.bin", modified: f.modified)
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            var delta = try DeltaSource(
+                controlFile: Self.control(of: new).encoded(), at: f.nginx.url("/z/t.bin.zsync"))
+            delta.seeds = [seed]
+            #expect(delta.targetURLs == [f.nginx.url("/z/t.bin")])
+            let request = DownloadRequest(delta: delta, destination: .file(f.file("t.bin")))
+            let report = Self.report(f.manager.events(includingProgress: false), id: request.id)
+
+            // When it is downloaded
+            let result = try await f.manager.download(request).result
+
+            // Then the file is the new version, and what was fetched is what the seed lacked:
+            // a few blocks around each change, in range requests
+            #expect(f.contents("t.bin") == new)
+            #expect(result.byteCount == Int64(new.count))
+            let prepared = try #require(await report.value)
+            #expect(prepared.length == Int64(new.count))
+            #expect(prepared.reusedBytes + prepared.missingBytes == prepared.length)
+            #expect(prepared.missingBytes > 12_000 && prepared.missingBytes < 40_000, "\(prepared)")
+            #expect(prepared.scannedBytes == Int64(old.count))
+            let served = try await Self.bytesServed(f.nginx, path: "/z/t.bin", reaching: Int(prepared.missingBytes))
+            #expect(served == Int(prepared.missingBytes))
+            #expect(try f.nginx.accessLog().filter { $0.path == "/z/t.bin" }.allSatisfy { $0.status == 206 })
+            #expect(f.listing() == ["old.bin", "t.bin"])
+        }
+    }
+
+    @Test func theOldFileAtTheDestinationIsTheSeedAndStaysWhenTheResultDoesNotMatch() async throws {
+        try await NginxFixture.with { f in
+            // Given the old version at the destination, and a control file whose digest is
+            // not the new version's (a control file older than the file it describes)
+            let (old, new) = Self.versions()
+            try f.nginx.write(new, at: "/z/t.bin", modified: f.modified)
+            try Data(old).write(to: f.file("t.bin"))
+            var control = Self.control(of: new)
+            control.sha256 = Checksum(.sha256, digest: Array(SHA256.hash(data: Data("another".utf8))))
+            let delta = try DeltaSource(controlFile: control.encoded(), at: f.nginx.url("/z/t.bin.zsync"))
+            let request = DownloadRequest(delta: delta, destination: .file(f.file("t.bin")))
+            let report = Self.report(f.manager.events(includingProgress: false), id: request.id)
+
+            // When it is downloaded
+            let error = await #expect(throws: DownloadError.self) { try await f.manager.download(request).result }
+
+            // Then it fails on the digest, having reused the old file's blocks, and the old
+            // file is untouched, with no partial left
+            #expect(error?.code == .checksumMismatch)
+            #expect(error?.message.contains("control file") == true, "\(String(describing: error))")
+            #expect(try #require(await report.value).reusedBytes > 1_000_000)
+            #expect(f.contents("t.bin") == old)
+            #expect(f.listing() == ["t.bin"])
+        }
+    }
+
+    @Test func aSeededPartialResumesWithoutASecondScan() async throws {
+        try await NginxFixture.with { f in
+            // Given a delta download that seeded its partial, then failed: the server did not
+            // have the target yet
+            let (old, new) = Self.versions()
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            var delta = try DeltaSource(
+                controlFile: Self.control(of: new).encoded(), at: f.nginx.url("/z/t.bin.zsync"))
+            delta.seeds = [seed]
+            let request = DownloadRequest(delta: delta, destination: .file(f.file("t.bin")))
+            let first = Self.report(f.manager.events(includingProgress: false), id: request.id)
+            let error = await #expect(throws: DownloadError.self) { try await f.manager.download(request).result }
+            #expect(error?.statusCode == 404)
+            let seeded = try #require(await first.value)
+            #expect(f.listing() == ["old.bin", "t.bin.haul-meta", "t.bin.haul-partial"])
+
+            // When the target is there and the download runs again, without its seed
+            try FileManager.default.removeItem(at: seed)
+            try f.nginx.write(new, at: "/z/t.bin", modified: f.modified)
+            let second = Self.report(f.manager.events(includingProgress: false), id: request.id)
+            _ = try await f.manager.download(request).result
+
+            // Then it resumed the partial as recorded: no scan, only the missing bytes fetched
+            #expect(await second.value == nil)
+            #expect(f.contents("t.bin") == new)
+            let served = try await Self.bytesServed(f.nginx, path: "/z/t.bin", reaching: Int(seeded.missingBytes))
+            #expect(served == Int(seeded.missingBytes))
+            #expect(f.listing() == ["t.bin"])
+        }
+    }
+
+    @Test func aControlFileWithOnlyACompressedTargetIsRefusedByName() throws {
+        let text = "zsync: 0.6.2\nFilename: t.bin\nBlocksize: 2048\nLength: 0\nZ-URL: t.bin.gz\nSHA-1: \(String(repeating: "0", count: 40))\n\n"
+        let error = #expect(throws: DownloadError.self) {
+            try DeltaSource(controlFile: Array(text.utf8), at: URL(string: "http://127.0.0.1/t.bin.zsync")!)
+        }
+        #expect(error?.code == .invalidManifest)
+        #expect(error?.message.contains("Z-URL") == true)
+    }
+
+    @Test func haulGetBuildsTheTargetOfAControlURL() async throws {
+        try await NginxFixture.with { f in
+            // Given a new version with its control file on the server, and the old one here
+            let (old, new) = Self.versions()
+            try f.nginx.write(new, at: "/z/t.bin", modified: f.modified)
+            try f.nginx.write(Self.control(of: new).encoded(), at: "/z/t.bin.zsync", modified: f.modified)
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            let out = f.directory.appendingPathComponent("out")
+            let journal = f.directory.appendingPathComponent("journal.db").path
+
+            // When haul gets the control file's URL with the old version as a seed
+            let run = try await Haul.run([
+                "get", f.nginx.url("/z/t.bin.zsync").absoluteString, "--seed", seed.path, "-d", out.path, "--json",
+                "--journal", journal,
+            ])
+
+            // Then the target is there under the control file's name, and the events say
+            // what was reused
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(FileManager.default.contents(atPath: out.path + "/t.bin").map(Array.init) == new)
+            let events = run.stdout.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let prepared = try #require(events.first { $0["event"] as? String == "deltaPrepared" })
+            #expect((prepared["reused"] as? Int ?? 0) > 1_000_000)
+            #expect((prepared["length"] as? Int) == new.count)
+
+            // And a seed without a control file is a usage error
+            let misuse = try await Haul.run(["get", f.nginx.url("/z/t.bin").absoluteString, "--seed", seed.path, "--journal", journal])
+            #expect(misuse.status == 2)
+            #expect(misuse.stderr.contains("--seed is for delta downloads"))
+        }
+    }
+}
