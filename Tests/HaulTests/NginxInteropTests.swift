@@ -134,9 +134,10 @@ struct NginxFixture {
     /// The modification date of served files: a whole second, an hour ago.
     let modified = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 3600).rounded(.down))
 
-    /// Runs `body` with a fixture, shutting everything down afterwards.
-    static func with(_ body: (NginxFixture) async throws -> Void) async throws {
-        try await NginxServer.with { nginx in
+    /// Runs `body` with a fixture whose nginx has `directives` in its `server` block,
+    /// shutting everything down afterwards.
+    static func with(directives: String = "", _ body: (NginxFixture) async throws -> Void) async throws {
+        try await NginxServer.with(directives: directives) { nginx in
             let directory = FileManager.default.temporaryDirectory
                 .appendingPathComponent("haul-nginx-tests-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -357,6 +357,24 @@ struct SegmentTableTests {
         #expect(table.completed == (16 << 20) + (6 << 20))
     }
 
+    /// A request for several ranges takes further unclaimed segments whole, in order of
+    /// their offsets, within a count and a byte budget, and none another claim holds.
+    @Test func moreClaimsForOneRequestAreWholeUnclaimedSegmentsInOrder() {
+        let ranges: [(Int64, Int64)] = [(0, 100), (1000, 1100), (2000, 2500), (3000, 3010), (4000, 4100), (5000, 9000)]
+        let table = SegmentTable(total: 10_000, remaining: ranges, connections: 1, minimumSplit: 1 << 20)
+        let first = table.claim(at: Self.at(0))!
+        let other = table.claim(at: Self.at(0))!
+        #expect((first.start, other.start) == (0, 1000))
+        // At most three more, 700 bytes in all with the first's 100: 2000..<2500 and
+        // 3000..<3010 fit, 4000..<4100 would not.
+        let more = table.claimMore(after: first, for: nil, count: 3, bytes: 700, at: Self.at(0))
+        #expect(more.map { [$0.start, $0.end] } == [[2000, 2500], [3000, 3010]])
+        // Claimed: the next connection takes what is left, in order.
+        #expect(table.claim(at: Self.at(0))?.start == 4000)
+        #expect(table.claimMore(after: first, for: nil, count: 0, bytes: 1 << 20, at: Self.at(0)).isEmpty)
+        #expect(table.claimMore(after: first, for: nil, count: 5, bytes: 1 << 20, at: Self.at(0)).map(\.start) == [5000])
+    }
+
     /// An adopted first response holds the whole content; when the others join, what it
     /// has left is divided: it keeps the first part (and stops there), the others claim
     /// the rest in order, on 64 KiB boundaries. Too little left to divide: nothing changes.

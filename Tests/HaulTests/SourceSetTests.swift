@@ -14,6 +14,19 @@ struct SourceSetTests {
 
     static func status(_ code: Int) -> DownloadError { DownloadError(.httpStatus, "HTTP \(code)", statusCode: code) }
 
+    @Test func aSourceThatAnsweredWholeIsAskedOneRangeAtATimeAndTheOthersStillSeveral() {
+        var sources = SourceSet(urls: [a, b])
+        let first = sources.assign(maximumPerSource: 2)!
+        let second = sources.assign(maximumPerSource: 2)!
+        #expect(sources.takesSeveralRanges(first) && sources.takesSeveralRanges(second))
+        sources.answeredWhole(first)
+        #expect(!sources.takesSeveralRanges(first))
+        #expect(sources.takesSeveralRanges(second))
+        // An assignment to a source no longer at its index learns nothing.
+        sources.answeredWhole(SourceSet.Assignment(index: 1, url: c))
+        #expect(sources.takesSeveralRanges(second))
+    }
+
     @Test func duplicatesAreKeptOnceAndTheFirstIsCurrent() {
         let sources = SourceSet(urls: [a, b, a, c])
         #expect(sources.sources.map(\.url) == [a, b, c])

@@ -27,6 +27,10 @@ struct SourceSet: Sendable {
         var validator: Validator?
         /// Connections fetching from it now (segments).
         var active = 0
+        /// Whether it answers a request for several ranges with them (a `multipart/byteranges`
+        /// answer); learned `false` when it sent its whole content instead (a server that
+        /// takes one range per request, or fewer than were asked: nginx's `max_ranges`).
+        var takesSeveralRanges = true
         /// Pieces it served that did not match their digests: a source with one is
         /// demoted (asked only when the others are at their cap), with two dropped.
         var badPieces = 0
@@ -207,6 +211,19 @@ struct SourceSet: Sendable {
     mutating func release(_ assignment: Assignment) {
         guard sources.indices.contains(assignment.index), sources[assignment.index].url == assignment.url else { return }
         sources[assignment.index].active = max(0, sources[assignment.index].active - 1)
+    }
+
+    /// Whether `assignment`'s source is asked for several ranges per request.
+    func takesSeveralRanges(_ assignment: Assignment) -> Bool {
+        sources.indices.contains(assignment.index) && sources[assignment.index].url == assignment.url
+            && sources[assignment.index].takesSeveralRanges
+    }
+
+    /// `assignment`'s source answered a request for several ranges with its whole content:
+    /// from now on it is asked for one range per request.
+    mutating func answeredWhole(_ assignment: Assignment) {
+        guard sources.indices.contains(assignment.index), sources[assignment.index].url == assignment.url else { return }
+        sources[assignment.index].takesSeveralRanges = false
     }
 
     /// A range response from `assignment`'s source showed `validator` (or none): the first

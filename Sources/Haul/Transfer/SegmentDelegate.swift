@@ -78,6 +78,13 @@ final class SegmentDelegate: ResponseReceiver {
     /// The validator of the response, once its head was accepted.
     var responseValidator: Validator? { state.withLockedValue { $0.machine.validator } }
 
+    /// The request failed for this claim with `error` (an answer to several ranges that could
+    /// not be read, see ``MultiRangeDelegate``), unless the claim is in the file already.
+    func fail(_ error: DownloadError) {
+        guard !table.isFinished(claim.index) else { return }
+        record(error)
+    }
+
     private func record(_ error: any Error) {
         let failure =
             (error as? DownloadError) ?? DownloadError(.fileSystem, "cannot write \(url.lastPathComponent): \(error)")

@@ -223,6 +223,33 @@ final class SegmentTable: Sendable {
         }
     }
 
+    /// More work for a connection that asks for several ranges in one request (a delta
+    /// download's scattered missing blocks): up to `count` further unclaimed segments (not
+    /// ones to avoid `source` for), whole and in order of their offsets, while the bytes of
+    /// `first` and theirs stay within `bytes`. None is split.
+    func claimMore(after first: Claim, for source: Int?, count: Int, bytes: Int64, at now: ContinuousClock.Instant)
+        -> [Claim]
+    {
+        guard count > 0 else { return [] }
+        return state.withLockedValue { segments in
+            var budget = bytes - (first.end - first.start)
+            var claims: [Claim] = []
+            let candidates = segments.indices.filter {
+                !segments[$0].claimed && segments[$0].next < segments[$0].end
+                    && !(source.map(segments[$0].avoiding.contains) ?? false)
+            }.sorted { segments[$0].next < segments[$1].next }
+            for index in candidates {
+                let size = segments[index].end - segments[index].next
+                guard claims.count < count, size <= budget else { break }
+                budget -= size
+                segments[index].claimed(at: now)
+                segments[index].source = source
+                claims.append(Claim(index: index, start: segments[index].next, end: segments[index].end))
+            }
+            return claims
+        }
+    }
+
     /// The fastest delivery measured from `source`: what a chaser there can expect.
     private static func best(of source: Int, in segments: [Segment]) -> EndGame.Delivery? {
         segments.lazy.filter { $0.source == source }.compactMap { $0.delivery() }

@@ -79,9 +79,18 @@ struct SegmentedTransfer: Sendable {
     /// they pay.
     private let joining: SegmentJoining?
 
-    /// The request running for each segment, by index: the end game stops the one that
-    /// lost a chase.
-    private let fetches = NIOLockedValueBox<[Int: Task<(WorkerResult, Validator?), Never>]>([:])
+    /// Stops the request running for each segment, by index: the end game stops the one that
+    /// lost a chase (a request for several ranges is under each of its segments).
+    private let fetches = NIOLockedValueBox<[Int: @Sendable () -> Void]>([:])
+    /// Ranges one request may ask for: several for a delta download, whose missing blocks
+    /// are scattered (see ``MultiRangeDelegate``), else one.
+    private let rangesPerRequest: Int
+    /// The most bytes one request for several ranges asks for: larger ranges go one per
+    /// request, so that they spread over the connections.
+    static let multiRangeBytes: Int64 = 4 << 20
+    /// Ranges per request for a delta download (nginx takes any number by default; Apache
+    /// takes 200).
+    static let deltaRangesPerRequest = 32
     /// Serialises sidecar saves, which several I/O threads may find due at once.
     private let checkpointLock = NIOLock()
     /// When the sidecar last recorded progress.
@@ -139,6 +148,7 @@ struct SegmentedTransfer: Sendable {
         // The scheduler granted the connections (within the request's host's cap, when one
         // was set): spread evenly, no source takes more than its share unless others fail.
         self.perSource = max(1, connections)
+        self.rangesPerRequest = download.request.delta == nil ? 1 : Self.deltaRangesPerRequest
         self.ledger = download.request.pieces.map { pieces in
             let verified = segments.metadata.verifiedPieces.map {
                 PieceLedger.pieces(inBitfield: $0, count: pieces.hashes.count)
@@ -405,7 +415,43 @@ struct SegmentedTransfer: Sendable {
                     }
                     let adopted = claim == first ? adopt : nil
                     adopt = nil
-                    let (ending, validator) = await stoppableFetch(claim, from: source, adopting: adopted)
+                    // A delta download's scattered ranges go several to a request.
+                    var batch = [claim]
+                    if rangesPerRequest > 1, adopted == nil, core.pacedRequestSize == nil,
+                        sources.withLockedValue({ [source] in $0.takesSeveralRanges(source) })
+                    {
+                        batch += table.claimMore(
+                            after: claim, for: source.index, count: rangesPerRequest - 1, bytes: Self.multiRangeBytes,
+                            at: .now)
+                    }
+                    let ending: WorkerResult
+                    let validator: Validator?
+                    if batch.count > 1 {
+                        let (endings, shown, whole) = await stoppableFetch(batch, from: source)
+                        validator = shown
+                        if whole { sources.withLockedValue { [source] in $0.answeredWhole(source) } }
+                        // Changed if any share says so, else the first failure, else done; a
+                        // failed share is given back.
+                        var combined = WorkerResult.done
+                        for (share, shareEnding) in endings {
+                            switch shareEnding {
+                            case .done:
+                                continue
+                            case .changed:
+                                if case .changed = combined { continue }
+                                combined = shareEnding
+                            case .failed:
+                                writtenBeforeFailing += max(0, table.written(share.index) - share.start)
+                                table.release(share.index)
+                                failedStart = share.start
+                                if case .done = combined { combined = shareEnding }
+                            }
+                        }
+                        if case .changed = combined { for share in batch { table.release(share.index) } }
+                        ending = combined
+                    } else {
+                        (ending, validator) = await stoppableFetch(claim, from: source, adopting: adopted)
+                    }
                     let verdict: SourceSet.Failure
                     switch ending {
                     case .done:
@@ -422,9 +468,11 @@ struct SegmentedTransfer: Sendable {
                         guard case .dropped = verdict else { return .changed(reason) }
                         table.release(claim.index)
                     case .failed(let error):
-                        writtenBeforeFailing += max(0, table.written(claim.index) - claim.start)
-                        table.release(claim.index)
-                        failedStart = claim.start
+                        if batch.count == 1 {
+                            writtenBeforeFailing += max(0, table.written(claim.index) - claim.start)
+                            table.release(claim.index)
+                            failedStart = claim.start
+                        }
                         verdict = sources.withLockedValue { [source] in $0.failed(error, from: source) }
                         guard case .dropped = verdict else { throw error }
                     }
@@ -459,7 +507,7 @@ struct SegmentedTransfer: Sendable {
     ) async -> (WorkerResult, Validator?) {
         table.hold(claim.index, by: source.index)
         let fetching = Task { await fetch(claim, from: source, adopting: adopting) }
-        fetches.withLockedValue { $0[claim.index] = fetching }
+        fetches.withLockedValue { $0[claim.index] = { fetching.cancel() } }
         // A chase decided before its fetch was recorded here.
         if !table.isWanted(claim.index) { fetching.cancel() }
         let result = await withTaskCancellationHandler {
@@ -471,9 +519,28 @@ struct SegmentedTransfer: Sendable {
         return result
     }
 
+    /// ``stoppableFetch(_:from:adopting:)`` for a request for several claims' ranges; returns
+    /// how each claim's share went, the validator shown, and whether the server sent its whole
+    /// content instead.
+    private func stoppableFetch(_ batch: [SegmentTable.Claim], from source: SourceSet.Assignment) async -> (
+        [(SegmentTable.Claim, WorkerResult)], Validator?, Bool
+    ) {
+        for claim in batch { table.hold(claim.index, by: source.index) }
+        let fetching = Task { await fetch(batch, from: source) }
+        fetches.withLockedValue { for claim in batch { $0[claim.index] = { fetching.cancel() } } }
+        if !batch.allSatisfy({ table.isWanted($0.index) }) { fetching.cancel() }
+        let result = await withTaskCancellationHandler {
+            await fetching.value
+        } onCancel: {
+            fetching.cancel()
+        }
+        fetches.withLockedValue { for claim in batch { $0[claim.index] = nil } }
+        return result
+    }
+
     /// Stops the request running for segment `index`, if one is.
     private func stopFetch(_ index: Int) {
-        fetches.withLockedValue { $0[index] }?.cancel()
+        fetches.withLockedValue { $0[index] }?()
     }
 
     /// Fetches (part of) `claim` from `source`, or takes the response `adopting` holds
@@ -486,8 +553,6 @@ struct SegmentedTransfer: Sendable {
         // A download limited to a low rate asks for a little at a time (its reads come in
         // small, even steps); the rest of the claim is the next request's.
         let end = core.pacedRequestSize.map { min(claim.end, claim.start + $0) } ?? claim.end
-        let checkpointer = self.checkpointer
-        let sourceIndex = source.index
         // The adopted response's parts measure the link for the rule that says when the
         // other connections join.
         var measuring: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)?
@@ -508,7 +573,53 @@ struct SegmentedTransfer: Sendable {
         } catch {
             return (.failed(error), nil)
         }
-        let delegate = SegmentDelegate(
+        let delegate = segmentDelegate(response, claim: claim, sourceIndex: source.index, measuring: measuring)
+        let transportError =
+            if let adopting {
+                await adopting.attach(delegate)
+            } else {
+                await clients.execute(request, receiver: delegate, logger: logger)
+            }
+        let ending = await delegate.drained(error: transportError.map { TransportErrors.translate($0, url: url) })
+        return (ending, delegate.responseValidator)
+    }
+
+    /// Fetches the ranges of several claims from `source` in one request (see
+    /// ``MultiRangeDelegate``).
+    private func fetch(_ batch: [SegmentTable.Claim], from source: SourceSet.Assignment) async -> (
+        [(SegmentTable.Claim, WorkerResult)], Validator?, Bool
+    ) {
+        let url = source.url
+        let claims = batch.sorted { $0.start < $1.start }
+        let parts = claims.map { claim in
+            segmentDelegate(
+                TransferMachine.SegmentResponse(
+                    url: url, start: claim.start, requestEnd: claim.end, claimEnd: claim.end, total: table.total),
+                claim: claim, sourceIndex: source.index, measuring: nil)
+        }
+        let delegate = MultiRangeDelegate(claims: claims, parts: parts, total: table.total, sent: source.validator)
+        var headers = [("Range", MultiRangeDelegate.rangeHeader(claims))]
+        if let validator = source.validator { headers.append(("If-Range", validator.headerValue)) }
+        let request: HTTPClient.Request
+        do throws(DownloadError) {
+            request = try HTTPClients.get(
+                url, userAgent: configuration.userAgent, headers: policy.headers(for: url), replacing: headers)
+        } catch {
+            return (claims.map { ($0, .failed(error)) }, nil, false)
+        }
+        let transportError = await clients.execute(request, receiver: delegate, logger: logger)
+        let endings = await delegate.drained(error: transportError.map { TransportErrors.translate($0, url: url) })
+        return (Array(zip(claims, endings)), delegate.responseValidator, delegate.answeredWhole)
+    }
+
+    /// The receiver of `claim`'s response from source `sourceIndex`, writing it at its
+    /// offset, checking pieces, reporting parts and checkpointing as bytes land.
+    private func segmentDelegate(
+        _ response: TransferMachine.SegmentResponse, claim: SegmentTable.Claim, sourceIndex: Int,
+        measuring: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)?
+    ) -> SegmentDelegate {
+        let checkpointer = self.checkpointer
+        return SegmentDelegate(
             response,
             claim: claim, table: table, file: file, core: core, threadPool: threadPool,
             stopFetch: { [self] index in stopFetch(index) },
@@ -529,13 +640,5 @@ struct SegmentedTransfer: Sendable {
                 try saveProgress(at: now, always: count < BatchWriter.batchSize)
             }
         }
-        let transportError =
-            if let adopting {
-                await adopting.attach(delegate)
-            } else {
-                await clients.execute(request, receiver: delegate, logger: logger)
-            }
-        let ending = await delegate.drained(error: transportError.map { TransportErrors.translate($0, url: url) })
-        return (ending, delegate.responseValidator)
     }
 }
