@@ -16,6 +16,12 @@ struct ManifestCommand: ParsableCommand {
             the manifest's own URL; --base-url makes them absolute (base URL + '/' + path). \
             Symbolic links leading outside DIR, *.haul-partial and *.haul-meta files and \
             .haul-* entries are skipped.
+
+            With --zsync, a zsync control file (FILE.zsync) is written beside each file, as \
+            zsyncmake 0.6.2 writes it (with a SHA-256 header too, which zsync 0.6.2 reads as \
+            safe to ignore), and the control files are not listed: 'haul get URL.zsync' (or \
+            zsync) then builds a new version of a file from an old one, fetching only the \
+            blocks that changed.
             """)
 
     enum FormatOption: String, ExpressibleByArgument, CaseIterable {
@@ -37,6 +43,9 @@ struct ManifestCommand: ParsableCommand {
 
     @Option(name: .shortAndLong, help: "Write to FILE (atomically) instead of standard output.")
     var output: String?
+
+    @Flag(help: "Write a zsync control file (FILE.zsync) beside each file, for delta downloads.")
+    var zsync = false
 
     func validate() throws {
         var isDirectory: ObjCBool = false
@@ -62,9 +71,17 @@ struct ManifestCommand: ParsableCommand {
             version: version)
         let data: Data
         do {
-            data = try builder.build().serialized(as: format == .xml ? .xml : .json)
-        } catch {
+            var manifest = try builder.build()
+            if zsync {
+                manifest.files = ZsyncPublisher.withoutControlFiles(manifest.files)
+                try ZsyncPublisher.writeControlFiles(for: manifest.files, in: URL(fileURLWithPath: directory))
+            }
+            data = try manifest.serialized(as: format == .xml ? .xml : .json)
+        } catch let error as DownloadError {
             Console.err("haul: \(error.message)\n")
+            throw ExitCode.failure
+        } catch {
+            Console.err("haul: \(error)\n")
             throw ExitCode.failure
         }
         guard let output else {

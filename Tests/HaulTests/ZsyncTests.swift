@@ -209,6 +209,36 @@ struct ZsyncTests {
         #expect(written.encoded() == Array(try Data(contentsOf: output)))
     }
 
+    /// The block size and hash lengths Haul's publisher chooses are zsyncmake's, for small
+    /// files, middling ones and one past its 100 MB step to 4 KiB blocks (sparse, so cheap).
+    @Test(arguments: [1, 70_000, 3_000_000, 100_000_001])
+    func theParametersForALengthAreZsyncmakes(length: Int) async throws {
+        let zsyncmake = "/usr/bin/zsyncmake"
+        guard FileManager.default.isExecutableFile(atPath: zsyncmake) else {
+            print("skipped: needs zsyncmake (Debian's zsync package; .ci/run installs it)")
+            return
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("zsync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("t.bin")
+        #expect(FileManager.default.createFile(atPath: file.path, contents: nil))
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.truncate(atOffset: UInt64(length))
+        try handle.close()
+        let output = directory.appendingPathComponent("t.bin.zsync")
+        let run = try await ChildProcess.run(
+            zsyncmake, arguments: ["-u", "t.bin", "-o", output.path, file.path],
+            environment: ProcessInfo.processInfo.environment, timeLimit: .seconds(120), mergingErrors: true)
+        #expect(run.termination.code == 0, "\(String(decoding: run.output, as: UTF8.self))")
+        let made = try ZsyncControl.parse(Array(try Data(contentsOf: output)))
+        let chosen = ZsyncControl.parameters(length: Int64(length))
+        #expect(chosen.blockSize == made.blockSize)
+        #expect(chosen.sequenceMatches == made.sequenceMatches)
+        #expect(chosen.rsumBytes == made.rsumBytes)
+        #expect(chosen.checksumBytes == made.checksumBytes)
+    }
+
     @Test func aControlFileWithSHA256ReadsBackAndNamesItSafe() throws {
         let target = Self.bytes(count: 5000, seed: 61)
         let control = target.withUnsafeBytes {

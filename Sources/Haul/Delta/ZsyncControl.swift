@@ -1,4 +1,5 @@
 import Crypto
+package import Foundation
 
 /// A zsync control file (`FILE.zsync`), as zsyncmake 0.6.2 writes it: a header of
 /// `Name: value` lines, an empty line, then a table with one entry per block of the target
@@ -257,5 +258,35 @@ extension ZsyncControl {
             bytes += table.checksum(of: block)
         }
         return bytes
+    }
+}
+
+extension ZsyncControl {
+    /// What zsyncmake 0.6.2 chooses for a target of `length` bytes: blocks of 2 KiB below
+    /// 100 MB and 4 KiB above; two blocks in a row to match (one, for a target of one
+    /// block); a rolling checksum long enough
+    /// that a chance hit per window is rare, and a checksum prefix long enough that a
+    /// wrong block is believed with odds under one in a million (2^-20) over the whole file.
+    package static func parameters(length: Int64) -> (
+        blockSize: Int, sequenceMatches: Int, rsumBytes: Int, checksumBytes: Int
+    ) {
+        let blockSize = length < 100_000_000 ? 2048 : 4096
+        let sequenceMatches = length > Int64(blockSize) ? 2 : 1
+        let size = Double(max(length, 1))
+        let blocks = Double(1 + length / Int64(blockSize))
+        // (As zsyncmake's C: each value converted to an int, truncated.)
+        let rsum = Int((7.9 + ((log2(size) + log2(Double(blockSize))) - 8.6) / Double(sequenceMatches)) / 8)
+        let checksum = Int((7.9 + (20 + log2(size) + log2(blocks)) / Double(sequenceMatches)) / 8)
+        let single = Int((7.9 + (20 + log2(blocks))) / 8)
+        return (blockSize, sequenceMatches, min(4, max(2, rsum)), max(checksum, single))
+    }
+
+    /// `MTime` as zsyncmake 0.6.2 writes it: `Mon, 30 Nov 2026 16:49:35 +0000`.
+    package static func modificationTime(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(secondsFromGMT: 0)
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss Z"
+        return formatter.string(from: date)
     }
 }
