@@ -269,6 +269,43 @@ struct DeltaDownloadTests {
         }
     }
 
+    @Test func aDeltaDownloadKilledAfterItsScanResumesWithoutScanningAgain() async throws {
+        // (Ranges served at 16 KiB/s: the fetch is still running when the kill comes.)
+        try await NginxFixture.with(directives: "location /slowr/ { limit_rate 16k; }") { f in
+            // Given a delta download whose process is killed (SIGKILL) as soon as it says
+            // its seed was scanned
+            let (old, new) = Self.versions()
+            try f.nginx.write(new, at: "/slowr/t.bin", modified: f.modified)
+            try f.nginx.write(Self.control(of: new).encoded(), at: "/slowr/t.bin.zsync", modified: f.modified)
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            let out = f.directory.appendingPathComponent("out")
+            let arguments = [
+                "get", f.nginx.url("/slowr/t.bin.zsync").absoluteString, "--seed", seed.path, "-d", out.path, "--json",
+                "--journal", f.directory.appendingPathComponent("journal.db").path,
+            ]
+            let killed = try await Haul.run(arguments) { line in line.contains("\"deltaPrepared\"") ? SIGKILL : nil }
+            #expect(killed.status != 0, "\(killed.status): \(killed.stderr)")
+            let report = try #require(
+                killed.stdout.split(separator: "\n").compactMap {
+                    try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+                }.first { $0["event"] as? String == "deltaPrepared" })
+            let missing = try #require(report["missing"] as? Int)
+
+            // When the same command runs again
+            let again = try await Haul.run(arguments)
+
+            // Then it resumes the seeded partial: no second scan, and the file is right,
+            // with the missing bytes served once (twice at most, for what was in flight
+            // when the first process died)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(!again.stdout.contains("\"deltaPrepared\""))
+            #expect(FileManager.default.contents(atPath: out.path + "/t.bin").map(Array.init) == new)
+            let served = try await Self.bytesServed(f.nginx, path: "/slowr/t.bin", reaching: missing)
+            #expect(served >= missing && served <= 2 * missing + 200 * 40, "\(served) bytes for \(missing) missing")
+        }
+    }
+
     @Test func aControlFileWithOnlyACompressedTargetIsRefusedByName() throws {
         let text = "zsync: 0.6.2\nFilename: t.bin\nBlocksize: 2048\nLength: 0\nZ-URL: t.bin.gz\nSHA-1: \(String(repeating: "0", count: 40))\n\n"
         let error = #expect(throws: DownloadError.self) {
