@@ -19,9 +19,10 @@ struct ManifestCommand: ParsableCommand {
 
             With --zsync, a zsync control file (FILE.zsync) is written beside each file, as \
             zsyncmake 0.6.2 writes it (with a SHA-256 header too, which zsync 0.6.2 reads as \
-            safe to ignore), and the control files are not listed: 'haul get URL.zsync' (or \
-            zsync) then builds a new version of a file from an old one, fetching only the \
-            blocks that changed.
+            safe to ignore); the control files are not listed as files, but each entry names \
+            its own (zsync=…). 'haul sync' then updates a changed file from the blocks its old \
+            version holds, and 'haul get URL.zsync' (or zsync) builds a new version of a file \
+            from an old one, fetching only the blocks that changed.
             """)
 
     enum FormatOption: String, ExpressibleByArgument, CaseIterable {
@@ -73,7 +74,11 @@ struct ManifestCommand: ParsableCommand {
         do {
             var manifest = try builder.build()
             if zsync {
-                manifest.files = ZsyncPublisher.withoutControlFiles(manifest.files)
+                manifest.files = ZsyncPublisher.withoutControlFiles(manifest.files).map { entry in
+                    var entry = entry
+                    entry.zsync = entry.url + ".zsync"
+                    return entry
+                }
                 try ZsyncPublisher.writeControlFiles(for: manifest.files, in: URL(fileURLWithPath: directory))
             }
             data = try manifest.serialized(as: format == .xml ? .xml : .json)

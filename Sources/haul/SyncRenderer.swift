@@ -38,7 +38,8 @@ import Haul
 //     deleted     path
 //     failed      path, message, code
 //     summary     downloaded, updated, deleted, unchanged (counts) and downloadedBytes,
-//                 updatedBytes, deletedBytes, unchangedBytes, transferredBytes; failed
+//                 updatedBytes, deletedBytes, unchangedBytes, transferredBytes, reusedBytes
+//                 (of files updated by delta, from their old versions); failed
 //                 (count), matches (bool), dryRun (bool), seconds; or, when the whole sync
 //                 failed: error (message), code
 
@@ -130,8 +131,10 @@ final class SyncRenderer: @unchecked Sendable {
                     "\(summary.unchanged.files) unchanged (\(Format.bytes(summary.unchanged.bytes)))",
                 ].joined(separator: ", ")
                 let verdict = summary.matchesManifest ? "synced" : "not synced (\(summary.failures.count) failed)"
+                let reused =
+                    summary.bytesReused > 0 ? ", \(Format.bytes(summary.bytesReused)) reused from old versions (zsync)" : ""
                 text(
-                    "\(verdict): \(tally); \(Format.bytes(summary.bytesTransferred)) transferred in \(Format.elapsed(elapsed))")
+                    "\(verdict): \(tally); \(Format.bytes(summary.bytesTransferred)) transferred\(reused) in \(Format.elapsed(elapsed))")
             }
             for blocked in summary.plan.blocked where mode != .json && !summary.dryRun {
                 Console.err("haul: blocked: \(blocked.path): \(blocked.reason)\n")
@@ -143,7 +146,8 @@ final class SyncRenderer: @unchecked Sendable {
                     "updated": .int(Int64(summary.updated.files)), "updatedBytes": .int(summary.updated.bytes),
                     "deleted": .int(Int64(summary.deleted.files)), "deletedBytes": .int(summary.deleted.bytes),
                     "unchanged": .int(Int64(summary.unchanged.files)), "unchangedBytes": .int(summary.unchanged.bytes),
-                    "transferredBytes": .int(summary.bytesTransferred), "failed": .int(Int64(summary.failures.count)),
+                    "transferredBytes": .int(summary.bytesTransferred), "reusedBytes": .int(summary.bytesReused),
+                    "failed": .int(Int64(summary.failures.count)),
                     "matches": .bool(summary.matchesManifest), "dryRun": .bool(summary.dryRun),
                     "seconds": .double(Format.seconds(elapsed)),
                 ])

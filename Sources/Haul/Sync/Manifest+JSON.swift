@@ -100,6 +100,7 @@ extension Manifest.Entry: Codable {
         case sha256
         case mtime
         case mode
+        case zsync
     }
 
     /// Decodes one entry of the JSON form; a failure names the entry's index and path.
@@ -154,7 +155,7 @@ extension Manifest.Entry: Codable {
         if let sha256, !Manifest.isSHA256(sha256.lowercased()) {
             throw problem("sha256 \(String(reflecting: sha256)) is not 64 hex digits")
         }
-        self.init(path: path, url: url, size: size, sha256: sha256, mtime: mtime, mode: mode)
+        self.init(path: path, url: url, size: size, sha256: sha256, mtime: mtime, mode: mode, zsync: try optional(.zsync))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -165,6 +166,7 @@ extension Manifest.Entry: Codable {
         try container.encodeIfPresent(sha256, forKey: .sha256)
         try container.encodeIfPresent(mtime.map(Manifest.formatDate), forKey: .mtime)
         try container.encodeIfPresent(mode.map(Manifest.formatMode), forKey: .mode)
+        try container.encodeIfPresent(zsync, forKey: .zsync)
     }
 
     private static func reason(_ error: any Error, key: CodingKeys) -> String {

@@ -43,6 +43,11 @@ extension Manifest {
                     index: index, path: entry.path, line: line,
                     "sha256 \(String(reflecting: sha256)) is not 64 hex digits")
             }
+            if let zsync = entry.zsync, !Self.isWellFormedURL(zsync) {
+                throw Self.entryError(
+                    index: index, path: entry.path, line: line,
+                    "zsync \(String(reflecting: zsync)) is not a valid relative or http(s) URL")
+            }
             if let mode = entry.mode, !(0...0o7777).contains(mode) {
                 throw Self.entryError(index: index, path: entry.path, line: line, "mode \(mode) is not in 0...07777")
             }

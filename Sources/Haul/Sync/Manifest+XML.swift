@@ -35,6 +35,7 @@ extension Manifest {
             if let sha256 = entry.sha256 { text += " sha256=\"\(sha256)\"" }
             if let mtime = entry.mtime { text += " mtime=\"\(Self.formatDate(mtime))\"" }
             if let mode = entry.mode { text += " mode=\"\(Self.formatMode(mode))\"" }
+            if let zsync = entry.zsync { text += " zsync=\"\(Self.escapeAttribute(zsync))\"" }
             text += "/>\n"
         }
         text += "</manifest>\n"
@@ -174,6 +175,7 @@ private final class ManifestXMLReader: NSObject, SafeXMLReader {
         if let sha256, !Manifest.isSHA256(sha256.lowercased()) {
             throw problem("sha256 \(String(reflecting: sha256)) is not 64 hex digits")
         }
-        return Manifest.Entry(path: path, url: url, size: size, sha256: sha256, mtime: mtime, mode: mode)
+        return Manifest.Entry(
+            path: path, url: url, size: size, sha256: sha256, mtime: mtime, mode: mode, zsync: attributes["zsync"])
     }
 }

@@ -43,15 +43,24 @@ public struct Manifest: Sendable, Hashable {
         /// The file's permission bits, such as `0o644`, if the manifest gives them. A sync
         /// sets them on the files it writes and on up-to-date files whose bits differ.
         public var mode: Int?
+        /// Where a zsync control file of the file is, as written (absolute, or relative to the
+        /// manifest's URL like ``url``), if the publisher made one (`haul manifest --zsync`):
+        /// a sync then updates a changed file from the blocks its old version still holds,
+        /// fetching only the rest (see ``DeltaSource``).
+        public var zsync: String?
 
         /// Creates an entry; `mtime` is truncated to whole seconds and `sha256` lowercased.
-        public init(path: String, url: String, size: Int64, sha256: String? = nil, mtime: Date? = nil, mode: Int? = nil) {
+        public init(
+            path: String, url: String, size: Int64, sha256: String? = nil, mtime: Date? = nil, mode: Int? = nil,
+            zsync: String? = nil
+        ) {
             self.path = path
             self.url = url
             self.size = size
             self.sha256 = sha256?.lowercased()
             self.mtime = mtime.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down)) }
             self.mode = mode
+            self.zsync = zsync
         }
 
         /// The URL to fetch: ``url`` itself when it is absolute, else ``url`` resolved against
@@ -61,6 +70,13 @@ public struct Manifest: Sendable, Hashable {
         public func resolvedURL(relativeTo base: URL) -> URL? {
             guard Manifest.isWellFormedURL(url) else { return nil }
             return URL(string: url, relativeTo: base)?.absoluteURL
+        }
+
+        /// The URL of the file's zsync control file (``zsync``), resolved as ``url`` is;
+        /// `nil` without one, or if it is not a valid URL.
+        public func resolvedZsyncURL(relativeTo base: URL) -> URL? {
+            guard let zsync, Manifest.isWellFormedURL(zsync) else { return nil }
+            return URL(string: zsync, relativeTo: base)?.absoluteURL
         }
     }
 

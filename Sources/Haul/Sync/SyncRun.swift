@@ -87,7 +87,7 @@ struct SyncRun {
         }
         var placed: [String: FileStatus] = [:]
         let transfers = SyncTransfers(
-            manager: manager, baseURL: base, target: target, priority: options.priority,
+            manager: manager, baseURL: base, target: target, live: root, priority: options.priority,
             reuseVerified: options.atomic, credentials: credentials, credentialOrigin: RedirectPolicy.Origin(manifestURL),
             emit: emit)
         let outcomes = await transfers.run(work.downloads, cache: cache)
@@ -99,6 +99,7 @@ struct SyncRun {
                     cache.remember(target + "/" + outcome.download.entry.path, status: placedFile.status, sha256: sha256)
                 }
                 summary.bytesTransferred += placedFile.bytesTransferred
+                summary.bytesReused += placedFile.bytesReused
                 if outcome.download.action == .download {
                     summary.downloaded.add(outcome.download.entry.size)
                 } else {

@@ -34,6 +34,9 @@ public struct SyncSummary: Sendable, Hashable {
     /// Bytes received from the network for the files (resumed downloads count only what
     /// this run fetched).
     public var bytesTransferred: Int64 = 0
+    /// Bytes of updated files taken from their old versions instead (files whose manifest
+    /// entry names a zsync control file: see ``Manifest/Entry/zsync``).
+    public var bytesReused: Int64 = 0
     /// Files that failed, and blocked entries.
     public var failures: [Failure] = []
     /// Whether this was a dry run, which changes nothing.

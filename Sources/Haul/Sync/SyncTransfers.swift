@@ -14,6 +14,8 @@ struct SyncTransfers: Sendable {
     struct Placed: Sendable {
         var status: FileStatus
         var bytesTransferred: Int64
+        /// Bytes of an updated file taken from its old version (a delta download), not fetched.
+        var bytesReused: Int64 = 0
     }
 
     struct Outcome: Sendable {
@@ -28,6 +30,9 @@ struct SyncTransfers: Sendable {
     let baseURL: URL
     /// Where files go: the directory, or the staging directory of an atomic sync.
     let target: String
+    /// Where the files of the last sync are: the directory (the same as ``target`` unless
+    /// the sync is atomic). A changed file's old version there seeds a delta download.
+    let live: String
     let priority: DownloadPriority
     /// Whether a complete file already at the target may be kept if its SHA-256 matches:
     /// true for a staging directory, where only verified files are ever renamed in.
@@ -93,6 +98,7 @@ struct SyncTransfers: Sendable {
         let destination = target + "/" + entry.path
         do throws(DownloadError) {
             var transferred: Int64 = 0
+            var reused: Int64 = 0
             if let staged, try await isVerified(staged, path: destination, sha256: entry.sha256) {
                 // Staged by an earlier, interrupted atomic sync.
             } else if entry.size == 0 {
@@ -106,19 +112,42 @@ struct SyncTransfers: Sendable {
                 guard let url = entry.resolvedURL(relativeTo: baseURL) else {
                     throw DownloadError.invalid("\(entry.path): '\(entry.url)' is not a valid URL")
                 }
-                let request = DownloadRequest(
+                var request = DownloadRequest(
                     url: url, destination: .file(URL(fileURLWithPath: destination, isDirectory: false)),
                     id: DownloadID("sync:" + destination), priority: priority, expectedSize: entry.size,
                     checksum: try Self.checksum(entry.sha256),
                     headers: RedirectPolicy.Origin(url) == credentialOrigin ? credentials : [])
-                let handle = try await manager.download(request)
-                transferred = try await handle.result.bytesTransferred
+                if download.action == .update { request.delta = await delta(for: entry) }
+                let result = try await manager.download(request).result
+                transferred = result.bytesTransferred
+                if request.delta != nil { reused = max(0, result.byteCount - transferred) }
             }
             let status = try Self.applyAttributes(of: entry, to: destination)
-            return Outcome(download: download, result: .success(Placed(status: status, bytesTransferred: transferred)))
+            return Outcome(
+                download: download,
+                result: .success(Placed(status: status, bytesTransferred: transferred, bytesReused: reused)))
         } catch {
             return Outcome(download: download, result: .failure(error))
         }
+    }
+
+    /// The control file a changed file's entry names (``Manifest/Entry/zsync``), fetched and
+    /// read, with the file's old version as the seed; `nil` (the file is fetched whole) when
+    /// there is none, it cannot be fetched or read, or it describes other content than the
+    /// entry (a control file older than the file).
+    private func delta(for entry: Manifest.Entry) async -> DeltaSource? {
+        guard let url = entry.resolvedZsyncURL(relativeTo: baseURL) else { return nil }
+        let old = live + "/" + entry.path
+        guard (try? FileStatus.of(old))??.kind == .regular else { return nil }
+        let request = DownloadRequest(
+            url: url, destination: .memory(limit: 256 << 20), id: DownloadID("sync-zsync:" + old), priority: priority,
+            headers: RedirectPolicy.Origin(url) == credentialOrigin ? credentials : [])
+        guard let result = try? await manager.download(request).result, let data = result.data,
+            var delta = try? DeltaSource(controlFile: data, at: result.finalURL), delta.length == entry.size,
+            entry.sha256 == nil || delta.control.sha256 == nil || delta.control.sha256?.hex == entry.sha256
+        else { return nil }
+        delta.seeds = [URL(fileURLWithPath: old)]
+        return delta
     }
 
     private static func checksum(_ sha256: String?) throws(DownloadError) -> Checksum? {
