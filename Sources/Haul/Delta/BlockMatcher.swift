@@ -27,6 +27,8 @@ package struct BlockMatcher: Sendable {
     private let next: [Int32]
     private let filter: [UInt64]
     private let bucketBits: UInt32
+    /// Where the buffer being scanned starts in its file (see ``scan(_:windows:origin:)``).
+    private var origin: Int64 = 0
 
     package init(_ control: ZsyncControl) {
         self.control = control
@@ -71,8 +73,15 @@ package struct BlockMatcher: Sendable {
     /// Scans the windows of `seed` that start in `windows` (each `blockSize` bytes, read
     /// past the range's end as far as the seed goes): a part of a seed, for scanning one
     /// on several threads, each with a matcher of its own (``merge(_:)`` joins them).
+    ///
+    /// `seed` may be a piece of a larger file that starts at `origin` in it: offsets are
+    /// recorded from the file's start. Only the file's true end reads as zeros, so a piece
+    /// that is not the last must hold two blocks past its last window (a pair's second
+    /// block).
     @discardableResult
-    package mutating func scan(_ seed: UnsafeRawBufferPointer, windows: Range<Int>) -> Int {
+    package mutating func scan(_ seed: UnsafeRawBufferPointer, windows: Range<Int>, origin: Int64 = 0) -> Int {
+        self.origin = origin
+        defer { self.origin = 0 }
         let size = control.blockSize
         let count = seed.count
         let windows = windows.clamped(to: 0..<count)
@@ -151,9 +160,9 @@ package struct BlockMatcher: Sendable {
                 if followingMD4 == nil { followingMD4 = Self.md4(seed, at: position + size, size: size) }
                 guard followingMD4![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block + 1))
                 else { continue }
-                record(block + 1, at: Int64(position + size))
+                record(block + 1, at: origin + Int64(position + size))
             }
-            record(block, at: Int64(position))
+            record(block, at: origin + Int64(position))
             matched = true
         }
         return (matched, following, followingMD4)

@@ -6,7 +6,8 @@ import NIOPosix
 /// and records the ranges still missing in the sidecar, as a segmented download records
 /// its own. From then on the download is a resumed segmented one.
 ///
-/// The scan is the client's CPU cost: a seed is mapped, cut into parts, and each part is
+/// The scan is the client's CPU cost: a seed is read a piece at a time (``defaultPieceSize``, so
+/// memory stays bounded for a seed of any size), each piece cut into parts, and each part
 /// scanned on a thread of the I/O pool with a matcher of its own (``BlockMatcher``), the
 /// matchers merged after. Blocks a later seed holds that an earlier one gave already are
 /// not copied twice.
@@ -19,6 +20,8 @@ struct DeltaSeeder: Sendable {
     let threadPool: NIOThreadPool
     /// Threads one seed is scanned on at most.
     let parallelism: Int
+    /// Bytes of a seed read into memory at once (see ``defaultPieceSize``).
+    var pieceSize = Self.defaultPieceSize
 
     /// Parts smaller than this are not scanned on a thread of their own.
     static let minimumPart = 4 << 20
@@ -46,15 +49,30 @@ struct DeltaSeeder: Sendable {
         try await threadPool.perform { () throws(DownloadError) in
             try Self.createPartial(paths.partial, length: control.length)
         }
+        // One buffer for every piece of every seed: memory stays bounded whatever their size.
+        let size = control.blockSize
+        let buffer = Buffer(capacity: pieceSize + 2 * size)
+        defer { buffer.deallocate() }
+        var copied = [Bool](repeating: false, count: control.table.count)
         for seed in setup.seeds where !matcher.isComplete {
-            guard let bytes = try await threadPool.perform({ () throws(DownloadError) in Self.map(seed) }) else {
-                continue
-            }
-            scanned += Int64(bytes.count)
-            let before = matcher
-            matcher = await scan(bytes, from: matcher)
-            try await threadPool.perform { [matcher] () throws(DownloadError) in
-                try Self.copy(newlyFound: matcher, since: before, from: bytes, into: paths.partial)
+            var origin: Int64 = 0
+            while !matcher.isComplete {
+                // A piece, and two blocks past it (a pair's second block): windows start in
+                // its first `pieceSize` bytes, or all of it at the seed's end.
+                guard
+                    let count = try await threadPool.perform({ [origin] () throws(DownloadError) in
+                        try Self.read(seed, at: origin, into: buffer)
+                    }), count > 0
+                else { break }
+                let last = count < buffer.capacity
+                let windows = last ? count : pieceSize
+                matcher = await scan(buffer, windows: windows, origin: origin, from: matcher)
+                try await threadPool.perform { [matcher, copied, origin] () throws(DownloadError) -> [Bool] in
+                    try Self.copy(found: matcher, skipping: copied, from: buffer, count: count, origin: origin, into: paths.partial)
+                }.enumerated().forEach { if $0.element { copied[$0.offset] = true } }
+                scanned += Int64(windows)
+                if last { break }
+                origin += Int64(pieceSize)
             }
         }
         let missing = matcher.missingRanges()
@@ -70,18 +88,33 @@ struct DeltaSeeder: Sendable {
             missingRanges: missing.count, scannedBytes: scanned, duration: .now - start)
     }
 
-    /// Scans `seed` in parts, each on a thread of the pool, from what `matcher` found so far.
-    private func scan(_ seed: Data, from matcher: BlockMatcher) async -> BlockMatcher {
-        let parts = max(1, min(parallelism, seed.count / Self.minimumPart))
-        let step = (seed.count + parts - 1) / parts
+    /// Bytes of a seed read into memory: a piece at a time, so that a seed of any size
+    /// costs the same memory (a mapping would count the whole file in the process's RSS).
+    static let defaultPieceSize = 32 << 20
+
+    /// The memory a piece of a seed is read into, shared read-only by the threads that scan
+    /// it (each scans its own windows).
+    final class Buffer: @unchecked Sendable {
+        let bytes: UnsafeMutableRawBufferPointer
+        var capacity: Int { bytes.count }
+        init(capacity: Int) { bytes = .allocate(byteCount: capacity, alignment: 64) }
+        func deallocate() { bytes.deallocate() }
+    }
+
+    /// Scans the windows starting in the first `windows` bytes of `buffer` (a piece at
+    /// `origin` in its seed) in parts, each on a thread of the pool, from what `matcher`
+    /// found so far.
+    private func scan(_ buffer: Buffer, windows: Int, origin: Int64, from matcher: BlockMatcher) async -> BlockMatcher {
+        let parts = max(1, min(parallelism, windows / min(Self.minimumPart, max(1, pieceSize / 4))))
+        let step = (windows + parts - 1) / parts
         let pool = threadPool
         let scanned = await withTaskGroup(of: BlockMatcher?.self) { group in
             for part in 0..<parts {
-                let windows = (part * step)..<min((part + 1) * step, seed.count)
+                let range = (part * step)..<min((part + 1) * step, windows)
                 group.addTask {
                     try? await pool.perform { () throws(DownloadError) -> BlockMatcher in
                         var own = matcher
-                        seed.withUnsafeBytes { _ = own.scan($0, windows: windows) }
+                        own.scan(UnsafeRawBufferPointer(buffer.bytes), windows: range, origin: origin)
                         return own
                     }
                 }
@@ -122,10 +155,22 @@ struct DeltaSeeder: Sendable {
         return Setup(recorded: false, seeds: all)
     }
 
-    /// A seed's bytes, mapped; `nil` when it cannot be read (it is then no help, not an
-    /// error: the bytes are fetched).
-    private static func map(_ path: String) -> Data? {
-        try? Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+    /// Reads as much of the seed at `path` from `offset` as fills `buffer`; returns how
+    /// many bytes it read (fewer at the seed's end), or `nil` when the seed cannot be read
+    /// (it is then no help, not an error: the bytes are fetched).
+    private static func read(_ path: String, at offset: Int64, into buffer: Buffer) throws(DownloadError) -> Int? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var total = 0
+        while total < buffer.capacity {
+            let count = pread(
+                descriptor, buffer.bytes.baseAddress! + total, buffer.capacity - total, off_t(offset) + off_t(total))
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return count == 0 ? total : (total > 0 ? total : nil) }
+            total += count
+        }
+        return total
     }
 
     /// Creates an empty partial of `length` bytes (a sparse file: the blocks found are
@@ -137,13 +182,16 @@ struct DeltaSeeder: Sendable {
         guard ftruncate(descriptor, off_t(length)) == 0 else { throw .fileSystem("truncate", path: path, errno: errno) }
     }
 
-    /// Writes the blocks `matcher` found that `before` had not (found in `seed`) into the
-    /// partial, runs of blocks that follow each other in the seed as one write.
-    private static func copy(newlyFound matcher: BlockMatcher, since before: BlockMatcher, from seed: Data, into path: String)
-        throws(DownloadError)
-    {
+    /// Writes the blocks `matcher` found that are not `copied` yet (found in this piece:
+    /// `count` bytes of `buffer`, at `origin` in its seed) into the partial, runs of blocks
+    /// that follow each other in the seed as one write; returns the blocks it wrote.
+    private static func copy(
+        found matcher: BlockMatcher, skipping copied: [Bool], from buffer: Buffer, count: Int, origin: Int64,
+        into path: String
+    ) throws(DownloadError) -> [Bool] {
         let size = Int64(matcher.control.blockSize)
         let length = matcher.control.length
+        var wrote = [Bool](repeating: false, count: copied.count)
         let descriptor = open(path, O_WRONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .fileSystem("open", path: path, errno: errno) }
         defer { close(descriptor) }
@@ -153,27 +201,26 @@ struct DeltaSeeder: Sendable {
             guard let current = run else { return }
             run = nil
             // Past the seed's end a window reads as zeros, which the sparse file holds already.
-            let available = min(current.count, Int64(seed.count) - current.source)
+            let local = current.source - origin
+            let available = min(current.count, Int64(count) - local)
             guard available > 0 else { return }
-            let written = seed.withUnsafeBytes { bytes in
-                pwrite(descriptor, bytes.baseAddress! + Int(current.source), Int(available), off_t(current.target))
-            }
+            let written = pwrite(descriptor, buffer.bytes.baseAddress! + Int(local), Int(available), off_t(current.target))
             guard written == Int(available) else { throw .fileSystem("write", path: path, errno: errno) }
         }
-        for block in matcher.found.indices {
-            guard let source = matcher.found[block], before.found[block] == nil else { continue }
+        for block in matcher.found.indices where !copied[block] {
+            guard let source = matcher.found[block] else { continue }
+            wrote[block] = true
             let target = Int64(block) * size
-            let count = min(size, length - target)
-            if let current = run, current.target + current.count == target, current.source + current.count == source,
-                current.count < 8 << 20
-            {
-                run?.count += count
+            let blockCount = min(size, length - target)
+            if let current = run, current.target + current.count == target, current.source + current.count == source {
+                run?.count += blockCount
             } else {
                 try flush()
-                run = (target, source, count)
+                run = (target, source, blockCount)
             }
         }
         try flush()
+        return wrote
     }
 
     /// Makes the partial durable, then records what it misses beside it.
