@@ -399,3 +399,53 @@ struct DeltaDownloadTests {
         }
     }
 }
+
+/// Delta downloads over HTTPS, with HTTP/2 offered, from nginx and Apache (`mod_http2`,
+/// which answers several ranges its own way): the scattered ranges go several to a request
+/// there too, and the file is right.
+@Suite(
+    "zsync: delta downloads over HTTPS and HTTP/2",
+    .enabled(if: NginxServer.isAvailable, "nginx is not installed: run .ci/run or apt-get install nginx"),
+    .enabled(if: ApacheServer.isAvailable, "Apache is not installed: run .ci/run or apt-get install apache2"),
+    .enabled(if: TestCertificates.openssl != nil, "openssl is not installed: apt-get install openssl"),
+    .timeLimit(.minutes(4)))
+struct DeltaOverHTTPSTests {
+    @Test(arguments: HTTP2Server.allCases)
+    func scatteredRangesComeSeveralToAStreamOverHTTP2(server: HTTP2Server) async throws {
+        try await server.with(directives: "") { certificates, origin in
+            // Given a new version with 60 small changes far apart, over HTTPS
+            let old = FaultServer.randomBytes(count: 2_000_000, seed: 47)
+            let new = DeltaDownloadTests.scattered(old, count: 60)
+            try origin.write(new, at: "/d/t.bin", modified: HTTP2Tests.anHourAgo)
+            let seed = certificates.directory.appendingPathComponent("old.bin")
+            try Data(old).write(to: seed)
+            let out = certificates.directory.appendingPathComponent("out")
+            try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+            var delta = try DeltaSource(
+                controlFile: DeltaDownloadTests.control(of: new).encoded(), at: origin.url("/d/t.bin.zsync"))
+            delta.seeds = [seed]
+            let manager = DownloadManager(
+                configuration: HTTP2Tests.configuration(certificates), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+
+            // When it is built from the old one
+            var failure: (any Error)?
+            do {
+                _ = try await manager.download(
+                    DownloadRequest(delta: delta, destination: .file(out.appendingPathComponent("t.bin")))
+                ).result
+            } catch {
+                failure = error
+            }
+            await manager.shutdown()
+
+            // Then it is right, every request went over HTTP/2, and far fewer requests than
+            // missing ranges were made
+            if let failure { throw failure }
+            #expect(FileManager.default.contents(atPath: out.path + "/t.bin").map(Array.init) == new ? true : false)
+            let requests = try await HTTP2Tests.logEntries(of: origin, atLeast: 1) { $0.path == "/d/t.bin" }
+            #expect(requests.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(requests)")
+            #expect(requests.count <= 60 / 8, "\(requests.count) requests")
+        }
+    }
+}

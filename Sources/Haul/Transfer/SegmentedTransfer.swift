@@ -33,6 +33,13 @@ import NIOPosix
 /// from the sources that wrote into it, and those are demoted (``SourceSet``). The pieces
 /// checked are saved in the sidecar with the missing ranges.
 ///
+/// A delta download (``DownloadRequest/delta``) resumes a partial seeded from local files,
+/// whose missing ranges are many and scattered: each connection asks for up to
+/// ``deltaRangesPerRequest`` of them in one request (``SegmentTable/claimMore(after:for:count:bytes:at:)``),
+/// and ``MultiRangeDelegate`` hands each range's bytes to a ``SegmentDelegate`` of its own. A
+/// source that answers with its whole content instead is used as it passes, then asked for
+/// one range at a time (``SourceSet/answeredWhole(_:)``).
+///
 /// Progress survives interruption: at each checkpoint (and when the transfer stops for any
 /// reason) the partial file is fsynced and the ranges still missing are saved in its
 /// `.haul-meta` sidecar (and the completed byte count in the journal), so a later run
