@@ -120,7 +120,7 @@ package struct ZsyncControl: Sendable, Equatable {
                 throw invalid("a header line has no ':' (\(String(decoding: line.prefix(60), as: UTF8.self)))")
             }
             let name = String(decoding: line[..<colon], as: UTF8.self)
-            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingWhitespace
+            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
             headers.append((name, value))
             if name == "Z-Map2" {
                 // Its map's entries (two 16-bit offsets each) follow the line at once.
@@ -144,7 +144,7 @@ package struct ZsyncControl: Sendable, Equatable {
         guard let lengthText = one("Length"), let length = Int64(lengthText), length >= 0 else {
             throw invalid("Length '\(one("Length") ?? "")' is not a size in bytes")
         }
-        let lengths = (one("Hash-Lengths") ?? "1,4,16").split(separator: ",").map { Int($0.trimmingWhitespace) }
+        let lengths = (one("Hash-Lengths") ?? "1,4,16").split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard lengths.count == 3, let sequence = lengths[0], let rsumBytes = lengths[1], let checksumBytes = lengths[2],
             (1...2).contains(sequence), (1...4).contains(rsumBytes), (3...16).contains(checksumBytes)
         else {
@@ -182,17 +182,6 @@ package struct ZsyncControl: Sendable, Equatable {
             length: length, sequenceMatches: sequence, rsumBytes: rsumBytes, checksumBytes: checksumBytes,
             urls: all("URL"), compressedURLs: all("Z-URL"), sha1: sha1, sha256: sha256,
             table: Table(rsums: rsums, checksums: checksums, checksumBytes: checksumBytes))
-    }
-}
-
-extension StringProtocol {
-    /// The string without spaces and tabs at either end.
-    fileprivate var trimmingWhitespace: String {
-        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let first = firstIndex(where: { !isBlank($0) }), let last = lastIndex(where: { !isBlank($0) }) else {
-            return ""
-        }
-        return String(self[first...last])
     }
 }
 
