@@ -355,6 +355,109 @@ struct DeltaDownloadTests {
         }
     }
 
+    /// How a new version differs from the old one, for the interop cases.
+    enum Change: String, CaseIterable, CustomTestStringConvertible {
+        case nothing, everything, deletion, movedRange, repeatedBlock, shortLastBlock
+
+        var testDescription: String { rawValue }
+
+        /// The old version and the new one.
+        var versions: (old: [UInt8], new: [UInt8]) {
+            let old = FaultServer.randomBytes(count: 600_000, seed: 91)
+            switch self {
+            case .nothing:
+                return (old, old)
+            case .everything:
+                return (old, FaultServer.randomBytes(count: 600_000, seed: 92))
+            case .deletion:
+                // 5,000 bytes gone: everything after them moves.
+                return (old, Array(old[..<100_000] + old[105_000...]))
+            case .movedRange:
+                return (old, Array(old[300_000..<400_000] + old[..<300_000] + old[400_000...]))
+            case .repeatedBlock:
+                // Its first four blocks twice over: found once, written twice.
+                return (old, Array(old[..<8192] + old))
+            case .shortLastBlock:
+                return (old, Array(old[..<599_001]) + FaultServer.randomBytes(count: 10, seed: 93))
+            }
+        }
+    }
+
+    /// Haul rebuilds a file from the control file Debian's zsyncmake wrote for it, whatever
+    /// changed, fetching what the old version lacks and nothing else.
+    @Test(arguments: Change.allCases)
+    func haulRebuildsAFileFromZsyncmakesControlFile(change: Change) async throws {
+        let zsyncmake = "/usr/bin/zsyncmake"
+        guard FileManager.default.isExecutableFile(atPath: zsyncmake) else {
+            print("skipped: needs zsyncmake (Debian's zsync package; .ci/run installs it)")
+            return
+        }
+        try await NginxFixture.with { f in
+            // Given a new version with zsyncmake's control file beside it, and the old version
+            let (old, new) = change.versions
+            try f.nginx.write(new, at: "/m/t.bin", modified: f.modified)
+            let served = f.nginx.root.appendingPathComponent("m/t.bin")
+            let made = try await ChildProcess.run(
+                zsyncmake, arguments: ["-u", "t.bin", "-o", served.path + ".zsync", served.path],
+                environment: ProcessInfo.processInfo.environment, timeLimit: .seconds(60), mergingErrors: true)
+            #expect(made.termination.code == 0, "\(String(decoding: made.output, as: UTF8.self))")
+            let control = try Data(contentsOf: URL(fileURLWithPath: served.path + ".zsync"))
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            var delta = try DeltaSource(controlFile: control, at: f.nginx.url("/m/t.bin.zsync"))
+            delta.seeds = [seed]
+            let request = DownloadRequest(delta: delta, destination: .file(f.file("t.bin")))
+            let report = Self.report(f.manager.events(includingProgress: false), id: request.id)
+
+            // When it is built
+            _ = try await f.manager.download(request).result
+
+            // Then it is the new version, and the bytes served are the ones missing
+            #expect(f.contents("t.bin") == new ? true : false)
+            let prepared = try #require(await report.value)
+            let served206 = try await Self.bytesServed(f.nginx, path: "/m/t.bin", reaching: Int(prepared.missingBytes))
+            #expect(Self.isMissingBytesAlone(served206, prepared), "\(served206) served, \(prepared)")
+            switch change {
+            case .nothing:
+                #expect(prepared.missingBytes == 0)
+                #expect(try f.nginx.accessLog().filter { $0.path == "/m/t.bin" }.isEmpty)
+            case .everything:
+                #expect(prepared.reusedBytes < 4096, "\(prepared)")
+            case .deletion, .movedRange, .shortLastBlock:
+                // A block or two around each edit.
+                #expect(prepared.missingBytes <= 3 * 2048, "\(prepared)")
+            case .repeatedBlock:
+                #expect(prepared.missingBytes == 0, "\(prepared)")
+            }
+        }
+    }
+
+    /// A control file with several `URL`s: each is a source, spread over the connections.
+    @Test func theControlFilesURLsAreMirrors() async throws {
+        try await NginxFixture.with { f in
+            let old = FaultServer.randomBytes(count: 2_000_000, seed: 94)
+            let new = Self.scattered(old, count: 40)
+            try f.nginx.write(new, at: "/a/t.bin", modified: f.modified)
+            try f.nginx.write(new, at: "/b/t.bin", modified: f.modified)
+            let seed = f.file("old.bin")
+            try Data(old).write(to: seed)
+            // (A relative URL and an absolute one.)
+            let control = Self.control(of: new, urls: ["t.bin", f.nginx.url("/b/t.bin").absoluteString])
+            var delta = try DeltaSource(controlFile: control.encoded(), at: f.nginx.url("/a/t.bin.zsync"))
+            delta.seeds = [seed]
+            #expect(delta.targetURLs == [f.nginx.url("/a/t.bin"), f.nginx.url("/b/t.bin")])
+            var request = DownloadRequest(delta: delta, destination: .file(f.file("t.bin")))
+            request.connections = 4
+            #expect(request.mirrors == [f.nginx.url("/b/t.bin")])
+
+            _ = try await f.manager.download(request).result
+
+            #expect(f.contents("t.bin") == new ? true : false)
+            let log = try f.nginx.accessLog()
+            #expect(log.contains { $0.path == "/a/t.bin" } && log.contains { $0.path == "/b/t.bin" }, "\(log)")
+        }
+    }
+
     @Test func aControlFileWithOnlyACompressedTargetIsRefusedByName() throws {
         let text = "zsync: 0.6.2\nFilename: t.bin\nBlocksize: 2048\nLength: 0\nZ-URL: t.bin.gz\nSHA-1: \(String(repeating: "0", count: 40))\n\n"
         let error = #expect(throws: DownloadError.self) {
