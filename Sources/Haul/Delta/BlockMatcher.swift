@@ -93,23 +93,31 @@ package struct BlockMatcher: Sendable {
         // The offsets where a window still lies wholly in the seed: rolled without checks.
         let inside = count - size
         let filter = self.filter
+        // With pairs, the window after the current one rolls along with it: a hit's check of
+        // the following block costs a comparison, not a sum over a block (with 2-byte sums,
+        // as zsyncmake writes them below 200 MB or so, about every other window is a hit).
+        let pairs = control.sequenceMatches == 2
         filter.withUnsafeBufferPointer { filter in
             var position = windows.lowerBound
             var rsum = Self.checksum(seed, at: position, size: size)
+            var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
             // The MD4 of the window at `position`, when a match just before computed it.
             var carried: [UInt8]?
             while position < windows.upperBound {
                 let hash = Self.hash(rsum.value & mask)
                 let bit = Int(hash >> (32 - bits - 3))
                 if filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0 {
-                    let match = verify(seed, at: position, rsum: rsum, bucket: Int(hash >> (32 - bits)), md4: carried)
+                    let match = verify(
+                        seed, at: position, rsum: rsum, following: pairs ? following : nil,
+                        bucket: Int(hash >> (32 - bits)), md4: carried)
                     if match.matched {
                         if isComplete { return }
                         // zsync moves past a matched block rather than through it; the next
                         // window's sums, when a pair's check computed them, are not computed again.
                         position += size
                         guard position < windows.upperBound else { return }
-                        rsum = match.following ?? Self.checksum(seed, at: position, size: size)
+                        rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
+                        if pairs { following = Self.checksum(seed, at: position + size, size: size) }
                         carried = match.followingMD4
                         continue
                     }
@@ -120,6 +128,11 @@ package struct BlockMatcher: Sendable {
                 } else {
                     rsum.roll(out: bytes[position], in: position + size < count ? bytes[position + size] : 0, blockSize: size)
                 }
+                if pairs {
+                    let out = position + size < count ? bytes[position + size] : 0
+                    let next = position + 2 * size < count ? bytes[position + 2 * size] : 0
+                    following.roll(out: out, in: next, blockSize: size)
+                }
                 position += 1
             }
         }
@@ -127,19 +140,19 @@ package struct BlockMatcher: Sendable {
     }
 
     /// Looks up the window at `position` among the blocks of `bucket` (`md4`: the window's
-    /// MD4, if known); records every block it is (and, with pairs, the next block's window as
-    /// the following block). Returns whether it matched one, and the next window's sums
-    /// where it computed them.
+    /// MD4, if known; `following`: with pairs, the rolling checksum of the window after it);
+    /// records every block it is (and, with pairs, the next block's window as the following
+    /// block). Returns whether it matched one, and the next window's MD4 where it computed it.
     private mutating func verify(
-        _ seed: UnsafeRawBufferPointer, at position: Int, rsum: RollingChecksum, bucket: Int, md4: [UInt8]?
-    ) -> (matched: Bool, following: RollingChecksum?, followingMD4: [UInt8]?) {
+        _ seed: UnsafeRawBufferPointer, at position: Int, rsum: RollingChecksum, following: RollingChecksum?,
+        bucket: Int, md4: [UInt8]?
+    ) -> (matched: Bool, followingMD4: [UInt8]?) {
         let size = control.blockSize
         let key = rsum.value & control.rsumMask
         let blocks = control.table.count
         let pairs = control.sequenceMatches == 2
         var matched = false
         var window = md4  // the MD4 of the window at `position`, once needed
-        var following: RollingChecksum?
         var followingMD4: [UInt8]?
         var candidate = heads[bucket]
         while candidate >= 0 {
@@ -151,8 +164,8 @@ package struct BlockMatcher: Sendable {
             guard found[block] == nil || (hasNext && found[block + 1] == nil), control.table.rsums[block] == key
             else { continue }
             if hasNext {
-                if following == nil { following = Self.checksum(seed, at: position + size, size: size) }
-                guard control.table.rsums[block + 1] == following!.value & control.rsumMask else { continue }
+                let next = following ?? Self.checksum(seed, at: position + size, size: size)
+                guard control.table.rsums[block + 1] == next.value & control.rsumMask else { continue }
             }
             if window == nil { window = Self.md4(seed, at: position, size: size) }
             guard window![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block)) else { continue }
@@ -165,7 +178,7 @@ package struct BlockMatcher: Sendable {
             record(block, at: origin + Int64(position))
             matched = true
         }
-        return (matched, following, followingMD4)
+        return (matched, followingMD4)
     }
 
     private mutating func record(_ block: Int, at offset: Int64) {
