@@ -26,6 +26,11 @@ package struct BlockMatcher: Sendable {
     private let heads: [Int32]
     private let next: [Int32]
     private let filter: [UInt64]
+    /// With pairs (`seq_matches` 2), the same filter over each block's checksum and its
+    /// follower's together, as zsync keys its table: a window is looked up only when it
+    /// and the window after it could be a pair (or it could be the last block). With 2-byte
+    /// sums a window's own checksum passes half the time; the pair, rarely.
+    private let pairFilter: [UInt64]
     private let bucketBits: UInt32
     /// Where the buffer being scanned starts in its file (see ``scan(_:windows:origin:)``).
     private var origin: Int64 = 0
@@ -52,10 +57,24 @@ package struct BlockMatcher: Sendable {
         self.heads = heads
         self.next = next
         self.filter = filter
+        var pairFilter: [UInt64] = []
+        if control.sequenceMatches == 2, count > 1 {
+            pairFilter = [UInt64](repeating: 0, count: filter.count)
+            for block in 0..<(count - 1) {
+                let bit = Int(Self.pairHash(control.table.rsums[block], control.table.rsums[block + 1]) >> (32 - bits - 3))
+                pairFilter[bit >> 6] |= 1 << UInt64(bit & 63)
+            }
+        }
+        self.pairFilter = pairFilter
     }
 
     @inline(__always)
     private static func hash(_ key: UInt32) -> UInt32 { key &* 0x9e37_79b1 }
+
+    @inline(__always)
+    private static func pairHash(_ key: UInt32, _ following: UInt32) -> UInt32 {
+        (key ^ (following &* 0x85eb_ca6b) ^ (following >> 16)) &* 0x9e37_79b1
+    }
 
     /// Whether every block of the target has been found.
     package var isComplete: Bool { foundCount == found.count }
@@ -96,44 +115,56 @@ package struct BlockMatcher: Sendable {
         // With pairs, the window after the current one rolls along with it: a hit's check of
         // the following block costs a comparison, not a sum over a block (with 2-byte sums,
         // as zsyncmake writes them below 200 MB or so, about every other window is a hit).
-        let pairs = control.sequenceMatches == 2
+        let pairs = control.sequenceMatches == 2 && !pairFilter.isEmpty
+        let lastKey = control.table.rsums[control.table.count - 1]
+        let pairFilter = self.pairFilter
         filter.withUnsafeBufferPointer { filter in
-            var position = windows.lowerBound
-            var rsum = Self.checksum(seed, at: position, size: size)
-            var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
-            // The MD4 of the window at `position`, when a match just before computed it.
-            var carried: [UInt8]?
-            while position < windows.upperBound {
-                let hash = Self.hash(rsum.value & mask)
-                let bit = Int(hash >> (32 - bits - 3))
-                if filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0 {
-                    let match = verify(
-                        seed, at: position, rsum: rsum, following: pairs ? following : nil,
-                        bucket: Int(hash >> (32 - bits)), md4: carried)
-                    if match.matched {
-                        if isComplete { return }
-                        // zsync moves past a matched block rather than through it; the next
-                        // window's sums, when a pair's check computed them, are not computed again.
-                        position += size
-                        guard position < windows.upperBound else { return }
-                        rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
-                        if pairs { following = Self.checksum(seed, at: position + size, size: size) }
-                        carried = match.followingMD4
-                        continue
+            pairFilter.withUnsafeBufferPointer { pairFilter in
+                var position = windows.lowerBound
+                var rsum = Self.checksum(seed, at: position, size: size)
+                var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
+                // The MD4 of the window at `position`, when a match just before computed it.
+                var carried: [UInt8]?
+                while position < windows.upperBound {
+                    let key = rsum.value & mask
+                    let passes: Bool
+                    if pairs {
+                        let bit = Int(Self.pairHash(key, following.value & mask) >> (32 - bits - 3))
+                        passes = pairFilter[bit >> 6] & (1 << UInt64(bit & 63)) != 0 || key == lastKey
+                    } else {
+                        let bit = Int(Self.hash(key) >> (32 - bits - 3))
+                        passes = filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0
                     }
+                    if passes {
+                        let hash = Self.hash(key)
+                        let match = verify(
+                            seed, at: position, rsum: rsum, following: pairs ? following : nil,
+                            bucket: Int(hash >> (32 - bits)), md4: carried)
+                        if match.matched {
+                            if isComplete { return }
+                            // zsync moves past a matched block rather than through it; the next
+                            // window's sums, when a pair's check computed them, are not computed again.
+                            position += size
+                            guard position < windows.upperBound else { return }
+                            rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
+                            if pairs { following = Self.checksum(seed, at: position + size, size: size) }
+                            carried = match.followingMD4
+                            continue
+                        }
+                    }
+                    carried = nil
+                    if position < inside {
+                        rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
+                    } else {
+                        rsum.roll(out: bytes[position], in: position + size < count ? bytes[position + size] : 0, blockSize: size)
+                    }
+                    if pairs {
+                        let out = position + size < count ? bytes[position + size] : 0
+                        let next = position + 2 * size < count ? bytes[position + 2 * size] : 0
+                        following.roll(out: out, in: next, blockSize: size)
+                    }
+                    position += 1
                 }
-                carried = nil
-                if position < inside {
-                    rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
-                } else {
-                    rsum.roll(out: bytes[position], in: position + size < count ? bytes[position + size] : 0, blockSize: size)
-                }
-                if pairs {
-                    let out = position + size < count ? bytes[position + size] : 0
-                    let next = position + 2 * size < count ? bytes[position + 2 * size] : 0
-                    following.roll(out: out, in: next, blockSize: size)
-                }
-                position += 1
             }
         }
         return foundCount - before
