@@ -95,12 +95,18 @@ struct ResumePlanTests {
         ("bytes 0-9/10", ContentRange(range: 0...9, total: 10)),
         ("bytes 5-9/*", ContentRange(range: 5...9, total: nil)),
         ("bytes */10", ContentRange(range: nil, total: 10)),
+        (" Bytes  0-9/10 ", ContentRange(range: 0...9, total: 10)),
+        ("BYTES 9223372036854775806-9223372036854775806/9223372036854775807",
+         ContentRange(range: 9_223_372_036_854_775_806...9_223_372_036_854_775_806, total: .max)),
     ])
     func parsesContentRange(text: String, expected: ContentRange) {
         #expect(ContentRange(text) == expected)
     }
 
-    @Test(arguments: ["bytes 9-5/10", "bytes 0-10/10", "items 0-1/2", "bytes */*", "bytes x-y/10"])
+    @Test(arguments: [
+        "bytes 9-5/10", "bytes 0-10/10", "items 0-1/2", "bytes */*", "bytes x-y/10", "bytes0-1/2", "bytes 0-1/2x",
+        "bytes -1-2/3", "bytes 0-99999999999999999999/10", "", "bytes 0-/10",
+    ])
     func rejectsBadContentRange(text: String) {
         #expect(ContentRange(text) == nil)
     }

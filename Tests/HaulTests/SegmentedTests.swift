@@ -297,6 +297,35 @@ struct SegmentedTests {
         #expect(PartialMetadata.load(from: path)?.remaining == [[30, 50]])
     }
 
+    /// A delta download's record holds tens of thousands of ranges, written digit by digit:
+    /// the sidecar is JSON any decoder reads, with every range, the largest offsets too, and
+    /// a record too big for a page goes into the document.
+    @Test func aSidecarWithThousandsOfRangesIsJSONThatReadsBack() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-meta-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("f.haul-meta").path
+        let ranges: [[Int64]] = (0..<20_000).map { [Int64($0) * 4096, Int64($0) * 4096 + 100] } + [[0, Int64.max]]
+        var metadata = PartialMetadata(url: "http://127.0.0.1/f \"quoted\"", validator: nil, totalBytes: Int64.max, remaining: ranges)
+        metadata.bootID = "boot-a"
+        metadata.unsyncedRemaining = Array(ranges.dropFirst(7))
+        let length = try metadata.save(to: path)
+        #expect(try metadata.saveProgress(to: path, documentLength: length) == false)
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let document = try JSONSerialization.jsonObject(with: data.prefix(length - 1)) as? [String: Any]
+        #expect((document?["remaining"] as? [[Int64]])?.count == ranges.count)
+        let loaded = try #require(PartialMetadata.load(from: path))
+        #expect(loaded == metadata)
+
+        // Empty lists stay lists; absent ones stay absent.
+        var empty = PartialMetadata(url: "http://127.0.0.1/g", validator: .etag("\"v\""), totalBytes: 0, remaining: [])
+        try empty.save(to: path)
+        #expect(PartialMetadata.load(from: path) == empty)
+        empty.remaining = nil
+        try empty.save(to: path)
+        #expect(PartialMetadata.load(from: path) == empty)
+    }
+
     /// The first run cannot finish before the pause: its size probe and its four segments
     /// each stall after 2 MiB (and the idle timeout is far beyond the suite's time limit).
     /// The requests after the pause are answered in full.

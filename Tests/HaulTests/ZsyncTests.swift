@@ -53,6 +53,24 @@ struct ZsyncTests {
         }
     }
 
+    /// The scan's filter never turns away an entry (a block would be fetched that a seed
+    /// holds), and passes few that are not: about 1 in 100 at 16 bits an entry.
+    @Test(arguments: [1, 100, 131_072])
+    func theBlockFilterKeepsEveryEntryAndFewOthers(entries: Int) {
+        var filter = BlockFilter(entries: entries)
+        var generator = SystemRandomNumberGenerator()
+        let inserted = (0..<entries).map { _ in UInt64.random(in: .min ... .max, using: &generator) }
+        for hash in inserted { filter.insert(hash) }
+        let (kept, passed) = filter.words.withUnsafeBufferPointer { words in
+            let lookup = BlockFilter.Lookup(words: words, shift: filter.shift)
+            let kept = inserted.allSatisfy(lookup.contains)
+            let passed = (0..<100_000).count { _ in lookup.contains(UInt64.random(in: .min ... .max, using: &generator)) }
+            return (kept, passed)
+        }
+        #expect(kept)
+        #expect(passed < 3_000, "\(passed) of 100,000 others passed")
+    }
+
     @Test func rollingChecksumIsZsyncs() {
         // a = Σ d[i], b = Σ (n - i)·d[i], modulo 2^16.
         let sum = RollingChecksum([1, 2, 3, 250])

@@ -20,17 +20,15 @@ package struct BlockMatcher: Sendable {
     package private(set) var foundCount = 0
 
     /// The table's blocks by stored rolling checksum: `heads[bucket]` is the first block of
-    /// a chain, `next[block]` the one after it (-1 ends it). A bit per eighth of a bucket
-    /// (`filter`) answers most lookups (nearly every offset of a seed misses) from a table
-    /// an eighth the size. No allocation per lookup.
+    /// a chain, `next[block]` the one after it (-1 ends it). No allocation per lookup.
     private let heads: [Int32]
     private let next: [Int32]
-    private let filter: [UInt64]
-    /// With pairs (`seq_matches` 2), the same filter over each block's checksum and its
-    /// follower's together, as zsync keys its table: a window is looked up only when it
-    /// and the window after it could be a pair (or it could be the last block). With 2-byte
-    /// sums a window's own checksum passes half the time; the pair, rarely.
-    private let pairFilter: [UInt64]
+    /// Answers most lookups (nearly every offset of a seed misses) without the chains:
+    /// a Bloom filter over the blocks' checksums, or, with pairs (`seq_matches` 2), over
+    /// each block's checksum and its follower's together, as zsync keys its table (a window
+    /// is looked up only when it and the window after it could be a pair, or it could be
+    /// the last block: with 2-byte sums a window's own checksum passes half the time).
+    private let filter: BlockFilter
     private let bucketBits: UInt32
     /// Where the buffer being scanned starts in its file (see ``scan(_:windows:origin:)``).
     private var origin: Int64 = 0
@@ -44,36 +42,36 @@ package struct BlockMatcher: Sendable {
         bucketBits = bits
         var heads = [Int32](repeating: -1, count: 1 << bits)
         var next = [Int32](repeating: -1, count: count)
-        var filter = [UInt64](repeating: 0, count: max(1, (1 << (bits + 3)) / 64))
         // In reverse, so that each chain lists its blocks in the file's order.
         for block in stride(from: count - 1, through: 0, by: -1) {
-            let hash = Self.hash(control.table.rsums[block])
-            let bucket = Int(hash >> (32 - bits))
+            let bucket = Int(Self.hash(control.table.rsums[block]) >> (32 - bits))
             next[block] = heads[bucket]
             heads[bucket] = Int32(block)
-            let bit = Int(hash >> (32 - bits - 3))
-            filter[bit >> 6] |= 1 << UInt64(bit & 63)
         }
         self.heads = heads
         self.next = next
-        self.filter = filter
-        var pairFilter: [UInt64] = []
+        var filter = BlockFilter(entries: count)
         if control.sequenceMatches == 2, count > 1 {
-            pairFilter = [UInt64](repeating: 0, count: filter.count)
             for block in 0..<(count - 1) {
-                let bit = Int(Self.pairHash(control.table.rsums[block], control.table.rsums[block + 1]) >> (32 - bits - 3))
-                pairFilter[bit >> 6] |= 1 << UInt64(bit & 63)
+                filter.insert(Self.filterHash(control.table.rsums[block], control.table.rsums[block + 1]))
             }
+        } else {
+            for block in 0..<count { filter.insert(Self.filterHash(control.table.rsums[block], 0)) }
         }
-        self.pairFilter = pairFilter
+        self.filter = filter
     }
 
     @inline(__always)
     private static func hash(_ key: UInt32) -> UInt32 { key &* 0x9e37_79b1 }
 
+    /// A window's checksum and the following one's (0 without pairs), mixed for the filter.
     @inline(__always)
-    private static func pairHash(_ key: UInt32, _ following: UInt32) -> UInt32 {
-        (key ^ (following &* 0x85eb_ca6b) ^ (following >> 16)) &* 0x9e37_79b1
+    private static func filterHash(_ key: UInt32, _ following: UInt32) -> UInt64 {
+        var x = UInt64(key) << 32 | UInt64(following)
+        x ^= x >> 33
+        x &*= 0xff51_afd7_ed55_8ccd
+        x ^= x >> 33
+        return x
     }
 
     /// Whether every block of the target has been found.
@@ -109,62 +107,56 @@ package struct BlockMatcher: Sendable {
         let mask = control.rsumMask
         let before = foundCount
         let bits = bucketBits
-        // The offsets where a window still lies wholly in the seed: rolled without checks.
-        let inside = count - size
-        let filter = self.filter
+        // The offsets where a window and the one after it still lie wholly in the seed:
+        // rolled without checks.
+        let inside = count - 2 * size
         // With pairs, the window after the current one rolls along with it: a hit's check of
         // the following block costs a comparison, not a sum over a block (with 2-byte sums,
         // as zsyncmake writes them below 200 MB or so, about every other window is a hit).
-        let pairs = control.sequenceMatches == 2 && !pairFilter.isEmpty
+        let pairs = control.sequenceMatches == 2 && control.table.count > 1
         let lastKey = control.table.rsums[control.table.count - 1]
-        let pairFilter = self.pairFilter
-        filter.withUnsafeBufferPointer { filter in
-            pairFilter.withUnsafeBufferPointer { pairFilter in
-                var position = windows.lowerBound
-                var rsum = Self.checksum(seed, at: position, size: size)
-                var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
-                // The MD4 of the window at `position`, when a match just before computed it.
-                var carried: [UInt8]?
-                while position < windows.upperBound {
-                    let key = rsum.value & mask
-                    let passes: Bool
+        filter.words.withUnsafeBufferPointer { words in
+            let filter = BlockFilter.Lookup(words: words, shift: filter.shift)
+            var position = windows.lowerBound
+            var rsum = Self.checksum(seed, at: position, size: size)
+            var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
+            // The MD4 of the window at `position`, when a match just before computed it.
+            var carried: [UInt8]?
+            while position < windows.upperBound {
+                let key = rsum.value & mask
+                let passes = pairs
+                    ? filter.contains(Self.filterHash(key, following.value & mask)) || key == lastKey
+                    : filter.contains(Self.filterHash(key, 0))
+                if passes {
+                    let hash = Self.hash(key)
+                    let match = verify(
+                        seed, at: position, rsum: rsum, following: pairs ? following : nil,
+                        bucket: Int(hash >> (32 - bits)), md4: carried)
+                    if match.matched {
+                        if isComplete { return }
+                        // zsync moves past a matched block rather than through it; the next
+                        // window's sums, when a pair's check computed them, are not computed again.
+                        position += size
+                        guard position < windows.upperBound else { return }
+                        rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
+                        if pairs { following = Self.checksum(seed, at: position + size, size: size) }
+                        carried = match.followingMD4
+                        continue
+                    }
+                }
+                carried = nil
+                if position < inside {
+                    rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
+                    if pairs { following.roll(out: bytes[position + size], in: bytes[position + 2 * size], blockSize: size) }
+                } else {
+                    let out = position + size < count ? bytes[position + size] : 0
+                    rsum.roll(out: bytes[position], in: out, blockSize: size)
                     if pairs {
-                        let bit = Int(Self.pairHash(key, following.value & mask) >> (32 - bits - 3))
-                        passes = pairFilter[bit >> 6] & (1 << UInt64(bit & 63)) != 0 || key == lastKey
-                    } else {
-                        let bit = Int(Self.hash(key) >> (32 - bits - 3))
-                        passes = filter[bit >> 6] & (1 << UInt64(bit & 63)) != 0
-                    }
-                    if passes {
-                        let hash = Self.hash(key)
-                        let match = verify(
-                            seed, at: position, rsum: rsum, following: pairs ? following : nil,
-                            bucket: Int(hash >> (32 - bits)), md4: carried)
-                        if match.matched {
-                            if isComplete { return }
-                            // zsync moves past a matched block rather than through it; the next
-                            // window's sums, when a pair's check computed them, are not computed again.
-                            position += size
-                            guard position < windows.upperBound else { return }
-                            rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
-                            if pairs { following = Self.checksum(seed, at: position + size, size: size) }
-                            carried = match.followingMD4
-                            continue
-                        }
-                    }
-                    carried = nil
-                    if position < inside {
-                        rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
-                    } else {
-                        rsum.roll(out: bytes[position], in: position + size < count ? bytes[position + size] : 0, blockSize: size)
-                    }
-                    if pairs {
-                        let out = position + size < count ? bytes[position + size] : 0
                         let next = position + 2 * size < count ? bytes[position + 2 * size] : 0
                         following.roll(out: out, in: next, blockSize: size)
                     }
-                    position += 1
                 }
+                position += 1
             }
         }
         return foundCount - before
@@ -192,12 +184,13 @@ package struct BlockMatcher: Sendable {
             let hasNext = pairs && block + 1 < blocks
             // A found block is still worth a look when its follower is not: a pair that
             // matches here gives the follower (the block before a change is found so).
-            guard found[block] == nil || (hasNext && found[block + 1] == nil), control.table.rsums[block] == key
-            else { continue }
+            // The sums first: they share a cache line, and nearly every candidate fails them.
+            guard control.table.rsums[block] == key else { continue }
             if hasNext {
                 let next = following ?? Self.checksum(seed, at: position + size, size: size)
                 guard control.table.rsums[block + 1] == next.value & control.rsumMask else { continue }
             }
+            guard found[block] == nil || (hasNext && found[block + 1] == nil) else { continue }
             if window == nil { window = Self.md4(seed, at: position, size: size) }
             guard window![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block)) else { continue }
             if hasNext {
@@ -263,5 +256,45 @@ package struct BlockMatcher: Sendable {
             for index in offset..<seed.count { bytes[index - offset] = seed[index] }
         }
         return bytes
+    }
+}
+
+/// A Bloom filter in blocks of 64 bits: each entry sets three bits of one word, so a lookup
+/// reads one word (one cache line) and passes about 1 in 100 windows that are not entries
+/// at 16 bits an entry, where one bit per entry passed 1 in 16.
+struct BlockFilter: Sendable {
+    private(set) var words: [UInt64]
+    /// How far a hash is shifted right to give its word.
+    let shift: UInt64
+
+    init(entries: Int) {
+        var bits: UInt64 = 0
+        while (1 << bits) * 64 < 16 * max(entries, 1), bits < 40 { bits += 1 }
+        words = [UInt64](repeating: 0, count: 1 << bits)
+        shift = 64 - bits
+    }
+
+    mutating func insert(_ hash: UInt64) {
+        words[Self.word(hash, shift: shift)] |= Self.mask(hash)
+    }
+
+    @inline(__always)
+    static func word(_ hash: UInt64, shift: UInt64) -> Int { shift >= 64 ? 0 : Int(truncatingIfNeeded: hash >> shift) }
+
+    @inline(__always)
+    static func mask(_ hash: UInt64) -> UInt64 {
+        1 << (hash & 63) | 1 << ((hash >> 6) & 63) | 1 << ((hash >> 12) & 63)
+    }
+
+    /// The filter's words lent for a scan.
+    struct Lookup {
+        let words: UnsafeBufferPointer<UInt64>
+        let shift: UInt64
+
+        @inline(__always)
+        func contains(_ hash: UInt64) -> Bool {
+            let mask = BlockFilter.mask(hash)
+            return words[BlockFilter.word(hash, shift: shift)] & mask == mask
+        }
     }
 }

@@ -143,21 +143,42 @@ struct MultipartByteranges: Sendable {
     }
 
     /// The `Content-Range` of a part's headers: where its bytes go, and the content's size.
+    /// Read from the bytes (a delta download's answer has tens of thousands of parts).
     private static func contentRange(of headers: [UInt8]) throws(DownloadError) -> (
         lowerBound: Int64, upperBound: Int64, total: Int64
     ) {
-        let text = String(decoding: headers, as: UTF8.self)
-        for line in text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
-            guard let colon = line.firstIndex(of: ":"),
-                line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "content-range"
-            else { continue }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            guard let parsed = ContentRange(value), let range = parsed.range, let total = parsed.total,
-                range.upperBound < total
-            else { throw violation("a part has an invalid Content-Range: \(value)") }
-            return (range.lowerBound, range.upperBound + 1, total)
+        let name = Array("content-range".utf8)
+        let found: Result<(Int64, Int64, Int64), DownloadError>? = headers.withUnsafeBufferPointer { headers in
+            var start = 0
+            while start < headers.count {
+                var end = start
+                while end < headers.count, headers[end] != UInt8(ascii: "\n"), headers[end] != UInt8(ascii: "\r") { end += 1 }
+                defer { start = end + 1 }
+                guard let colon = headers[start..<end].firstIndex(of: UInt8(ascii: ":")) else { continue }
+                var nameEnd = colon
+                while nameEnd > start, headers[nameEnd - 1] == UInt8(ascii: " ") || headers[nameEnd - 1] == UInt8(ascii: "\t") {
+                    nameEnd -= 1
+                }
+                var nameStart = start
+                while nameStart < nameEnd, headers[nameStart] == UInt8(ascii: " ") || headers[nameStart] == UInt8(ascii: "\t") {
+                    nameStart += 1
+                }
+                guard nameEnd - nameStart == name.count,
+                    zip(headers[nameStart..<nameEnd], name).allSatisfy({ $0 | 0x20 == $1 })
+                else { continue }
+                let value = UnsafeBufferPointer(rebasing: headers[(colon + 1)..<end])
+                guard let parsed = ContentRange(bytes: value), let range = parsed.range, let total = parsed.total else {
+                    return .failure(violation("a part has an invalid Content-Range: \(String(decoding: value, as: UTF8.self))"))
+                }
+                return .success((range.lowerBound, range.upperBound + 1, total))
+            }
+            return nil
         }
-        throw violation("a part has no Content-Range")
+        switch found {
+        case .success(let range): return (range.0, range.1, range.2)
+        case .failure(let error): throw error
+        case nil: throw violation("a part has no Content-Range")
+        }
     }
 
     private static func violation(_ reason: String) -> DownloadError {

@@ -54,8 +54,64 @@ struct PartialMetadata: Codable, Hashable, Sendable {
 
     /// The progress record: what a segmented download had written, synced or not.
     private struct Progress: Codable {
-        var unsyncedRemaining: [[Int64]]
+        var unsyncedRemaining: [[Int64]]?
         var bootID: String?
+    }
+
+    /// `value` as a JSON object, with each list of `ranges` (those not `nil`) as one more
+    /// member. The lists are written here, digit by digit: Foundation's encoder spends
+    /// about 2 µs an element, and a delta download's record holds tens of thousands of
+    /// ranges, saved ten times a second (60 ms a save for 16,000 ranges; here, under 1).
+    private static func encode<Value: Encodable>(
+        _ value: Value, ranges: [(key: String, ranges: [[Int64]]?)]
+    ) throws(DownloadError) -> Data {
+        var data: Data
+        do { data = try JSONEncoder().encode(value) } catch {
+            throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
+        }
+        guard data.last == UInt8(ascii: "}") else {
+            throw DownloadError(.fileSystem, "cannot encode resume metadata: not a JSON object")
+        }
+        data.removeLast()
+        var text: [UInt8] = []
+        for (key, list) in ranges {
+            guard let list else { continue }
+            text.reserveCapacity(text.count + key.utf8.count + 4 + list.count * 24)
+            if data.count > 1 || !text.isEmpty { text.append(UInt8(ascii: ",")) }
+            text.append(UInt8(ascii: "\""))
+            text.append(contentsOf: key.utf8)
+            text.append(contentsOf: "\":[".utf8)
+            for (index, range) in list.enumerated() {
+                if index > 0 { text.append(UInt8(ascii: ",")) }
+                text.append(UInt8(ascii: "["))
+                for (position, bound) in range.enumerated() {
+                    if position > 0 { text.append(UInt8(ascii: ",")) }
+                    appendDecimal(bound, to: &text)
+                }
+                text.append(UInt8(ascii: "]"))
+            }
+            text.append(UInt8(ascii: "]"))
+        }
+        text.append(UInt8(ascii: "}"))
+        data.append(contentsOf: text)
+        return data
+    }
+
+    private static func appendDecimal(_ value: Int64, to text: inout [UInt8]) {
+        if value < 0 { text.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { digits in
+            repeat {
+                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for index in stride(from: count - 1, through: 0, by: -1) { text.append(digits[index]) }
+        }
     }
 
     /// Where the progress record starts in a sidecar whose document (with its newline) is
@@ -90,8 +146,10 @@ struct PartialMetadata: Codable, Hashable, Sendable {
         let recordStart = data.startIndex + progressOffset(documentLength: documentEnd - data.startIndex + 1)
         if recordStart < data.endIndex {
             let recordEnd = data[recordStart...].firstIndex(of: newline) ?? data.endIndex
-            if let progress = try? JSONDecoder().decode(Progress.self, from: data[recordStart..<recordEnd]) {
-                metadata.unsyncedRemaining = progress.unsyncedRemaining
+            if let progress = try? JSONDecoder().decode(Progress.self, from: data[recordStart..<recordEnd]),
+                let unsyncedRemaining = progress.unsyncedRemaining
+            {
+                metadata.unsyncedRemaining = unsyncedRemaining
                 metadata.bootID = progress.bootID
             }
         }
@@ -102,10 +160,10 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// record. Returns the document's length, newline included.
     @discardableResult
     func save(to path: String) throws(DownloadError) -> Int {
-        var data: Data
-        do { data = try JSONEncoder().encode(self) } catch {
-            throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
-        }
+        var document = self
+        document.remaining = nil
+        document.unsyncedRemaining = nil
+        var data = try Self.encode(document, ranges: [("remaining", remaining), ("unsyncedRemaining", unsyncedRemaining)])
         data.append(UInt8(ascii: "\n"))
         // Plain POSIX calls: Foundation's createFile writes through a temporary file of its
         // own, which a killed process would leave behind.
@@ -126,12 +184,8 @@ struct PartialMetadata: Codable, Hashable, Sendable {
     /// Returns `false`, writing nothing, when the record would not fit in one page or the
     /// sidecar is gone: then ``save(to:)`` is the way.
     func saveProgress(to path: String, documentLength: Int) throws(DownloadError) -> Bool {
-        var data: Data
-        do {
-            data = try JSONEncoder().encode(Progress(unsyncedRemaining: unsyncedRemaining ?? [], bootID: bootID))
-        } catch {
-            throw DownloadError(.fileSystem, "cannot encode resume metadata: \(error)")
-        }
+        var data = try Self.encode(
+            Progress(unsyncedRemaining: nil, bootID: bootID), ranges: [("unsyncedRemaining", unsyncedRemaining ?? [])])
         data.append(UInt8(ascii: "\n"))
         guard data.count <= Self.progressRecordLimit else { return false }
         let descriptor = open(path, O_WRONLY | O_CLOEXEC)

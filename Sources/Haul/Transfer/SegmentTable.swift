@@ -178,8 +178,11 @@ final class SegmentTable: Sendable {
     /// `now` is when the claim is made: the start of the connection's next delivery.
     func claim(for source: Int? = nil, chasing: Bool = false, at now: ContinuousClock.Instant) -> Claim? {
         state.withLockedValue { segments in
-            if let index = segments.firstIndex(where: {
-                !$0.claimed && $0.next < $0.end && !(source.map($0.avoiding.contains) ?? false)
+            // (By index, field by field: a segment is not copied per look, and a delta
+            // download's table holds tens of thousands.)
+            if let index = segments.indices.first(where: {
+                !segments[$0].claimed && segments[$0].next < segments[$0].end
+                    && !(source.map(segments[$0].avoiding.contains) ?? false)
             }) {
                 segments[index].claimed(at: now)
                 segments[index].source = source
@@ -225,8 +228,13 @@ final class SegmentTable: Sendable {
 
     /// More work for a connection that asks for several ranges in one request (a delta
     /// download's scattered missing blocks): up to `count` further unclaimed segments (not
-    /// ones to avoid `source` for), whole and in order of their offsets, while the bytes of
-    /// `first` and theirs stay within `bytes`. None is split.
+    /// ones to avoid `source` for), whole, while the bytes of `first` and theirs stay within
+    /// `bytes`. None is split. They are the ones after `first` in the table, which lists
+    /// the ranges in order of their offsets (a split's second part goes to its end), then
+    /// those before it; returned in order of their offsets.
+    ///
+    /// The walk stops at the first segment that does not fit: with tens of thousands of
+    /// ranges, a request costs the segments it takes, not the table.
     func claimMore(after first: Claim, for source: Int?, count: Int, bytes: Int64, at now: ContinuousClock.Instant)
         -> [Claim]
     {
@@ -234,19 +242,21 @@ final class SegmentTable: Sendable {
         return state.withLockedValue { segments in
             var budget = bytes - (first.end - first.start)
             var claims: [Claim] = []
-            let candidates = segments.indices.filter {
-                !segments[$0].claimed && segments[$0].next < segments[$0].end
-                    && !(source.map(segments[$0].avoiding.contains) ?? false)
-            }.sorted { segments[$0].next < segments[$1].next }
-            for index in candidates {
+            var index = first.index
+            for _ in 1..<max(segments.count, 1) {
+                index = index + 1 == segments.count ? 0 : index + 1
+                guard !segments[index].claimed, segments[index].next < segments[index].end,
+                    !(source.map(segments[index].avoiding.contains) ?? false)
+                else { continue }
                 let size = segments[index].end - segments[index].next
-                guard claims.count < count, size <= budget else { break }
+                guard size <= budget else { break }
                 budget -= size
                 segments[index].claimed(at: now)
                 segments[index].source = source
                 claims.append(Claim(index: index, start: segments[index].next, end: segments[index].end))
+                if claims.count == count { break }
             }
-            return claims
+            return claims.sorted { $0.start < $1.start }
         }
     }
 
@@ -372,7 +382,9 @@ final class SegmentTable: Sendable {
     /// Whether unclaimed work is left that `source` may not take.
     func hasWork(avoiding source: Int) -> Bool {
         state.withLockedValue { segments in
-            segments.contains { !$0.claimed && $0.next < $0.end && $0.avoiding.contains(source) }
+            segments.indices.contains {
+                !segments[$0].claimed && segments[$0].next < segments[$0].end && segments[$0].avoiding.contains(source)
+            }
         }
     }
 
@@ -409,7 +421,11 @@ final class SegmentTable: Sendable {
     /// The ranges (start, end exclusive) not yet in the file, merged and sorted.
     func remaining() -> [(Int64, Int64)] {
         let ranges = state.withLockedValue { segments in
-            segments.filter { $0.written < $0.end }.map { ($0.written, $0.end) }
+            var ranges: [(Int64, Int64)] = []
+            for index in segments.indices where segments[index].written < segments[index].end {
+                ranges.append((segments[index].written, segments[index].end))
+            }
+            return ranges
         }.sorted { $0.0 < $1.0 }
         var merged: [(Int64, Int64)] = []
         for range in ranges {
@@ -423,8 +439,19 @@ final class SegmentTable: Sendable {
     }
 
     /// Bytes in the file so far.
-    var completed: Int64 { total - remaining().reduce(0) { $0 + ($1.1 - $1.0) } }
+    var completed: Int64 {
+        total
+            - state.withLockedValue { segments in
+                var missing: Int64 = 0
+                for index in segments.indices where segments[index].written < segments[index].end {
+                    missing += segments[index].end - segments[index].written
+                }
+                return missing
+            }
+    }
 
     /// Whether every byte is in the file.
-    var isComplete: Bool { state.withLockedValue { $0.allSatisfy { $0.written >= $0.end } } }
+    var isComplete: Bool {
+        state.withLockedValue { segments in segments.indices.allSatisfy { segments[$0].written >= segments[$0].end } }
+    }
 }
