@@ -551,12 +551,14 @@ package final class PostgresJobStore: JobStore, Sendable {
             case .memory: nil
             }
         do {
-            return try QueueRequest(
+            var queued = try QueueRequest(
                 url: request.url, id: record.id, name: name,
                 priority: request.priority.rawValue - DownloadPriority.normal.rawValue,
                 expectedSize: request.expectedSize, checksum: record.checksum,
                 headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond,
                 connections: request.connections, mirrors: request.mirrors, pieces: request.pieces)
+            queued.options.delta = request.delta.map { JobRecord.encode(delta: $0, seeds: false) }
+            return queued
         } catch {
             throw DownloadError.queue("\(record.id): \(error.message)")
         }
@@ -696,6 +698,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         request.mirrors = (decoded.mirrors ?? []).compactMap(URL.init(string:))
         request.pieces = decoded.pieces.flatMap(JobRecord.decode(pieces:))
         request.location = decoded.location.flatMap(URL.init(string:))
+        request.delta = decoded.delta.flatMap(JobRecord.decode(delta:))
         return try JobRecord.make(for: request)
     }
 

@@ -248,6 +248,10 @@ public struct QueueRequest: Sendable, Hashable {
         var pieces: String?
         /// Where the URL's content is fetched from now (a refreshed signed URL).
         var location: String?
+        /// A zsync delta download's control file, as the journal keeps it
+        /// (`JobRecord.encode(delta:seeds:)`), without seeds: a worker builds on the file
+        /// at its own destination, never on files the submitter named.
+        var delta: String?
     }
 
     /// What to download (`http` or `https`).

@@ -270,7 +270,10 @@ struct DeltaDownloadTests {
         }
     }
 
-    @Test func aDeltaDownloadKilledAfterItsScanResumesWithoutScanningAgain() async throws {
+    /// Resumed by the same command, or by `haul resume` from the journal alone (which
+    /// keeps the control file: its address is not asked again).
+    @Test(arguments: [false, true])
+    func aDeltaDownloadKilledAfterItsScanResumesWithoutScanningAgain(fromTheJournal: Bool) async throws {
         // (Ranges served at 16 KiB/s: the fetch is still running when the kill comes.)
         try await NginxFixture.with(directives: "location /slowr/ { limit_rate 16k; }") { f in
             // Given a delta download whose process is killed (SIGKILL) as soon as it says
@@ -293,8 +296,17 @@ struct DeltaDownloadTests {
                 }.first { $0["event"] as? String == "deltaPrepared" })
             let missing = try #require(report["missing"] as? Int)
 
-            // When the same command runs again
-            let again = try await Haul.run(arguments)
+            // When the same command runs again, or haul resume does, with the control
+            // file gone from the server
+            let again: Haul.Run
+            if fromTheJournal {
+                try FileManager.default.removeItem(at: f.nginx.root.appendingPathComponent("slowr/t.bin.zsync"))
+                again = try await Haul.run([
+                    "resume", "--json", "--journal", f.directory.appendingPathComponent("journal.db").path,
+                ])
+            } else {
+                again = try await Haul.run(arguments)
+            }
 
             // Then it resumes the seeded partial: no second scan, and the file is right,
             // with the missing bytes served once (twice at most, for what was in flight

@@ -80,6 +80,31 @@ struct DeltaSeederTests {
         #expect(try await seeder.prepare(seeds: [seed], paths: setup.paths, url: URL(string: "http://h/t.bin")!) == nil)
     }
 
+    /// A journal row keeps a delta download whole: the control file (its block table and
+    /// digests, read back as they were), its address and the seeds; a shared queue's row
+    /// leaves the seeds out.
+    @Test func aJournalRowKeepsTheControlFileAndTheSeeds() throws {
+        let (_, new) = DeltaDownloadTests.versions()
+        let control = DeltaDownloadTests.control(of: new, urls: ["t.bin", "https://mirror.example/t.bin"])
+        let delta = try DeltaSource(
+            controlFile: control.encoded(), at: URL(string: "https://example.com/pub/t.bin.zsync")!,
+            seeds: [URL(fileURLWithPath: "/srv/old/t.bin"), URL(fileURLWithPath: "/srv/other t.bin")])
+        let request = DownloadRequest(
+            delta: delta, destination: .file(FileManager.default.temporaryDirectory.appendingPathComponent("t.bin")))
+        let record = try JobRecord.make(for: request)
+        let restored = try #require(try record.request().delta)
+        #expect(restored.controlURL == delta.controlURL)
+        #expect(restored.seeds == delta.seeds)
+        #expect(restored.targetURLs == delta.targetURLs)
+        #expect(restored.checksum == delta.checksum)
+        #expect(restored.control.encoded() == control.encoded() ? true : false)
+
+        let queued = try #require(JobRecord.decode(delta: JobRecord.encode(delta: delta, seeds: false)))
+        #expect(queued.seeds.isEmpty)
+        #expect(queued.control.encoded() == control.encoded() ? true : false)
+        #expect(JobRecord.decode(delta: "{\"controlURL\": \"x\", \"control\": \"not a control file\"}") == nil)
+    }
+
     @Test func aSecondSeedGivesWhatTheFirstLacksAndAnUnrecordedPartialIsASeed() async throws {
         // Given a target whose first half is in one seed and second half in a partial left
         // without a record (a download stopped before this one)

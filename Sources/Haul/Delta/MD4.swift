@@ -63,9 +63,10 @@ package struct MD4: Sendable {
         length = kept
         var digest: [UInt8] = []
         digest.reserveCapacity(16)
-        for word in [state.0, state.1, state.2, state.3] {
-            withUnsafeBytes(of: word.littleEndian) { digest.append(contentsOf: $0) }
-        }
+        withUnsafeBytes(of: state.0.littleEndian) { digest.append(contentsOf: $0) }
+        withUnsafeBytes(of: state.1.littleEndian) { digest.append(contentsOf: $0) }
+        withUnsafeBytes(of: state.2.littleEndian) { digest.append(contentsOf: $0) }
+        withUnsafeBytes(of: state.3.littleEndian) { digest.append(contentsOf: $0) }
         return digest
     }
 
@@ -102,7 +103,8 @@ package struct MD4: Sendable {
                 b = rotate(b &+ ((c & d) | (c & a) | (d & a)) &+ w[i + 12] &+ 0x5a82_7999, 13)
             }
             // Round 3: H(x, y, z) = x ^ y ^ z, + 0x6ED9EBA1, words in bit-reversed order.
-            for i in [0, 2, 1, 3] {
+            for k in 0..<4 {
+                let i = (k & 1) << 1 | k >> 1  // 0, 2, 1, 3 (a literal array would be allocated per block)
                 a = rotate(a &+ (b ^ c ^ d) &+ w[i] &+ 0x6ed9_eba1, 3)
                 d = rotate(d &+ (a ^ b ^ c) &+ w[i + 8] &+ 0x6ed9_eba1, 9)
                 c = rotate(c &+ (d ^ a ^ b) &+ w[i + 4] &+ 0x6ed9_eba1, 11)

@@ -78,6 +78,12 @@ package struct JobRecord: Codable, Hashable, Sendable {
     package var bytesTransferred: Int64?
     /// Whether that run found the content unchanged (a `304`) and fetched nothing.
     package var unchanged = false
+    // Added by migration v13.
+    /// The request's zsync control file and seeds (``DownloadRequest/delta``), as
+    /// ``encode(delta:seeds:)`` writes them; `nil` for any other download. A resumed delta
+    /// download needs the control file again (the block table says what to verify), and
+    /// its address may no longer answer.
+    package var delta: String?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -142,6 +148,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         pieces = request.pieces.map(Self.encode(pieces:))
         location = request.location?.absoluteString
         bytesTransferred = nil
+        delta = request.delta.map { Self.encode(delta: $0) }
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -200,6 +207,12 @@ package struct JobRecord: Codable, Hashable, Sendable {
             }
             request.pieces = decoded
         }
+        if let delta {
+            guard let decoded = Self.decode(delta: delta) else {
+                throw .invalid("journal entry \(id) has an unreadable zsync control file")
+            }
+            request.delta = decoded
+        }
         return request
     }
 
@@ -242,6 +255,32 @@ package struct JobRecord: Codable, Hashable, Sendable {
             let algorithm = Checksum.Algorithm(rawValue: stored.algorithm)
         else { return nil }
         return try? PieceChecksums(algorithm, length: stored.length, hashes: stored.hashes)
+    }
+
+    private struct StoredDelta: Codable {
+        var controlURL: String
+        var seeds: [String]?
+        /// The control file as zsyncmake writes it, in Base64.
+        var control: String
+    }
+
+    /// `delta` as JSON: the control file's address, the seeds (unless `seeds` is false: a
+    /// shared queue's workers scan only their own destination, never files a submitter
+    /// names), and the control file itself.
+    package static func encode(delta: DeltaSource, seeds: Bool = true) -> String {
+        let stored = StoredDelta(
+            controlURL: delta.controlURL.absoluteString, seeds: seeds ? delta.seeds.map(\.absoluteString) : nil,
+            control: Data(delta.control.encoded()).base64EncodedString())
+        return (try? JSONEncoder().encode(stored)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// The delta source of ``encode(delta:seeds:)``'s JSON; `nil` when unreadable.
+    package static func decode(delta text: String) -> DeltaSource? {
+        guard let stored = try? JSONDecoder().decode(StoredDelta.self, from: Data(text.utf8)),
+            let controlURL = URL(string: stored.controlURL), let control = Data(base64Encoded: stored.control)
+        else { return nil }
+        return try? DeltaSource(
+            controlFile: control, at: controlURL, seeds: (stored.seeds ?? []).compactMap(URL.init(string:)))
     }
 
     /// The URLs of a JSON array of strings; what is not a URL is left out.

@@ -164,6 +164,13 @@ extension Journal {
                 table.add(column: "unchanged", .boolean).notNull().defaults(to: false)
             }
         },
+        SchemaMigration("v13: delta downloads") { db in
+            // A zsync delta download's control file and seeds (`DownloadRequest.delta`), so
+            // that `haul resume` and a restarted service resume it as a delta download.
+            try db.alter(table: "job") { table in
+                table.add(column: "delta", .text)
+            }
+        },
     ]
 
     /// The schema that ``migrations`` build, as SQLite words it after running them (the
@@ -215,6 +222,7 @@ extension Journal {
                 #""fileTag" TEXT"#,
                 #""bytesTransferred" INTEGER"#,
                 #""unchanged" BOOLEAN NOT NULL DEFAULT 0"#,
+                #""delta" TEXT"#,
             ]),
         #"CREATE INDEX "job_by_state" ON "job"("state", "priority")"#,
         #"CREATE INDEX "job_commands" ON "job"("owner") WHERE "command" IS NOT NULL"#,

@@ -406,7 +406,7 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, force, force, force, force, force, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, record.delta, force, force, force, force, force, me,
                 me,
             ])
         return db.changesCount > 0
@@ -417,8 +417,8 @@ final class JournalWriter: Sendable {
         INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
             priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
             updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors,
-            pieces, location)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+            pieces, location, delta)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(id) DO UPDATE SET
             bytesCommitted = CASE
                 WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -442,7 +442,8 @@ final class JournalWriter: Sendable {
             command = NULL, owner = excluded.owner, session = excluded.session, bytesPerSecond = 0,
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
             connections = excluded.connections, mirrors = excluded.mirrors,
-            pieces = excluded.pieces, location = excluded.location, bytesTransferred = NULL, unchanged = 0
+            pieces = excluded.pieces, location = excluded.location, delta = excluded.delta,
+            bytesTransferred = NULL, unchanged = 0
         WHERE NOT \(Journal.heldElsewhereSQL)
         """
 
