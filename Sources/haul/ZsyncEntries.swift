@@ -40,9 +40,7 @@ enum ZsyncEntries {
         }
         delta.seeds = seeds
         let urls = delta.targetURLs
-        let candidates = [delta.filename, urls[0].lastPathComponent].compactMap { $0 }
-        let name = candidates.lazy.compactMap { FileNaming.sanitize($0) }.first { InputFile.fileNameProblem($0) == nil }
-        var entry = InputEntry(url: urls[0], name: name ?? "download")
+        var entry = InputEntry(url: urls[0], name: delta.suggestedFileName)
         entry.mirrors = Array(urls.dropFirst())
         entry.checksum = delta.checksum
         entry.expectedSize = delta.length

@@ -85,6 +85,55 @@ struct ServiceAPITests {
         }
     }
 
+    /// A zsync control file added by URL is a delta download: its target is built from a
+    /// seed inside the roots and the ranges it lacks; a seed outside the roots, fields the
+    /// control file gives, and seeds without a control file are refused, naming the field.
+    @Test func aControlFileIsADeltaDownloadWithSeedsOnlyInsideTheRoots() async throws {
+        try await Self.with { client, f, root in
+            // Given a new version and its control file on the server, and the old version
+            // inside the download root and outside it
+            let (old, new) = DeltaDownloadTests.versions()
+            f.server.setFile("t.bin", new)
+            f.server.setFile("t.bin.zsync", DeltaDownloadTests.control(of: new).encoded())
+            try Data(old).write(to: f.file("old.bin"))
+            let outside = FileManager.default.temporaryDirectory.appendingPathComponent("haul-outside-\(UUID().uuidString)")
+            try Data(old).write(to: outside)
+            defer { try? FileManager.default.removeItem(at: outside) }
+            let control = f.server.url("/files/t.bin.zsync").absoluteString
+            func add(_ download: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/api/v1/downloads", method: .post, headers: Self.headers,
+                    body: ByteBuffer(string: #"{"downloads": [\#(download)]}"#))
+            }
+
+            // When the refused ones are added, then each is a 400 naming its field, and nothing is fetched
+            for (download, field) in [
+                (#"{"url": "\#(control)", "seeds": ["\#(outside.path)"]}"#, "downloads[0].seeds[0]"),
+                (#"{"url": "\#(control)", "seeds": ["../../etc/passwd"]}"#, "downloads[0].seeds[0]"),
+                (#"{"url": "\#(control)", "checksum": "sha-256=\#(String(repeating: "0", count: 64))"}"#, "downloads[0].checksum"),
+                (#"{"url": "\#(f.server.url("/files/t.bin"))", "seeds": ["old.bin"]}"#, "downloads[0].seeds"),
+            ] {
+                let refused = try await add(download)
+                #expect(refused.status == .badRequest, "\(download)")
+                #expect((try Self.json(refused)["error"] as? [String: Any])?["field"] as? String == field, "\(download)")
+            }
+            #expect(f.server.statistics.totalRequests == 0)
+
+            // When the control file is added with the seed inside the root
+            let added = try await add(#"{"url": "\#(control)", "seeds": ["old.bin"], "name": "new.bin"}"#)
+            #expect(added.status == .created, "\(String(buffer: added.body))")
+            await f.manager.waitUntilIdle()
+
+            // Then the target is built, and what was asked for is the ranges the seed lacks,
+            // several to a request (the fault server answers those with the whole file,
+            // which is taken from as it passes)
+            #expect(sha256(f.contents("new.bin")) == sha256(new))
+            let ranges = f.server.requests(path: "/files/t.bin").compactMap { $0.header("Range") }
+            #expect(ranges.first?.split(separator: ",").count ?? 0 > 1, "\(ranges)")
+            #expect(!(ranges.first ?? "").hasPrefix("bytes=0-"), "\(ranges)")
+        }
+    }
+
     @Test func downloadsAddedPausedStartOnlyWhenResumed() async throws {
         try await Self.with { client, f, _ in
             // Given a file on the fault server, added paused

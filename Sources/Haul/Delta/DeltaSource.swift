@@ -78,6 +78,13 @@ public struct DeltaSource: Sendable {
     /// checked like any name a server sends before it names a file.
     public var filename: String? { control.filename }
 
+    /// A safe file name for the target: the control file's `Filename` where that is a
+    /// plain file name, else the last component of its first URL, else `download`.
+    package var suggestedFileName: String {
+        let candidates = [filename, targetURLs.first?.lastPathComponent].compactMap { $0 }
+        return candidates.lazy.compactMap { FileNaming.sanitize($0) }.first { $0 != "." && $0 != ".." } ?? "download"
+    }
+
     /// The target's size in bytes.
     public var length: Int64 { control.length }
 

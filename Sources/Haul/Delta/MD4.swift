@@ -71,45 +71,36 @@ package struct MD4: Sendable {
     }
 
     private mutating func compress(_ block: UnsafeRawPointer) {
-        var x = (
-            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),
-            UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0)
-        )
-        withUnsafeMutableBytes(of: &x) { words in
-            words.copyMemory(from: UnsafeRawBufferPointer(start: block, count: 64))
+        // (The words are loaded where used and the state kept in locals, not in a closure's
+        // captured variables: those live in memory, a store and a load per step.)
+        @inline(__always) func w(_ index: Int) -> UInt32 {
+            UInt32(littleEndian: block.loadUnaligned(fromByteOffset: index &<< 2, as: UInt32.self))
         }
-        withUnsafeMutableBytes(of: &x) { raw in
-            let words = raw.bindMemory(to: UInt32.self)
-            for index in 0..<16 { words[index] = UInt32(littleEndian: words[index]) }
+        @inline(__always) func rotate(_ value: UInt32, _ shift: UInt32) -> UInt32 {
+            (value << shift) | (value >> (32 - shift))
         }
         var (a, b, c, d) = state
-        withUnsafeBytes(of: &x) { raw in
-            let w = raw.bindMemory(to: UInt32.self)
-            @inline(__always) func rotate(_ value: UInt32, _ shift: UInt32) -> UInt32 {
-                (value << shift) | (value >> (32 - shift))
-            }
-            // Round 1: F(x, y, z) = (x & y) | (~x & z).
-            for i in stride(from: 0, to: 16, by: 4) {
-                a = rotate(a &+ ((b & c) | (~b & d)) &+ w[i], 3)
-                d = rotate(d &+ ((a & b) | (~a & c)) &+ w[i + 1], 7)
-                c = rotate(c &+ ((d & a) | (~d & b)) &+ w[i + 2], 11)
-                b = rotate(b &+ ((c & d) | (~c & a)) &+ w[i + 3], 19)
-            }
-            // Round 2: G(x, y, z) = majority, + 0x5A827999.
-            for i in 0..<4 {
-                a = rotate(a &+ ((b & c) | (b & d) | (c & d)) &+ w[i] &+ 0x5a82_7999, 3)
-                d = rotate(d &+ ((a & b) | (a & c) | (b & c)) &+ w[i + 4] &+ 0x5a82_7999, 5)
-                c = rotate(c &+ ((d & a) | (d & b) | (a & b)) &+ w[i + 8] &+ 0x5a82_7999, 9)
-                b = rotate(b &+ ((c & d) | (c & a) | (d & a)) &+ w[i + 12] &+ 0x5a82_7999, 13)
-            }
-            // Round 3: H(x, y, z) = x ^ y ^ z, + 0x6ED9EBA1, words in bit-reversed order.
-            for k in 0..<4 {
-                let i = (k & 1) << 1 | k >> 1  // 0, 2, 1, 3 (a literal array would be allocated per block)
-                a = rotate(a &+ (b ^ c ^ d) &+ w[i] &+ 0x6ed9_eba1, 3)
-                d = rotate(d &+ (a ^ b ^ c) &+ w[i + 8] &+ 0x6ed9_eba1, 9)
-                c = rotate(c &+ (d ^ a ^ b) &+ w[i + 4] &+ 0x6ed9_eba1, 11)
-                b = rotate(b &+ (c ^ d ^ a) &+ w[i + 12] &+ 0x6ed9_eba1, 15)
-            }
+        // Round 1: F(x, y, z) = (x & y) | (~x & z).
+        for i in stride(from: 0, to: 16, by: 4) {
+            a = rotate(a &+ ((b & c) | (~b & d)) &+ w(i), 3)
+            d = rotate(d &+ ((a & b) | (~a & c)) &+ w(i + 1), 7)
+            c = rotate(c &+ ((d & a) | (~d & b)) &+ w(i + 2), 11)
+            b = rotate(b &+ ((c & d) | (~c & a)) &+ w(i + 3), 19)
+        }
+        // Round 2: G(x, y, z) = majority, + 0x5A827999.
+        for i in 0..<4 {
+            a = rotate(a &+ ((b & c) | (b & d) | (c & d)) &+ w(i) &+ 0x5a82_7999, 3)
+            d = rotate(d &+ ((a & b) | (a & c) | (b & c)) &+ w(i + 4) &+ 0x5a82_7999, 5)
+            c = rotate(c &+ ((d & a) | (d & b) | (a & b)) &+ w(i + 8) &+ 0x5a82_7999, 9)
+            b = rotate(b &+ ((c & d) | (c & a) | (d & a)) &+ w(i + 12) &+ 0x5a82_7999, 13)
+        }
+        // Round 3: H(x, y, z) = x ^ y ^ z, + 0x6ED9EBA1, words in bit-reversed order.
+        for k in 0..<4 {
+            let i = (k & 1) << 1 | k >> 1  // 0, 2, 1, 3
+            a = rotate(a &+ (b ^ c ^ d) &+ w(i) &+ 0x6ed9_eba1, 3)
+            d = rotate(d &+ (a ^ b ^ c) &+ w(i + 8) &+ 0x6ed9_eba1, 9)
+            c = rotate(c &+ (d ^ a ^ b) &+ w(i + 4) &+ 0x6ed9_eba1, 11)
+            b = rotate(b &+ (c ^ d ^ a) &+ w(i + 12) &+ 0x6ed9_eba1, 15)
         }
         state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
     }

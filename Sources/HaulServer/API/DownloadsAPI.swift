@@ -61,11 +61,14 @@ package struct DownloadsAPI: Sendable {
 
     func add(_ request: Request, context: some RequestContext) async throws -> Response {
         let input = try await Self.decode(AddBody.self, from: request)
-        let requests: [DownloadRequest]
+        var requests: [DownloadRequest]
         do {
             requests = try core.batch.requests(for: input.downloads)
         } catch {
             throw APIError.invalid(error.field, error.message)
+        }
+        for (index, download) in input.downloads.enumerated() where download.isDelta {
+            requests[index] = try await delta(for: download, replacing: requests[index], field: "downloads[\(index)]")
         }
         let paused = input.paused ?? false
         let ids: [DownloadID]
@@ -75,6 +78,47 @@ package struct DownloadsAPI: Sendable {
             throw APIError(.badRequest, code: error.code.description, message: error.message)
         }
         return try ServiceJSON.response(Added(ids: ids.map(\.rawValue)), status: .created)
+    }
+
+    /// The largest control file fetched: a 16 GiB target of 2 KiB blocks with the widest
+    /// sums needs about 160 MiB.
+    static let controlLimit = 256 << 20
+
+    /// The delta download for `input`, checked as `placeholder` (a download of its control
+    /// file into the directory it names): the control file fetched into memory with the
+    /// download's headers and the service's network settings, the seeds checked against the
+    /// roots. The file is named as given, else as the control file names its target.
+    func delta(for input: DownloadInput, replacing placeholder: DownloadRequest, field: String) async throws
+        -> DownloadRequest
+    {
+        let seeds: [URL]
+        do {
+            seeds = try core.batch.seeds(of: input, field: field)
+        } catch {
+            throw APIError.invalid(error.field, error.message)
+        }
+        guard case .directory(let directory, let name) = placeholder.destination else {
+            throw APIError.invalid("\(field).directory", "a delta download builds its file here: give a local directory")
+        }
+        var fetch = DownloadRequest(
+            url: placeholder.url, destination: .memory(limit: Self.controlLimit), headers: placeholder.headers)
+        fetch.sensitiveHeaderNames = placeholder.sensitiveHeaderNames
+        let delta: DeltaSource
+        do throws(DownloadError) {
+            let control = try await manager.download(fetch).result
+            delta = try DeltaSource(controlFile: control.data ?? Data(), at: control.finalURL, seeds: seeds)
+        } catch {
+            throw APIError(
+                .badRequest, code: error.code.description,
+                message: "the zsync control file: \(error.message)", field: "\(field).url")
+        }
+        var request = DownloadRequest(
+            delta: delta, destination: .directory(directory, name: name ?? delta.suggestedFileName),
+            priority: placeholder.priority, headers: placeholder.headers)
+        request.sensitiveHeaderNames = placeholder.sensitiveHeaderNames
+        request.maxBytesPerSecond = placeholder.maxBytesPerSecond
+        request.connections = placeholder.connections
+        return request
     }
 
     struct Page: Encodable {

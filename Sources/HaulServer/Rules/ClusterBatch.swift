@@ -36,6 +36,13 @@ package enum ClusterBatch {
 
     private static func request(for input: DownloadInput, field: String) throws(FieldError) -> QueueRequest {
         let fields = try DownloadBatch.checkedFields(of: input, field: field)
+        if input.isDelta || input.seeds != nil {
+            throw FieldError(
+                field: "\(field).\(input.seeds != nil ? "seeds" : "url")",
+                message:
+                    "a delta download (zsync) builds on files of one machine: add it to a service's /api/v1/downloads, not to the shared queue (give \"zsync\": false to fetch a control file itself)"
+            )
+        }
         if input.directory != nil {
             throw FieldError(
                 field: "\(field).directory",

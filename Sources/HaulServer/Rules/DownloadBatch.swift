@@ -55,12 +55,22 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     /// How many connections the download may use when it is split (1-64); the service's
     /// `-x` when absent. A per-host cap that was set lower clamps it.
     package var connections: Int?
+    /// Whether `url` is a zsync control file whose target is to be downloaded by delta
+    /// (``DeltaSource``); when absent, a `url` whose path ends in `.zsync` is one.
+    package var zsync: Bool?
+    /// For a delta download: files on the service's machine that may hold blocks of the
+    /// target (older versions), inside the download roots. The file already at the
+    /// destination is scanned too.
+    package var seeds: [String]?
 
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
         expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil,
-        connections: Int? = nil, mirrors: [String]? = nil, pieces: Pieces? = nil
+        connections: Int? = nil, mirrors: [String]? = nil, pieces: Pieces? = nil, zsync: Bool? = nil,
+        seeds: [String]? = nil
     ) {
+        self.zsync = zsync
+        self.seeds = seeds
         self.mirrors = mirrors
         self.pieces = pieces
         self.maxBytesPerSecond = maxBytesPerSecond
@@ -76,7 +86,7 @@ package struct DownloadInput: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case url, urls, directory, name, priority, checksum, expectedSize, headers, maxBytesPerSecond, connections,
-            pieces
+            pieces, zsync, seeds
     }
 
     package init(from decoder: any Decoder) throws {
@@ -102,6 +112,8 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         maxBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maxBytesPerSecond)
         connections = try container.decodeIfPresent(Int.self, forKey: .connections)
         pieces = try container.decodeIfPresent(Pieces.self, forKey: .pieces)
+        zsync = try container.decodeIfPresent(Bool.self, forKey: .zsync)
+        seeds = try container.decodeIfPresent([String].self, forKey: .seeds)
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -117,6 +129,13 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         try container.encodeIfPresent(maxBytesPerSecond, forKey: .maxBytesPerSecond)
         try container.encodeIfPresent(connections, forKey: .connections)
         try container.encodeIfPresent(pieces, forKey: .pieces)
+        try container.encodeIfPresent(zsync, forKey: .zsync)
+        try container.encodeIfPresent(seeds, forKey: .seeds)
+    }
+
+    /// Whether this input asks for a delta download: `zsync`, or a `url` ending in `.zsync`.
+    package var isDelta: Bool {
+        zsync ?? (URL(string: url)?.path.lowercased().hasSuffix(".zsync") ?? false)
     }
 }
 
@@ -192,6 +211,11 @@ package struct DownloadBatch: Sendable {
         for (index, input) in inputs.enumerated() {
             let field = "\(field)[\(index)]"
             let fields = try Self.checkedFields(of: input, field: field)
+            if input.isDelta {
+                try Self.checkDelta(input, field: field)
+            } else if input.seeds != nil {
+                throw FieldError(field: "\(field).seeds", message: "seeds are for delta downloads (zsync)")
+            }
             if let given = input.directory, Self.isObjectAddress(given) {
                 let destination = try object(given, name: fields.name, field: "\(field).directory")
                 requests.append(request(for: input, fields, destination: destination))
@@ -208,6 +232,44 @@ package struct DownloadBatch: Sendable {
             requests.append(request(for: input, fields, destination: .directory(directory, name: fields.name)))
         }
         return requests
+    }
+
+    /// What a delta download's input may not hold: what its control file says (the
+    /// target's addresses, size and digests), and an object destination (its seeds are
+    /// files here).
+    static func checkDelta(_ input: DownloadInput, field: String) throws(FieldError) {
+        let fromControl: [(String, Bool)] = [
+            ("urls", input.mirrors != nil), ("checksum", input.checksum != nil),
+            ("expectedSize", input.expectedSize != nil), ("pieces", input.pieces != nil),
+        ]
+        if let (name, _) = fromControl.first(where: \.1) {
+            throw FieldError(field: "\(field).\(name)", message: "a delta download takes this from its control file")
+        }
+        if let given = input.directory, isObjectAddress(given) {
+            throw FieldError(
+                field: "\(field).directory", message: "a delta download builds its file here: give a local directory")
+        }
+    }
+
+    /// The seeds of a delta download's input, each an existing regular file inside the
+    /// download roots (resolved, links followed): a client names no other file of this
+    /// machine.
+    package func seeds(of input: DownloadInput, field: String) throws(FieldError) -> [URL] {
+        var seeds: [URL] = []
+        for (index, given) in (input.seeds ?? []).enumerated() {
+            let field = "\(field).seeds[\(index)]"
+            let joined = given.hasPrefix("/") ? given : defaultDirectory + "/" + given
+            guard let resolved = Self.realPath(joined), Self.isInside(resolved, roots) else {
+                throw FieldError(field: field, message: "\(given) is not a file inside the download roots")
+            }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw FieldError(field: field, message: "\(given) is not a file")
+            }
+            seeds.append(URL(fileURLWithPath: resolved))
+        }
+        if seeds.count > 16 { throw FieldError(field: "\(field).seeds", message: "at most 16 seeds per download") }
+        return seeds
     }
 
     /// Whether a directory names an S3 prefix (`s3://…`) rather than a local directory.

@@ -238,7 +238,7 @@ enum BackendRefusal: Error, CustomStringConvertible {
         case .hooksForQueue:
             "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
         case .deltaForService:
-            "a service runs for this journal and downloads in its own process: a delta download (URL.zsync, --zsync) runs in this one, with its seeds; stop 'haul serve' or give another --journal."
+            "a service runs for this journal and downloads in its own process: a delta download (URL.zsync, --zsync) runs in this one, with its seeds; add it through the service's API (POST /api/v1/downloads with the control file's URL and seeds inside its roots), stop 'haul serve', or give another --journal."
         case .deltaForQueue:
             "a delta download (URL.zsync, --zsync) builds on files of this machine: it is not for --queue, whose workers download elsewhere."
         case .objectsForQueue:
