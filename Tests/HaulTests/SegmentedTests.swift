@@ -386,6 +386,27 @@ struct SegmentTableTests {
         #expect(table.completed == (16 << 20) + (6 << 20))
     }
 
+    /// How a request for several ranges ended, from its shares: a change wins (every
+    /// share starts over), then the first failure, else done.
+    @Test(arguments: [
+        ([], "done"),
+        (["done", "done"], "done"),
+        (["done", "failed a", "failed b"], "failed a"),
+        (["failed a", "changed x", "done", "changed y"], "changed x"),
+    ] as [([String], String)])
+    func aBatchEndsAsItsSharesSay(shares: [String], expected: String) {
+        typealias Ending = TransferMachine.SegmentResponse.Ending
+        func ending(_ text: String) -> Ending {
+            let parts = text.split(separator: " ").map(String.init)
+            switch parts[0] {
+            case "changed": return .changed(parts[1])
+            case "failed": return .failed(DownloadError(.network, parts[1]))
+            default: return .done
+            }
+        }
+        #expect(Ending.combining(shares.map(ending)) == ending(expected))
+    }
+
     /// A request for several ranges takes further unclaimed segments whole, in order of
     /// their offsets, within a count and a byte budget, and none another claim holds.
     @Test func moreClaimsForOneRequestAreWholeUnclaimedSegmentsInOrder() {

@@ -49,30 +49,35 @@ struct DeltaSeeder: Sendable {
         try await threadPool.perform { () throws(DownloadError) in
             try Self.createPartial(paths.partial, length: control.length)
         }
-        // One buffer for every piece of every seed: memory stays bounded whatever their size.
+        // Two buffers for every piece of every seed, taking turns: the next piece is read
+        // into one while the other is scanned. Memory stays bounded whatever the seeds' size.
         let size = control.blockSize
-        let buffer = Buffer(capacity: pieceSize + 2 * size)
-        defer { buffer.deallocate() }
+        let buffers = [Buffer(capacity: pieceSize + 2 * size), Buffer(capacity: pieceSize + 2 * size)]
+        defer { for buffer in buffers { buffer.deallocate() } }
+        let pool = threadPool
         var copied = [Bool](repeating: false, count: control.table.count)
         for seed in setup.seeds where !matcher.isComplete {
             var origin: Int64 = 0
-            while !matcher.isComplete {
-                // A piece, and two blocks past it (a pair's second block): windows start in
-                // its first `pieceSize` bytes, or all of it at the seed's end.
-                guard
-                    let count = try await threadPool.perform({ [origin] () throws(DownloadError) in
-                        try Self.read(seed, at: origin, into: buffer)
-                    }), count > 0
-                else { break }
-                let last = count < buffer.capacity
-                let windows = last ? count : pieceSize
+            var turn = 0
+            var count = await Self.read(seed, at: origin, into: buffers[turn], on: pool)
+            // A piece, and two blocks past it (a pair's second block): windows start in its
+            // first `pieceSize` bytes, or all of it at the seed's end.
+            while !matcher.isComplete, let bytes = count, bytes > 0 {
+                let buffer = buffers[turn]
+                let last = bytes < buffer.capacity
+                let windows = last ? bytes : pieceSize
+                let next = origin + Int64(pieceSize)
+                // (Awaited below; on a throw, awaited as the scope ends: the pool always
+                // runs the read, so the buffer is never freed under it.)
+                async let ahead = last ? nil : Self.read(seed, at: next, into: buffers[1 - turn], on: pool)
                 matcher = await scan(buffer, windows: windows, origin: origin, from: matcher)
-                try await threadPool.perform { [matcher, copied, origin] () throws(DownloadError) -> [Bool] in
-                    try Self.copy(found: matcher, skipping: copied, from: buffer, count: count, origin: origin, into: paths.partial)
+                try await pool.perform { [matcher, copied, origin] () throws(DownloadError) -> [Bool] in
+                    try Self.copy(found: matcher, skipping: copied, from: buffer, count: bytes, origin: origin, into: paths.partial)
                 }.enumerated().forEach { if $0.element { copied[$0.offset] = true } }
                 scanned += Int64(windows)
-                if last { break }
-                origin += Int64(pieceSize)
+                count = await ahead
+                origin = next
+                turn = 1 - turn
             }
         }
         let missing = matcher.missingRanges()
@@ -90,7 +95,7 @@ struct DeltaSeeder: Sendable {
 
     /// Bytes of a seed read into memory: a piece at a time, so that a seed of any size
     /// costs the same memory (a mapping would count the whole file in the process's RSS).
-    static let defaultPieceSize = 32 << 20
+    static let defaultPieceSize = 16 << 20
 
     /// The memory a piece of a seed is read into, shared read-only by the threads that scan
     /// it (each scans its own windows).
@@ -153,6 +158,14 @@ struct DeltaSeeder: Sendable {
             if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size > 0 { all.append(path) }
         }
         return Setup(recorded: false, seeds: all)
+    }
+
+    /// ``read(_:at:into:)`` on `pool`: `nil` when the seed cannot be read or the pool is
+    /// stopped (the bytes are then fetched).
+    private static func read(_ path: String, at offset: Int64, into buffer: Buffer, on pool: NIOThreadPool) async
+        -> Int?
+    {
+        (try? await pool.perform { () throws(DownloadError) in try Self.read(path, at: offset, into: buffer) }) ?? nil
     }
 
     /// Reads as much of the seed at `path` from `offset` as fills `buffer`; returns how

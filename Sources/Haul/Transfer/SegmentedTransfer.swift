@@ -446,25 +446,15 @@ struct SegmentedTransfer: Sendable {
                         let (endings, shown, whole) = await stoppableFetch(batch, from: source)
                         validator = shown
                         if whole { sources.withLockedValue { [source] in $0.answeredWhole(source) } }
-                        // Changed if any share says so, else the first failure, else done; a
-                        // failed share is given back.
-                        var combined = WorkerResult.done
+                        // A failed share is given back; a change gives every share back.
                         for (share, shareEnding) in endings {
-                            switch shareEnding {
-                            case .done:
-                                continue
-                            case .changed:
-                                if case .changed = combined { continue }
-                                combined = shareEnding
-                            case .failed:
-                                writtenBeforeFailing += max(0, table.written(share.index) - share.start)
-                                table.release(share.index)
-                                failedStart = share.start
-                                if case .done = combined { combined = shareEnding }
-                            }
+                            guard case .failed = shareEnding else { continue }
+                            writtenBeforeFailing += max(0, table.written(share.index) - share.start)
+                            table.release(share.index)
+                            failedStart = share.start
                         }
-                        if case .changed = combined { for share in batch { table.release(share.index) } }
-                        ending = combined
+                        ending = WorkerResult.combining(endings.map { $0.1 })
+                        if case .changed = ending { for share in batch { table.release(share.index) } }
                     } else {
                         (ending, validator) = await stoppableFetch(claim, from: source, adopting: adopted)
                     }

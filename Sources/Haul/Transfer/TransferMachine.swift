@@ -589,6 +589,16 @@ extension TransferMachine {
             /// The content changed or ranges are no longer honoured: start over.
             case changed(String)
             case failed(DownloadError)
+
+            /// How one request for several ranges ended, from how each of its shares did:
+            /// changed if any share says so (the content is not the one the ranges were
+            /// asked of: every share starts over), else the first failure, else done.
+            static func combining(_ endings: [Ending]) -> Ending {
+                if let changed = endings.first(where: { if case .changed = $0 { true } else { false } }) {
+                    return changed
+                }
+                return endings.first { if case .failed = $0 { true } else { false } } ?? .done
+            }
         }
 
         enum HeadAction: Hashable, Sendable {
