@@ -14,17 +14,21 @@ struct SourceSetTests {
 
     static func status(_ code: Int) -> DownloadError { DownloadError(.httpStatus, "HTTP \(code)", statusCode: code) }
 
-    @Test func aSourceThatAnsweredWholeIsAskedOneRangeAtATimeAndTheOthersStillSeveral() {
+    /// A source that answered a request for several ranges with its whole content is asked
+    /// for one range at a time; the others for as many as the download wants.
+    @Test func aSourceThatAnsweredWholeIsAskedOneRangeAtATimeAndTheOthersStillAll() {
         var sources = SourceSet(urls: [a, b])
         let first = sources.assign(maximumPerSource: 2)!
         let second = sources.assign(maximumPerSource: 2)!
-        #expect(sources.takesSeveralRanges(first) && sources.takesSeveralRanges(second))
+        #expect(sources.rangesPerRequest(first, asking: 128) == 128)
+        #expect(sources.rangesPerRequest(second, asking: 128) == 128)
         sources.answeredWhole(first)
-        #expect(!sources.takesSeveralRanges(first))
-        #expect(sources.takesSeveralRanges(second))
+        #expect(sources.rangesPerRequest(first, asking: 128) == 1)
+        #expect(sources.rangesPerRequest(second, asking: 128) == 128)
+        #expect(sources.rangesPerRequest(second, asking: 1) == 1)
         // An assignment to a source no longer at its index learns nothing.
         sources.answeredWhole(SourceSet.Assignment(index: 1, url: c))
-        #expect(sources.takesSeveralRanges(second))
+        #expect(sources.rangesPerRequest(second, asking: 128) == 128)
     }
 
     @Test func duplicatesAreKeptOnceAndTheFirstIsCurrent() {

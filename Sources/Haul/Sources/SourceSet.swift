@@ -27,10 +27,13 @@ struct SourceSet: Sendable {
         var validator: Validator?
         /// Connections fetching from it now (segments).
         var active = 0
-        /// Whether it answers a request for several ranges with them (a `multipart/byteranges`
-        /// answer); learned `false` when it sent its whole content instead (a server that
-        /// takes one range per request, or fewer than were asked: nginx's `max_ranges`).
-        var takesSeveralRanges = true
+        /// The most ranges one request to it asks for (`nil`: as many as the download
+        /// asks). A source that answers a request for several ranges with its whole
+        /// content instead of a `multipart/byteranges` answer takes fewer than were asked
+        /// (one, as object stores do, or nginx's `max_ranges`): then one. (Halving was
+        /// tried: each whole answer streams the file from its start to the batch's last
+        /// range, so learning 50 from 128 could cost the file several times over.)
+        var rangesPerRequest: Int?
         /// Pieces it served that did not match their digests: a source with one is
         /// demoted (asked only when the others are at their cap), with two dropped.
         var badPieces = 0
@@ -213,17 +216,19 @@ struct SourceSet: Sendable {
         sources[assignment.index].active = max(0, sources[assignment.index].active - 1)
     }
 
-    /// Whether `assignment`'s source is asked for several ranges per request.
-    func takesSeveralRanges(_ assignment: Assignment) -> Bool {
-        sources.indices.contains(assignment.index) && sources[assignment.index].url == assignment.url
-            && sources[assignment.index].takesSeveralRanges
+    /// How many ranges one request to `assignment`'s source asks for, of the `wanted`.
+    func rangesPerRequest(_ assignment: Assignment, asking wanted: Int) -> Int {
+        guard sources.indices.contains(assignment.index), sources[assignment.index].url == assignment.url,
+            let limit = sources[assignment.index].rangesPerRequest
+        else { return wanted }
+        return min(wanted, limit)
     }
 
     /// `assignment`'s source answered a request for several ranges with its whole content:
     /// from now on it is asked for one range per request.
     mutating func answeredWhole(_ assignment: Assignment) {
         guard sources.indices.contains(assignment.index), sources[assignment.index].url == assignment.url else { return }
-        sources[assignment.index].takesSeveralRanges = false
+        sources[assignment.index].rangesPerRequest = 1
     }
 
     /// A range response from `assignment`'s source showed `validator` (or none): the first

@@ -96,8 +96,9 @@ struct SegmentedTransfer: Sendable {
     /// request, so that they spread over the connections.
     static let multiRangeBytes: Int64 = 4 << 20
     /// Ranges per request for a delta download (nginx takes any number by default; Apache
-    /// takes 200).
-    static let deltaRangesPerRequest = 32
+    /// takes 200). With tens of thousands of ranges, requests are what a far server costs:
+    /// 16,000 ranges 40 ms away took 10.2 s at 32 a request, 5.5 s at 128.
+    static let deltaRangesPerRequest = 128
     /// Serialises sidecar saves, which several I/O threads may find due at once.
     private let checkpointLock = NIOLock()
     /// When the sidecar last recorded progress.
@@ -433,12 +434,12 @@ struct SegmentedTransfer: Sendable {
                     adopt = nil
                     // A delta download's scattered ranges go several to a request.
                     var batch = [claim]
-                    if rangesPerRequest > 1, adopted == nil, core.pacedRequestSize == nil,
-                        sources.withLockedValue({ [source] in $0.takesSeveralRanges(source) })
-                    {
+                    let several = sources.withLockedValue { [source, rangesPerRequest] in
+                        $0.rangesPerRequest(source, asking: rangesPerRequest)
+                    }
+                    if several > 1, adopted == nil, core.pacedRequestSize == nil {
                         batch += table.claimMore(
-                            after: claim, for: source.index, count: rangesPerRequest - 1, bytes: Self.multiRangeBytes,
-                            at: .now)
+                            after: claim, for: source.index, count: several - 1, bytes: Self.multiRangeBytes, at: .now)
                     }
                     let ending: WorkerResult
                     let validator: Validator?
