@@ -264,11 +264,13 @@ struct ServiceRulesTests {
                 priority: "high", checksum: "sha256=00ff", expectedSize: 1 << 40,
                 headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8,
                 mirrors: ["https://mirror.example/q?a=1", "http://m2.example/\"x\""],
-                pieces: .init(algorithm: "sha-1", length: 1 << 20, hashes: ["a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"])),
+                pieces: .init(algorithm: "sha-1", length: 1 << 20, hashes: ["a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"]),
+                zsync: false, seeds: ["old \"v1\".bin", "/srv/ünï/v0.bin"]),
+            DownloadInput(url: "http://h/x.zsync", zsync: true, seeds: []),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
         // Every field is written: one added to DownloadInput must be added to the body too
-        #expect(Mirror(reflecting: inputs[1]).children.count == 11)
+        #expect(Mirror(reflecting: inputs[1]).children.count == 13)
         #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))

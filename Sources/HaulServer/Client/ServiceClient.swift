@@ -129,6 +129,15 @@ package final class ServiceClient: Sendable {
                 }
                 raw("]}")
             }
+            if let zsync = input.zsync { raw(zsync ? #","zsync":true"# : #","zsync":false"#) }
+            if let seeds = input.seeds {
+                raw(#","seeds":["#)
+                for (offset, seed) in seeds.enumerated() {
+                    if offset > 0 { raw(",") }
+                    JSONText.appendQuoted(seed, to: &json)
+                }
+                raw("]")
+            }
             raw("}")
         }
         raw("]}")
