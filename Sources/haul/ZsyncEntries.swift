@@ -12,10 +12,6 @@ enum ZsyncEntries {
         return url.path.lowercased().hasSuffix(".zsync")
     }
 
-    /// The largest control file fetched: a 16 GiB target of 2 KiB blocks with the widest
-    /// sums needs about 160 MiB.
-    static let controlLimit = 256 << 20
-
     /// Fetches the control file at `url` into memory with the command's network settings and
     /// headers (credentials to its origin only); returns it and its address after redirects
     /// (relative `URL`s are resolved against it).
@@ -24,7 +20,7 @@ enum ZsyncEntries {
         secretHeaders: [(name: String, value: String)]
     ) async throws -> (Data, URL) {
         let result = try await MemoryFetch.fetch(
-            url, limit: controlLimit, configuration: configuration, headers: headers, secretHeaders: secretHeaders)
+            url, limit: DeltaSource.controlFileLimit, configuration: configuration, headers: headers, secretHeaders: secretHeaders)
         return (result.data ?? Data(), result.finalURL)
     }
 

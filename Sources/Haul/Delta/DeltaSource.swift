@@ -85,6 +85,10 @@ public struct DeltaSource: Sendable {
         return candidates.lazy.compactMap { FileNaming.sanitize($0) }.first { $0 != "." && $0 != ".." } ?? "download"
     }
 
+    /// The largest control file worth fetching into memory: a 16 GiB target of 2 KiB
+    /// blocks with the widest sums needs about 160 MiB.
+    package static let controlFileLimit = 256 << 20
+
     /// The target's size in bytes.
     public var length: Int64 { control.length }
 

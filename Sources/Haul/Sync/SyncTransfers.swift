@@ -140,7 +140,7 @@ struct SyncTransfers: Sendable {
         let old = live + "/" + entry.path
         guard (try? FileStatus.of(old))??.kind == .regular else { return nil }
         let request = DownloadRequest(
-            url: url, destination: .memory(limit: 256 << 20), id: DownloadID("sync-zsync:" + old), priority: priority,
+            url: url, destination: .memory(limit: DeltaSource.controlFileLimit), id: DownloadID("sync-zsync:" + old), priority: priority,
             headers: RedirectPolicy.Origin(url) == credentialOrigin ? credentials : [])
         guard let result = try? await manager.download(request).result, let data = result.data,
             var delta = try? DeltaSource(controlFile: data, at: result.finalURL), delta.length == entry.size,

@@ -86,7 +86,7 @@ struct PartialMetadata: Codable, Hashable, Sendable {
                 text.append(UInt8(ascii: "["))
                 for (position, bound) in range.enumerated() {
                     if position > 0 { text.append(UInt8(ascii: ",")) }
-                    appendDecimal(bound, to: &text)
+                    text += String(bound).utf8
                 }
                 text.append(UInt8(ascii: "]"))
             }
@@ -95,23 +95,6 @@ struct PartialMetadata: Codable, Hashable, Sendable {
         text.append(UInt8(ascii: "}"))
         data.append(contentsOf: text)
         return data
-    }
-
-    private static func appendDecimal(_ value: Int64, to text: inout [UInt8]) {
-        if value < 0 { text.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { digits in
-            repeat {
-                digits[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-                count += 1
-            } while magnitude > 0
-            for index in stride(from: count - 1, through: 0, by: -1) { text.append(digits[index]) }
-        }
     }
 
     /// Where the progress record starts in a sidecar whose document (with its newline) is

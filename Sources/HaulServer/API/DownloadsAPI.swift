@@ -80,10 +80,6 @@ package struct DownloadsAPI: Sendable {
         return try ServiceJSON.response(Added(ids: ids.map(\.rawValue)), status: .created)
     }
 
-    /// The largest control file fetched: a 16 GiB target of 2 KiB blocks with the widest
-    /// sums needs about 160 MiB.
-    static let controlLimit = 256 << 20
-
     /// The delta download for `input`, checked as `placeholder` (a download of its control
     /// file into the directory it names): the control file fetched into memory with the
     /// download's headers and the service's network settings, the seeds checked against the
@@ -101,7 +97,7 @@ package struct DownloadsAPI: Sendable {
             throw APIError.invalid("\(field).directory", "a delta download builds its file here: give a local directory")
         }
         var fetch = DownloadRequest(
-            url: placeholder.url, destination: .memory(limit: Self.controlLimit), headers: placeholder.headers)
+            url: placeholder.url, destination: .memory(limit: DeltaSource.controlFileLimit), headers: placeholder.headers)
         fetch.sensitiveHeaderNames = placeholder.sensitiveHeaderNames
         let delta: DeltaSource
         do throws(DownloadError) {
