@@ -80,6 +80,27 @@ struct DeltaSeederTests {
         #expect(try await seeder.prepare(seeds: [seed], paths: setup.paths, url: URL(string: "http://h/t.bin")!) == nil)
     }
 
+    /// A seed that ends as the target does gives the target's short last block, padded with
+    /// zeros as the control file pads it, whatever an earlier piece left in the memory
+    /// past the seed's end (the last piece is read into a buffer that held one before it).
+    @Test(arguments: [4096, 5000, 1 << 20])
+    func theShortLastBlockIsFoundWhateverTheBufferHeldBefore(pieceSize: Int) async throws {
+        // Given a target whose length is not a multiple of the block size, and itself as a seed
+        let target = FaultServer.randomBytes(count: 300_500, seed: 85)
+        let setup = try Setup(target)
+        defer { setup.remove() }
+        let seed = try setup.seed("old.bin", target)
+        var seeder = DeltaSeeder(control: setup.control, threadPool: TestResources.pool, parallelism: 4)
+        seeder.pieceSize = pieceSize
+
+        // When the partial is seeded, in pieces of `pieceSize`
+        let report = try #require(try await seeder.prepare(seeds: [seed], paths: setup.paths, url: URL(string: "http://h/t.bin")!))
+
+        // Then every block is found, the last one too: nothing is left to fetch
+        #expect(report.missingBytes == 0, "\(report)")
+        #expect(try setup.rebuilt() == target ? true : false)
+    }
+
     /// A journal row keeps a delta download whole: the control file (its block table and
     /// digests, read back as they were), its address and the seeds; a shared queue's row
     /// leaves the seeds out.

@@ -70,7 +70,7 @@ struct DeltaSeeder: Sendable {
                 // (Awaited below; on a throw, awaited as the scope ends: the pool always
                 // runs the read, so the buffer is never freed under it.)
                 async let ahead = last ? nil : Self.read(seed, at: next, into: buffers[1 - turn], on: pool)
-                matcher = await scan(buffer, windows: windows, origin: origin, from: matcher)
+                matcher = await scan(buffer, count: bytes, windows: windows, origin: origin, from: matcher)
                 try await pool.perform { [matcher, copied, origin] () throws(DownloadError) -> [Bool] in
                     try Self.copy(found: matcher, skipping: copied, from: buffer, count: bytes, origin: origin, into: paths.partial)
                 }.enumerated().forEach { if $0.element { copied[$0.offset] = true } }
@@ -107,9 +107,15 @@ struct DeltaSeeder: Sendable {
     }
 
     /// Scans the windows starting in the first `windows` bytes of `buffer` (a piece at
-    /// `origin` in its seed) in parts, each on a thread of the pool, from what `matcher`
-    /// found so far.
-    private func scan(_ buffer: Buffer, windows: Int, origin: Int64, from matcher: BlockMatcher) async -> BlockMatcher {
+    /// `origin` in its seed, `count` bytes read into it) in parts, each on a thread of the
+    /// pool, from what `matcher` found so far.
+    ///
+    /// Only the `count` bytes read are the seed's: past them the buffer holds an earlier
+    /// piece, and a window that runs past the seed's end must read zeros there, as the
+    /// control file pads the last block.
+    private func scan(_ buffer: Buffer, count: Int, windows: Int, origin: Int64, from matcher: BlockMatcher) async
+        -> BlockMatcher
+    {
         let parts = max(1, min(parallelism, windows / min(Self.minimumPart, max(1, pieceSize / 4))))
         let step = (windows + parts - 1) / parts
         let pool = threadPool
@@ -119,7 +125,7 @@ struct DeltaSeeder: Sendable {
                 group.addTask {
                     try? await pool.perform { () throws(DownloadError) -> BlockMatcher in
                         var own = matcher
-                        own.scan(UnsafeRawBufferPointer(buffer.bytes), windows: range, origin: origin)
+                        own.scan(UnsafeRawBufferPointer(rebasing: buffer.bytes[..<count]), windows: range, origin: origin)
                         return own
                     }
                 }
