@@ -32,7 +32,10 @@ struct DownloadSession: Sendable {
     /// interrupt; returns the exit code.
     ///
     /// `feed` runs on the calling task and should stop early once ``Intake/isStopped``.
-    func run(feed: (Intake) async -> Void) async -> Int32 {
+    /// `followUp` runs each time the manager has nothing left to do: it may queue downloads
+    /// that what ended calls for (the target of a control file), and returns how many; the
+    /// run ends when it queues none.
+    func run(feed: (Intake) async -> Void, followUp: (Intake) async -> Int = { _ in 0 }) async -> Int32 {
         let started = ContinuousClock.now
         let signals = SignalHandler(catching: [SIGINT, SIGTERM]) { signal in
             Console.err("\nhaul: interrupted again; exiting without waiting\n")
@@ -97,9 +100,12 @@ struct DownloadSession: Sendable {
 
         await feed(intake)
         let queued = await intake.queued
+        if queued > 0 {
+            await manager.waitUntilIdle()
+            while await !intake.isStopped, await followUp(intake) > 0 { await manager.waitUntilIdle() }
+        }
         let rejections = await intake.rejections
         let problems = await intake.problems
-        if queued > 0 { await manager.waitUntilIdle() }
         watcher.cancel()
         let interruption = await watcher.value
         await manager.shutdown()
@@ -222,6 +228,17 @@ actor Intake {
             }
         }
         return true
+    }
+
+    /// Queues `requests` that downloads which ended called for (see
+    /// ``DownloadSession/run(feed:followUp:)``), counted in the display's total; returns how
+    /// many were queued.
+    func follow(_ requests: [DownloadRequest]) async -> Int {
+        guard !requests.isEmpty else { return 0 }
+        let before = queued
+        await renderer.expect(queued + rejections.count + requests.count)
+        await enqueue(requests)
+        return queued - before
     }
 
     /// Reports a download that will not be queued.

@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
 
     @Argument(
         help: ArgumentHelp(
-            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync).",
+            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync); so is a URL whose download turns out to be one (its first line is 'zsync: VERSION'), which is kept.",
             valueName: "url"))
     var urls: [String] = []
 
@@ -207,6 +207,7 @@ struct Get: AsyncParsableCommand {
             secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
             run: options.$settings)
         batch.object = object
+        batch.seeds = zsync.seeds
         batch.run.hooks = hookOptions.$hooks
         if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
         plan = (backend, batch, metalinkURLs, zsync, rules)
@@ -275,8 +276,10 @@ struct Get: AsyncParsableCommand {
                 throw ValidationError("--zsync: \(error.description)")
             }
         }
-        if !seeds.isEmpty, urls.isEmpty {
-            throw ValidationError("--seed is for delta downloads: give a URL ending in .zsync, or --zsync URL.")
+        // A URL given as an argument may turn out to be a control file by its content.
+        if !seeds.isEmpty, urls.isEmpty, self.urls.allSatisfy(MetalinkEntries.isMetalinkFile) {
+            throw ValidationError(
+                "--seed is for delta downloads: give the URL of a zsync control file (FILE.zsync), or --zsync URL.")
         }
         let seeds = try self.seeds.map { path in
             var isDirectory: ObjCBool = false

@@ -24,6 +24,47 @@ enum ZsyncEntries {
         return (result.data ?? Data(), result.finalURL)
     }
 
+    /// The downloads of `urls` (arguments of `haul get`) into `directory` that completed
+    /// with a zsync control file although their URL did not say so: a file whose first line
+    /// is `zsync: VERSION`, as aria2 follows a Metalink file it was given. Each comes with
+    /// its address after redirects (its `URL`s are resolved against it). The files stay
+    /// where they were saved.
+    static func recognised(among urls: [URL], in directory: URL, journal: Journal) async -> [(data: Data, url: URL)] {
+        let wanted = directory.resolvingSymlinksInPath().standardizedFileURL.path
+        return (try? await ProcessResources.threadPool.perform { () throws(DownloadError) -> [(data: Data, url: URL)] in
+            var found: [(data: Data, url: URL)] = []
+            for url in urls {
+                // The download of this URL into this directory: the row the URL names, or
+                // one of those it names to other places.
+                guard let named = try? journal.jobs(named: url.absoluteString) else { continue }
+                for id in [named.id] + named.others {
+                    guard let record = try? journal.record(id), record.state == .completed,
+                        record.destinationKind != "object", let path = record.filePath,
+                        URL(fileURLWithPath: path).deletingLastPathComponent().resolvingSymlinksInPath()
+                            .standardizedFileURL.path == wanted,
+                        let data = controlFile(at: path)
+                    else { continue }
+                    found.append((data, record.finalURL.flatMap(URL.init(string:)) ?? url))
+                    break
+                }
+            }
+            return found
+        }) ?? []
+    }
+
+    /// The file at `path` when it starts as a control file does and is no larger than one
+    /// may be; `nil` otherwise (after reading its first bytes only).
+    private static func controlFile(at path: String) -> Data? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        let length = DeltaSource.magicLength
+        guard let head = try? handle.read(upToCount: length), head.count == length, DeltaSource.looksLikeControlFile(head),
+            let rest = try? handle.read(upToCount: DeltaSource.controlFileLimit - length + 1),
+            head.count + rest.count <= DeltaSource.controlFileLimit
+        else { return nil }
+        return head + rest
+    }
+
     /// The entry for the control file `data` fetched from `url`, whose target is built from
     /// `seeds` (and the destination's old file). It is named by the control file's
     /// `Filename` where that is a plain file name, else by its URL's last component.

@@ -507,10 +507,57 @@ struct DeltaDownloadTests {
             #expect((prepared["reused"] as? Int ?? 0) > 1_000_000)
             #expect((prepared["length"] as? Int) == new.count)
 
-            // And a seed without a control file is a usage error
-            let misuse = try await Haul.run(["get", f.nginx.url("/z/t.bin").absoluteString, "--seed", seed.path, "--journal", journal])
+            // And a seed without a URL that could be a control file is a usage error
+            let list = f.file("list.txt")
+            try Data((f.nginx.url("/z/t.bin").absoluteString + "\n").utf8).write(to: list)
+            let misuse = try await Haul.run(["get", "-i", list.path, "--seed", seed.path, "--journal", journal])
             #expect(misuse.status == 2)
             #expect(misuse.stderr.contains("--seed is for delta downloads"))
+        }
+    }
+
+    /// A URL that does not end in `.zsync` but answers with a control file is recognised by
+    /// its content once downloaded: the control file is kept, and its target is built from
+    /// the old version at the destination, fetching only what changed. Run again, it
+    /// fetches nothing of the target.
+    @Test func aControlFileIsRecognisedByItsContent() async throws {
+        try await NginxFixture.with { f in
+            // Given a control file served as "latest", its target beside it, and the old
+            // version where the target goes
+            let (old, new) = Self.versions()
+            let control = Array(Self.control(of: new).encoded())
+            try f.nginx.write(new, at: "/z/t.bin", modified: f.modified)
+            try f.nginx.write(control, at: "/z/latest", modified: f.modified)
+            let out = f.directory.appendingPathComponent("out")
+            try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+            try Data(old).write(to: out.appendingPathComponent("t.bin"))
+            let journal = f.directory.appendingPathComponent("journal.db").path
+            let arguments = ["get", f.nginx.url("/z/latest").absoluteString, "-d", out.path, "--json", "--journal", journal]
+
+            // When haul gets its URL
+            let run = try await Haul.run(arguments)
+
+            // Then the control file is there as it was served, and so is its target, built
+            // from the old version with only the changed blocks fetched
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(FileManager.default.contents(atPath: out.path + "/latest").map(Array.init) == control)
+            #expect(FileManager.default.contents(atPath: out.path + "/t.bin").map(Array.init) == new ? true : false, "\(run.stderr)")
+            let events = run.stdout.split(separator: "\n").compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+            }
+            let prepared = try #require(events.first { $0["event"] as? String == "deltaPrepared" })
+            let missing = try #require(prepared["missing"] as? Int, "\(prepared)")
+            #expect((prepared["reused"] as? Int ?? 0) > 1_000_000 && missing > 0)
+            let served = try await Self.bytesServed(f.nginx, path: "/z/t.bin", reaching: missing)
+            #expect(served >= missing && served < missing + 200 * (prepared["ranges"] as? Int ?? 1), "\(served)")
+            #expect(try f.nginx.accessLog().filter { $0.path == "/z/t.bin" }.allSatisfy { $0.status == 206 })
+
+            // And the same command again finds the target whole in the file it built
+            let requestsBefore = try f.nginx.accessLog().filter { $0.path == "/z/t.bin" }.count
+            let again = try await Haul.run(arguments)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(FileManager.default.contents(atPath: out.path + "/t.bin").map(Array.init) == new ? true : false)
+            #expect(try f.nginx.accessLog().filter { $0.path == "/z/t.bin" }.count == requestsBefore)
         }
     }
 }

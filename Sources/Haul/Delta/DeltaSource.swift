@@ -61,6 +61,20 @@ public struct DeltaSource: Sendable {
         }
     }
 
+    /// Whether `bytes`, the start of a file, begin as a zsync control file does: with
+    /// `zsync: ` (its first header, the version of the program that wrote it). For
+    /// recognising a control file by its content when its name does not say so; reading it
+    /// with ``init(controlFile:at:)`` tells whether it is a valid one.
+    public static func looksLikeControlFile(_ bytes: some Collection<UInt8>) -> Bool {
+        bytes.starts(with: magic)
+    }
+
+    /// How a control file starts.
+    static let magic = Array("zsync: ".utf8)
+
+    /// How many bytes of a file's start ``looksLikeControlFile(_:)`` needs.
+    public static var magicLength: Int { magic.count }
+
     /// The addresses of the target: the control file's `URL` lines, resolved against
     /// ``controlURL``, those that are `http` or `https`, in order.
     public var targetURLs: [URL] {

@@ -160,9 +160,4 @@ extension DownloadManager {
     package func inMemory(_ ids: [DownloadID]) -> [DownloadID] {
         ids.filter { jobs[$0] != nil }
     }
-
-    /// Returns once every write made so far is in the store.
-    package func flushStore() async {
-        await store?.flush()
-    }
 }

@@ -200,6 +200,11 @@ public final class Journal: Sendable {
         try read { db in try JobRecord.fetchOne(db, key: id.rawValue).map(JobSnapshot.init) }
     }
 
+    /// The row of the job with `id`, if any.
+    package func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {
+        try read { db in try JobRecord.fetchOne(db, key: id.rawValue) }
+    }
+
     /// The download `handle` names: the job with that ID, else the only one of that URL
     /// (see ``JobIdentity/resolve(_:among:)``); `nil` when none.
     ///
@@ -221,10 +226,6 @@ public final class Journal: Sendable {
         }
         guard let id = try JobIdentity.resolve(handle, among: ids) else { return nil }
         return (DownloadID(id), ids.filter { $0 != id }.sorted().map { DownloadID($0) })
-    }
-
-    func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {
-        try read { db in try JobRecord.fetchOne(db, key: id.rawValue) }
     }
 
     // MARK: - Control from any process

@@ -30,7 +30,7 @@ extension DownloadManager {
         // Rows only in the journal. One an admission is claiming right now is in memory once
         // it is done: wait for it, then act there.
         guard !rest.isEmpty, let journal else { return changed }
-        await flushStore()
+        await flushJournal()
         let pending = rest
         let inJournal = try await threadPool.perform { () throws(DownloadError) -> [DownloadID] in
             switch action {

@@ -82,6 +82,9 @@ struct GetBatch {
     var output: String?
     /// `--checksum`, applied to every entry (there is one).
     var checksum: Checksum?
+    /// `--seed` files: local files that may hold blocks of a zsync control file's target,
+    /// whether its URL ends in `.zsync` or it is recognised by its content.
+    var seeds: [URL] = []
     /// `--mirror`, applied to every entry (there is one).
     var mirrors: [URL] = []
     /// The output directory (`-d`); created by the backend that writes into it.

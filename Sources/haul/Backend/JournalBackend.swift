@@ -32,9 +32,28 @@ struct JournalBackend: ResumingBackend {
         for warning in batch.run.warnings { Console.err(warning) }
         var session = DownloadSession(configuration: batch.run.configuration, journal: journal, mode: batch.run.mode)
         session.hooks = batch.run.hooks
+        // The URLs given as arguments are looked at once they end: a zsync control file
+        // among them, whatever its name, is followed by its target's delta download.
+        var unexamined = batch.object == nil ? batch.urls : []
+        let journal = self.journal
         return await session.run { intake in
             await intake.expect(batch.scan.count)
             await Self.feed(intake, batch, directory: directory)
+        } followUp: { intake in
+            guard !unexamined.isEmpty else { return 0 }
+            defer { unexamined = [] }
+            // The journal is written in batches: what ended is read once it is there.
+            await intake.manager.flushJournal()
+            var requests: [DownloadRequest] = []
+            for found in await ZsyncEntries.recognised(among: unexamined, in: directory, journal: journal) {
+                do {
+                    let entry = try ZsyncEntries.entry(of: found.data, at: found.url, seeds: batch.seeds)
+                    requests.append(try Self.request(for: entry, batch: batch, directory: directory))
+                } catch {
+                    Console.err("haul: \(found.url.absoluteString) looks like a zsync control file but is not followed: \(error)\n")
+                }
+            }
+            return await intake.follow(requests)
         }
     }
 
@@ -70,24 +89,29 @@ struct JournalBackend: ResumingBackend {
         return .file(file)
     }
 
+    /// The request for `entry` of `batch`, into `directory`.
+    private static func request(for entry: InputEntry, batch: GetBatch, directory: URL) throws -> DownloadRequest {
+        var request = DownloadRequest(
+            url: entry.url, destination: try Self.destination(of: entry, in: directory, object: batch.object),
+            id: entry.id,
+            expectedSize: entry.expectedSize, checksum: entry.checksum, headers: batch.allHeaders)
+        request.mirrors = entry.mirrors
+        request.pieces = entry.pieces
+        request.delta = entry.delta
+        request.forceDownload = batch.force
+        request.sensitiveHeaderNames = Set(batch.secretHeaders.map(\.name))
+        request.storesCredentials = batch.storesCredentials
+        return request
+    }
+
     /// The second pass: builds requests and queues them in batches. An entry whose file
     /// name another URL claimed first is reported as a duplicate instead.
     private static func feed(_ intake: Intake, _ batch: GetBatch, directory: URL) async {
         var requests: [DownloadRequest] = []
         requests.reserveCapacity(min(batchSize, batch.scan.count))
-        let secretNames = Set(batch.secretHeaders.map(\.name))
         do {
             try await batch.entries { entry in
-                var request = DownloadRequest(
-                    url: entry.url, destination: try Self.destination(of: entry, in: directory, object: batch.object),
-                    id: entry.id,
-                    expectedSize: entry.expectedSize, checksum: entry.checksum, headers: batch.allHeaders)
-                request.mirrors = entry.mirrors
-                request.pieces = entry.pieces
-                request.delta = entry.delta
-                request.forceDownload = batch.force
-                request.sensitiveHeaderNames = secretNames
-                request.storesCredentials = batch.storesCredentials
+                let request = try Self.request(for: entry, batch: batch, directory: directory)
                 guard batch.scan.owns(entry) else {
                     let name = InputFile.partialKey(for: entry)
                     let message =
