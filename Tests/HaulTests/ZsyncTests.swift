@@ -396,6 +396,35 @@ struct ZsyncTests {
         #expect(matcher.missingRanges() == [0..<1024, 1536..<2048])
     }
 
+    /// The window after a match is checked first against the block after the matched one,
+    /// alone, when no other block shares its checksum; a block the target holds three
+    /// times does, and each of its places is filled, the one after the match and the two
+    /// before it.
+    @Test func aRepeatedBlockAfterAMatchFillsEveryPlaceItHas() throws {
+        let size = 512
+        let a = Self.bytes(count: size, seed: 35)
+        let b = Self.bytes(count: size, seed: 36)
+        let target = b + Self.bytes(count: size, seed: 37) + b + Self.bytes(count: size, seed: 38) + a + b
+        let control = try ZsyncControl.parse(Self.controlFile(of: target, blockSize: size, hashLengths: (1, 4, 8)))
+        var matcher = BlockMatcher(control)
+        (a + b).withUnsafeBytes { _ = matcher.scan($0) }
+        #expect(matcher.found == [512, nil, 512, nil, 0, 512])
+        #expect(Self.rebuild(target, seed: a + b, matcher) == target)
+    }
+
+    /// The same with pairs (`seq_matches` 2): a pair the target holds three times is
+    /// filled in each place from the one pair of the seed.
+    @Test func aRepeatedPairAfterAMatchFillsEveryPlaceItHas() throws {
+        let size = 512
+        let (a, b, c) = (Self.bytes(count: size, seed: 45), Self.bytes(count: size, seed: 46), Self.bytes(count: size, seed: 47))
+        let target = b + c + Self.bytes(count: size, seed: 48) + b + c + Self.bytes(count: size, seed: 49) + a + b + c
+        let control = try ZsyncControl.parse(Self.controlFile(of: target, blockSize: size, hashLengths: (2, 3, 4)))
+        var matcher = BlockMatcher(control)
+        (a + b + c).withUnsafeBytes { _ = matcher.scan($0) }
+        #expect(matcher.found == [512, 1024, nil, 512, 1024, nil, 0, 512, 1024])
+        #expect(Self.rebuild(target, seed: a + b + c, matcher) == target)
+    }
+
     @Test func theTargetsOwnFileGivesItWhole() throws {
         let target = Self.bytes(count: 10_000, seed: 41)
         let control = try ZsyncControl.parse(Self.controlFile(of: target, blockSize: 1024, hashLengths: (2, 2, 3)))

@@ -29,6 +29,12 @@ package struct BlockMatcher: Sendable {
     /// is looked up only when it and the window after it could be a pair, or it could be
     /// the last block: with 2-byte sums a window's own checksum passes half the time).
     private let filter: BlockFilter
+    /// Whether no other block of the table has the block's stored rolling checksum (with
+    /// pairs, and its follower's): then a window with those can only be that block, and
+    /// the window after a match,
+    /// which is most likely the next block, is checked against it alone, without the
+    /// filter or the chains (the lookups that miss the cache).
+    private let unique: [Bool]
     private let bucketBits: UInt32
     /// Where the buffer being scanned starts in its file (see ``scan(_:windows:origin:)``).
     private var origin: Int64 = 0
@@ -50,6 +56,28 @@ package struct BlockMatcher: Sendable {
         }
         self.heads = heads
         self.next = next
+        // With pairs, a block is alone when no other has both its checksum and its
+        // follower's (a last block, having no follower, is compared by its own).
+        let rsums = control.table.rsums
+        let pairs = control.sequenceMatches == 2
+        var unique = [Bool](repeating: true, count: count)
+        for first in heads where first >= 0 {
+            var block = Int(first)
+            while block >= 0 {
+                var other = Int(next[block])
+                while other >= 0 {
+                    if rsums[other] == rsums[block],
+                        !pairs || block + 1 == count || other + 1 == count || rsums[other + 1] == rsums[block + 1]
+                    {
+                        unique[block] = false
+                        unique[other] = false
+                    }
+                    other = Int(next[other])
+                }
+                block = Int(next[block])
+            }
+        }
+        self.unique = unique
         var filter = BlockFilter(entries: count)
         if control.sequenceMatches == 2, count > 1 {
             for block in 0..<(count - 1) {
@@ -122,28 +150,41 @@ package struct BlockMatcher: Sendable {
             var following = pairs ? Self.checksum(seed, at: position + size, size: size) : rsum
             // The MD4 of the window at `position`, when a match just before computed it.
             var carried: [UInt8]?
+            // The block the window at `position` most likely is: the one after the block
+            // matched just before (-1: none).
+            var expected = -1
+            let blocks = control.table.count
             while position < windows.upperBound {
                 let key = rsum.value & mask
-                let passes = pairs
+                var match: (matched: Bool, followingMD4: [UInt8]?, block: Int)?
+                if expected >= 0, expected < blocks, unique[expected], control.table.rsums[expected] == key,
+                    !pairs || expected + 1 == blocks || control.table.rsums[expected + 1] == following.value & mask
+                {
+                    // Only that block has these checksums: the chain would give it alone.
+                    match = verify(
+                        seed, at: position, rsum: rsum, following: pairs ? following : nil,
+                        candidates: Int32(expected), alone: true, md4: carried)
+                } else if pairs
                     ? filter.contains(Self.filterHash(key, following.value & mask)) || key == lastKey
                     : filter.contains(Self.filterHash(key, 0))
-                if passes {
-                    let hash = Self.hash(key)
-                    let match = verify(
+                {
+                    match = verify(
                         seed, at: position, rsum: rsum, following: pairs ? following : nil,
-                        bucket: Int(hash >> (32 - bits)), md4: carried)
-                    if match.matched {
-                        if isComplete { return }
-                        // zsync moves past a matched block rather than through it; the next
-                        // window's sums, when a pair's check computed them, are not computed again.
-                        position += size
-                        guard position < windows.upperBound else { return }
-                        rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
-                        if pairs { following = Self.checksum(seed, at: position + size, size: size) }
-                        carried = match.followingMD4
-                        continue
-                    }
+                        candidates: heads[Int(Self.hash(key) >> (32 - bits))], alone: false, md4: carried)
                 }
+                if let match, match.matched {
+                    if isComplete { return }
+                    // zsync moves past a matched block rather than through it; the next
+                    // window's sums, when a pair's check computed them, are not computed again.
+                    position += size
+                    guard position < windows.upperBound else { return }
+                    rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
+                    if pairs { following = Self.checksum(seed, at: position + size, size: size) }
+                    carried = match.followingMD4
+                    expected = match.block + 1
+                    continue
+                }
+                expected = -1
                 carried = nil
                 if position < inside {
                     rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
@@ -162,14 +203,16 @@ package struct BlockMatcher: Sendable {
         return foundCount - before
     }
 
-    /// Looks up the window at `position` among the blocks of `bucket` (`md4`: the window's
-    /// MD4, if known; `following`: with pairs, the rolling checksum of the window after it);
-    /// records every block it is (and, with pairs, the next block's window as the following
-    /// block). Returns whether it matched one, and the next window's MD4 where it computed it.
+    /// Looks up the window at `position` among the blocks of the chain that starts at
+    /// `candidates` (or that block `alone`) (`md4`: the window's MD4, if known;
+    /// `following`: with pairs, the rolling checksum of the window after it); records every
+    /// block it is (and, with pairs, the next block's window as the following block).
+    /// Returns whether it matched one, the next window's MD4 where it computed it, and the
+    /// last block it matched.
     private mutating func verify(
         _ seed: UnsafeRawBufferPointer, at position: Int, rsum: RollingChecksum, following: RollingChecksum?,
-        bucket: Int, md4: [UInt8]?
-    ) -> (matched: Bool, followingMD4: [UInt8]?) {
+        candidates: Int32, alone: Bool, md4: [UInt8]?
+    ) -> (matched: Bool, followingMD4: [UInt8]?, block: Int) {
         let size = control.blockSize
         let key = rsum.value & control.rsumMask
         let blocks = control.table.count
@@ -177,10 +220,11 @@ package struct BlockMatcher: Sendable {
         var matched = false
         var window = md4  // the MD4 of the window at `position`, once needed
         var followingMD4: [UInt8]?
-        var candidate = heads[bucket]
+        var last = -1
+        var candidate = candidates
         while candidate >= 0 {
             let block = Int(candidate)
-            candidate = next[block]
+            candidate = alone ? -1 : next[block]
             let hasNext = pairs && block + 1 < blocks
             // A found block is still worth a look when its follower is not: a pair that
             // matches here gives the follower (the block before a change is found so).
@@ -201,8 +245,9 @@ package struct BlockMatcher: Sendable {
             }
             record(block, at: origin + Int64(position))
             matched = true
+            last = block
         }
-        return (matched, followingMD4)
+        return (matched, followingMD4, last)
     }
 
     private mutating func record(_ block: Int, at offset: Int64) {

@@ -56,6 +56,14 @@ struct DeltaSeeder: Sendable {
         defer { for buffer in buffers { buffer.deallocate() } }
         let pool = threadPool
         var copied = [Bool](repeating: false, count: control.table.count)
+        // The blocks found in a piece are copied out of its buffer while the next piece is
+        // scanned; the buffer is read into again once that copy is done.
+        var copying: Task<Result<[Bool], DownloadError>, Never>?
+        func copiedPiece() async throws(DownloadError) {
+            guard let pending = copying else { return }
+            copying = nil
+            for (block, wrote) in try await pending.value.get().enumerated() where wrote { copied[block] = true }
+        }
         for seed in setup.seeds where !matcher.isComplete {
             var origin: Int64 = 0
             var turn = 0
@@ -68,17 +76,32 @@ struct DeltaSeeder: Sendable {
                 let windows = last ? bytes : pieceSize
                 let next = origin + Int64(pieceSize)
                 // (Awaited below; on a throw, awaited as the scope ends: the pool always
-                // runs the read, so the buffer is never freed under it.)
-                async let ahead = last ? nil : Self.read(seed, at: next, into: buffers[1 - turn], on: pool)
+                // runs the read and the copy, so no buffer is freed under them.)
+                let previous = copying
+                async let ahead = last ? nil : Self.read(seed, at: next, into: buffers[1 - turn], on: pool, after: previous)
                 matcher = await scan(buffer, count: bytes, windows: windows, origin: origin, from: matcher)
-                try await pool.perform { [matcher, copied, origin] () throws(DownloadError) -> [Bool] in
-                    try Self.copy(found: matcher, skipping: copied, from: buffer, count: bytes, origin: origin, into: paths.partial)
-                }.enumerated().forEach { if $0.element { copied[$0.offset] = true } }
+                // Each copy writes the blocks found and not copied yet, which must be this
+                // piece's alone: the previous piece's copy is done first.
+                try await copiedPiece()
+                copying = Task { [matcher, copied, origin] () -> Result<[Bool], DownloadError> in
+                    do throws(DownloadError) {
+                        return .success(
+                            try await pool.perform { () throws(DownloadError) -> [Bool] in
+                                try Self.copy(
+                                    found: matcher, skipping: copied, from: buffer, count: bytes, origin: origin,
+                                    into: paths.partial)
+                            })
+                    } catch {
+                        return .failure(error)
+                    }
+                }
                 scanned += Int64(windows)
                 count = await ahead
                 origin = next
                 turn = 1 - turn
             }
+            // The next seed is read into the buffers from the first.
+            try await copiedPiece()
         }
         let missing = matcher.missingRanges()
         let metadata = PartialMetadata(
@@ -168,10 +191,13 @@ struct DeltaSeeder: Sendable {
 
     /// ``read(_:at:into:)`` on `pool`: `nil` when the seed cannot be read or the pool is
     /// stopped (the bytes are then fetched).
-    private static func read(_ path: String, at offset: Int64, into buffer: Buffer, on pool: NIOThreadPool) async
-        -> Int?
-    {
-        (try? await pool.perform { () throws(DownloadError) in try Self.read(path, at: offset, into: buffer) }) ?? nil
+    private static func read(
+        _ path: String, at offset: Int64, into buffer: Buffer, on pool: NIOThreadPool,
+        after copy: Task<Result<[Bool], DownloadError>, Never>? = nil
+    ) async -> Int? {
+        // A copy out of the buffer still running is waited for (its outcome is its owner's).
+        _ = await copy?.value
+        return (try? await pool.perform { () throws(DownloadError) in try Self.read(path, at: offset, into: buffer) }) ?? nil
     }
 
     /// Reads as much of the seed at `path` from `offset` as fills `buffer`; returns how
