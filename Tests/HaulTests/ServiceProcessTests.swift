@@ -3,6 +3,7 @@ import Haul
 import HaulTestSupport
 import Testing
 
+@testable import Haul
 @testable import HaulPostgres
 
 /// `haul serve` as a process: the CLI as its client, a `kill -9` in the middle of
@@ -33,6 +34,48 @@ struct ServiceProcessTests {
         func stop() async -> Int32 {
             process.send(SIGTERM)
             return await process.wait().status
+        }
+    }
+
+    /// `haul get URL.zsync --seed OLD` while a service runs for the journal: the service
+    /// builds the target from the seed and fetches only the block that changed.
+    @Test func aDeltaDownloadGoesThroughARunningService() async throws {
+        try await CLIFixture.with { f, journal in
+            // Given a new version whose first block changed, its control file, and the old
+            // version inside the service's root
+            let directory = f.directory.path
+            let old = FaultServer.randomBytes(count: 400_000, seed: 95)
+            var new = old
+            new.replaceSubrange(0..<1000, with: FaultServer.randomBytes(count: 1000, seed: 96))
+            f.server.setFile("t.bin", new)
+            let control = new.withUnsafeBytes {
+                ZsyncControl.describing(
+                    $0, blockSize: 2048, sequenceMatches: 2, rsumBytes: 3, checksumBytes: 5, filename: "t.bin",
+                    modificationTime: nil, urls: ["t.bin"], sha256: true)
+            }
+            f.server.setFile("t.bin.zsync", Array(control.encoded()))
+            let seed = f.directory.appendingPathComponent("old.bin")
+            try Data(old).write(to: seed)
+            let service = try await Service.start(journal: journal, directory: directory)
+
+            // When haul gets the control file's URL
+            let get = try await Haul.run([
+                "get", "--journal", journal, "-d", directory, "--seed", seed.path,
+                f.server.url("/files/t.bin.zsync").absoluteString,
+            ])
+
+            // Then the service built the target, fetching its first block and nothing more
+            #expect(get.status == 0, "\(get.stderr)")
+            #expect(sha256(f.contents("t.bin")) == sha256(new))
+            #expect(f.server.bytesServed(path: "/files/t.bin") == 2048)
+            // And a seed outside its roots is refused, naming the field
+            let outside = try await Haul.run([
+                "get", "--journal", journal, "-d", directory, "--seed", "/etc/hostname",
+                f.server.url("/files/t.bin.zsync").absoluteString,
+            ])
+            #expect(outside.status != 0)
+            #expect(outside.stderr.contains("seeds"), "\(outside.stderr)")
+            #expect(await service.stop() == 0)
         }
     }
 

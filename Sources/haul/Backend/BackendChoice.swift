@@ -143,7 +143,6 @@ enum JournalChoice {
         case .service:
             if !needs.networkOptions.isEmpty { return .networkOptionsForService(needs.networkOptions) }
             if needs.hooks { return .hooksForService }
-            if needs.delta { return .deltaForService }
             return needs.overallRates ? .ratesForService : nil
         }
     }

@@ -221,8 +221,6 @@ enum BackendRefusal: Error, CustomStringConvertible {
     case hooksForQueue
     /// An object or prefix to store into given with `--queue`.
     case objectsForQueue
-    /// A delta download given to a running service.
-    case deltaForService
     /// A delta download given with `--queue`.
     case deltaForQueue
 
@@ -240,8 +238,6 @@ enum BackendRefusal: Error, CustomStringConvertible {
             "a service runs for this journal and downloads in its own process: --on-complete and --on-error run where downloads run; give them to 'haul serve'."
         case .hooksForQueue:
             "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
-        case .deltaForService:
-            "a service runs for this journal and downloads in its own process: a delta download (URL.zsync, --zsync) runs in this one, with its seeds; add it through the service's API (POST /api/v1/downloads with the control file's URL and seeds inside its roots), stop 'haul serve', or give another --journal."
         case .deltaForQueue:
             "a delta download (URL.zsync, --zsync) builds on files of this machine: it is not for --queue, whose workers download elsewhere."
         case .objectsForQueue:

@@ -84,6 +84,14 @@ struct ServiceBackend: ResumingBackend {
 
     private static func input(_ entry: InputEntry, directory: String, name: String?, batch: GetBatch) -> DownloadInput {
         let headers = batch.allHeaders.isEmpty ? nil : Dictionary(batch.allHeaders.map { ($0.name, $0.value) }, uniquingKeysWith: { $1 })
+        if let delta = entry.delta {
+            // The service fetches the control file again and builds the target from the
+            // seeds, files of this machine (inside its roots, which it checks).
+            return DownloadInput(
+                url: delta.controlURL.absoluteString, directory: directory, name: name, headers: headers,
+                maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload, zsync: true,
+                seeds: delta.seeds.isEmpty ? nil : delta.seeds.map(\.path))
+        }
         return DownloadInput(
             url: entry.url.absoluteString, directory: directory, name: name,
             checksum: entry.checksum?.description, expectedSize: entry.expectedSize, headers: headers,
