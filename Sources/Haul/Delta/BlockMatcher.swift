@@ -135,9 +135,6 @@ package struct BlockMatcher: Sendable {
         let mask = control.rsumMask
         let before = foundCount
         let bits = bucketBits
-        // The offsets where a window and the one after it still lie wholly in the seed:
-        // rolled without checks.
-        let inside = count - 2 * size
         // With pairs, the window after the current one rolls along with it: a hit's check of
         // the following block costs a comparison, not a sum over a block (with 2-byte sums,
         // as zsyncmake writes them below 200 MB or so, about every other window is a hit).
@@ -186,21 +183,66 @@ package struct BlockMatcher: Sendable {
                 }
                 expected = -1
                 carried = nil
-                if position < inside {
-                    rsum.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
-                    if pairs { following.roll(out: bytes[position + size], in: bytes[position + 2 * size], blockSize: size) }
-                } else {
-                    let out = position + size < count ? bytes[position + size] : 0
-                    rsum.roll(out: bytes[position], in: out, blockSize: size)
-                    if pairs {
-                        let next = position + 2 * size < count ? bytes[position + 2 * size] : 0
-                        following.roll(out: out, in: next, blockSize: size)
-                    }
-                }
-                position += 1
+                position = Self.roll(
+                    bytes, count: count, from: position, to: windows.upperBound, size: size, pairs: pairs,
+                    rsum: &rsum, following: &following, filter: filter, mask: mask, lastKey: lastKey)
             }
         }
         return foundCount - before
+    }
+
+    /// Slides the window at `start` (its sums `rsum`, and with pairs the next window's,
+    /// `following`) on one byte at a time, until a window could be a block (its sums pass
+    /// the filter) or the windows end at `end`; returns where it stopped, its sums in
+    /// `rsum` and `following`. The scan's hot loop, on its own so that its state stays in
+    /// registers: nearly every byte of a changed region passes through it.
+    @inline(__always)
+    private static func roll(
+        _ bytes: UnsafePointer<UInt8>, count: Int, from start: Int, to end: Int, size: Int, pairs: Bool,
+        rsum: inout RollingChecksum, following: inout RollingChecksum, filter: BlockFilter.Lookup, mask: UInt32,
+        lastKey: UInt32
+    ) -> Int {
+        var position = start
+        var window = rsum
+        var next = following
+        // Where a window and the one after it still lie wholly in the seed: no checks.
+        let inside = min(end, count - 2 * size)
+        defer {
+            rsum = window
+            following = next
+        }
+        if pairs {
+            while position < inside {
+                window.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
+                next.roll(out: bytes[position + size], in: bytes[position + 2 * size], blockSize: size)
+                position += 1
+                let key = window.value & mask
+                if filter.contains(Self.filterHash(key, next.value & mask)) || key == lastKey { return position }
+            }
+        } else {
+            while position < inside {
+                window.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
+                position += 1
+                if filter.contains(Self.filterHash(window.value & mask, 0)) { return position }
+            }
+        }
+        // Near the seed's end, bytes past it read as zeros.
+        while position < end {
+            let out = position + size < count ? bytes[position + size] : 0
+            window.roll(out: bytes[position], in: out, blockSize: size)
+            if pairs {
+                let after = position + 2 * size < count ? bytes[position + 2 * size] : 0
+                next.roll(out: out, in: after, blockSize: size)
+            }
+            position += 1
+            guard position < end else { break }
+            let key = window.value & mask
+            let passes = pairs
+                ? filter.contains(Self.filterHash(key, next.value & mask)) || key == lastKey
+                : filter.contains(Self.filterHash(key, 0))
+            if passes { return position }
+        }
+        return position
     }
 
     /// Looks up the window at `position` among the blocks of the chain that starts at
