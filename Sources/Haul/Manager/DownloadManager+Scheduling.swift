@@ -94,7 +94,9 @@ extension DownloadManager {
         let checkpointer = store.flatMap { store in
             job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
         }
-        store?.recordStarted(job.id)
+        // A download into memory has no row: a write for it would be refused, and a refused
+        // write tells the manager that another process holds the job (it stops it).
+        if job.paths != nil { store?.recordStarted(job.id) }
         let operation = TransferOperation(
             TransferOperation.Download(
                 request: job.request, paths: job.paths, endpoint: job.endpoint, core: job.core,
@@ -193,7 +195,7 @@ extension DownloadManager {
             if result.isUnchanged { finished.unchanged += 1 }
             finished.completedBytes = Self.saturatingSum(finished.completedBytes, result.byteCount)
             finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
-            if !journaled {
+            if !journaled, job.paths != nil {
                 store?.recordCompleted(
                     job.id, bytes: result.byteCount, transferred: result.bytesTransferred, unchanged: result.isUnchanged,
                     finalURL: result.finalURL.absoluteString, path: result.savedAt, file: file)
