@@ -64,7 +64,7 @@ public struct DeltaSource: Sendable {
     /// Whether `bytes`, the start of a file, begin as a zsync control file does: with
     /// `zsync: ` (its first header, the version of the program that wrote it). For
     /// recognising a control file by its content when its name does not say so; reading it
-    /// with ``init(controlFile:at:)`` tells whether it is a valid one.
+    /// with ``init(controlFile:at:seeds:)`` tells whether it is a valid one.
     public static func looksLikeControlFile(_ bytes: some Collection<UInt8>) -> Bool {
         bytes.starts(with: magic)
     }
