@@ -89,8 +89,8 @@ package enum HaulService {
     ) async throws {
         let files = ServiceFiles(journalPath: options.journalPath)
         // The journal's directory holds the token too: made private, as the journal makes it.
-        let journalDirectory = (options.journalPath as NSString).deletingLastPathComponent
-        if !journalDirectory.isEmpty, !FileManager.default.fileExists(atPath: journalDirectory) {
+        let journalDirectory = PathText.directory(of: options.journalPath)
+        if !FileManager.default.fileExists(atPath: journalDirectory) {
             try? FileManager.default.createDirectory(
                 atPath: journalDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
@@ -155,7 +155,7 @@ package enum HaulService {
             if !objectRoots.isEmpty, options.network.objectStorage == nil {
                 throw StartError(description: "--root s3://…: no object store is configured (AWS_* variables or ~/.aws)")
             }
-            let staging = URL(fileURLWithPath: (options.journalPath as NSString).deletingLastPathComponent)
+            let staging = URL(fileURLWithPath: PathText.directory(of: options.journalPath))
                 .appendingPathComponent("staging", isDirectory: true)
             batch = try DownloadBatch(
                 roots: options.roots.isEmpty ? [options.directory] : options.roots, defaultDirectory: options.directory,

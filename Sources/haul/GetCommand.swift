@@ -351,7 +351,7 @@ struct Get: AsyncParsableCommand {
     /// Where objects' bytes wait until uploaded: `staging` beside the journal.
     private func stagingDirectory() -> URL {
         let journal = journalOptions.resolvedPath
-        return URL(fileURLWithPath: (journal as NSString).deletingLastPathComponent, isDirectory: true)
+        return URL(fileURLWithPath: PathText.directory(of: journal), isDirectory: true)
             .appendingPathComponent("staging", isDirectory: true)
     }
 

@@ -85,8 +85,7 @@ struct Worker: AsyncParsableCommand {
                 throw ValidationError("-d \(directory): \(error.message)")
             }
             let staging =
-                self.staging ?? ((Journal.defaultPath as NSString).deletingLastPathComponent as NSString)
-                .appendingPathComponent("staging")
+                self.staging ?? PathText.appending("staging", to: PathText.directory(of: Journal.defaultPath))
             settings = QueueWorker.Settings(directory: URL(fileURLWithPath: staging, isDirectory: true).standardizedFileURL)
             settings.bucket = prefix.bucket
             settings.keyPrefix = prefix.key

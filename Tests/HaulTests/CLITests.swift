@@ -7,17 +7,19 @@ import Testing
 @Suite("haul (CLI)")
 struct CLITests {
     /// `--journal NAME` without a directory is a file in the current directory (it failed:
-    /// "cannot create the journal's directory").
-    @Test func aJournalNamedWithoutADirectoryIsInTheCurrentOne() async throws {
+    /// "cannot create the journal's directory"; and a name of one character crashed the
+    /// process, in Foundation's `deletingLastPathComponent`).
+    @Test(arguments: ["j.sqlite", "j"])
+    func aJournalNamedWithoutADirectoryIsInTheCurrentOne(name: String) async throws {
         try await CLIFixture.with { f, _ in
             let bytes = f.serve("here.bin", count: 1000)
             let run = try await HaulProcess(
-                ["get", f.server.url("/files/here.bin").absoluteString, "-d", f.directory.path, "--journal", "j.sqlite"],
+                ["get", f.server.url("/files/here.bin").absoluteString, "-d", f.directory.path, "--journal", name],
                 directory: f.directory.path
             ).wait()
             #expect(run.status == 0, "\(run.stderr)")
             #expect(sha256(f.contents("here.bin")) == sha256(bytes))
-            #expect(FileManager.default.fileExists(atPath: f.file("j.sqlite").path))
+            #expect(FileManager.default.fileExists(atPath: f.file(name).path))
         }
     }
 

@@ -86,6 +86,19 @@ import Testing
         for path in paths {
             #expect(PathText.lastComponent(path) == (path as NSString).lastPathComponent, "\(path)")
         }
+        // The directory holding a path: NSString's answer where it gives one (not asked for a
+        // path of one character: it traps on those), `.` for a bare name.
+        let directories: [(String, String)] = [
+            ("", "."), ("/", "/"), ("//", "/"), ("j", "."), ("jj", "."), ("j.sqlite", "."), ("a/", "."),
+            ("/a", "/"), ("/a/", "/"), ("/a/b", "/a"), ("/a/b/", "/a"), ("a/b", "a"), ("/a//b", "/a"),
+            ("./j", "."), ("/dir/ünïcödé name.bin", "/dir"),
+        ]
+        for (path, directory) in directories {
+            #expect(PathText.directory(of: path) == directory, "\(path)")
+            if path.count > 1, directory != ".", path.contains(where: { $0 != "/" }) {
+                #expect(PathText.directory(of: path) == (path as NSString).deletingLastPathComponent, "\(path)")
+            }
+        }
         for directory in ["/", "/a", "/a/b", "/dev/shm/downloads", "/a/b/", "relative/dir"] {
             for name in ["x", "file.bin", "ünï cödé.tar.gz", ".hidden"] {
                 #expect(

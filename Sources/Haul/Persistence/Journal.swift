@@ -99,12 +99,12 @@ public final class Journal: Sendable {
     /// file (and its `-wal` and `-shm`) of ours to 0600.
     private static func createPrivately(_ path: String) throws(DownloadError) {
         // A bare file name (`--journal j.sqlite`) is in the current directory.
-        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        let directory = PathText.directory(of: path)
         let manager = FileManager.default
         var isDirectory: ObjCBool = false
         if manager.fileExists(atPath: directory, isDirectory: &isDirectory) {
             // Only the default directory, which is Haul's own: never a directory the user named.
-            if isDirectory.boolValue, directory == (defaultPath as NSString).deletingLastPathComponent {
+            if isDirectory.boolValue, directory == PathText.directory(of: defaultPath) {
                 tighten(directory, to: 0o700)
             }
         } else {
@@ -525,7 +525,7 @@ public final class Journal: Sendable {
         var report = CleanReport()
         let (directories, live): (Set<String>, Set<String>) = try write { db in
             let records = try JobRecord.fetchAll(db)
-            let directories = Set(records.map { ($0.partialPath as NSString).deletingLastPathComponent })
+            let directories = Set(records.map { PathText.directory(of: $0.partialPath) })
             let live = Set(records.filter { $0.state.isUnfinished }.map(\.partialPath))
             report.rows = try JobRecord.filter(
                 [JobState.completed, .failed, .cancelled].map(\.rawValue).contains(JobRecord.Columns.state)

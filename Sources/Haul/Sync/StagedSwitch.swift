@@ -96,7 +96,7 @@ struct StagedSwitch {
         if let rootStatus = try FileStatus.of(root) { _ = chmod(staging, mode_t(rootStatus.mode)) }
         FileTree.syncFileSystem(containing: staging)
 
-        let parent = (root as NSString).deletingLastPathComponent
+        let parent = PathText.directory(of: root)
         if chaul_exchange(staging, root) != 0 {
             let failure = errno
             guard failure == ENOSYS || failure == EINVAL || failure == ENOTSUP else {
@@ -104,7 +104,7 @@ struct StagedSwitch {
             }
             // No atomic exchange here: two renames, with a moment when the directory is absent
             // (never a mix).
-            let old = parent + "/.haul-old-" + (root as NSString).lastPathComponent
+            let old = parent + "/.haul-old-" + PathText.lastComponent(root)
             try FileTree.remove(old)
             guard rename(root, old) == 0 else { throw DownloadError.fileSystem("move aside", path: root, errno: errno) }
             guard rename(staging, root) == 0 else {

@@ -23,8 +23,8 @@ struct SyncRun {
 
     /// `.haul-staging-NAME` beside the directory, for atomic syncs.
     var staging: String {
-        let parent = (root as NSString).deletingLastPathComponent
-        let name = (root as NSString).lastPathComponent
+        let parent = PathText.directory(of: root)
+        let name = PathText.lastComponent(root)
         return (parent == "/" ? "" : parent) + "/.haul-staging-" + name
     }
 

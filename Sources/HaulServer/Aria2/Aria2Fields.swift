@@ -1,4 +1,5 @@
 import Foundation
+import Haul
 
 /// The objects aria2's status methods answer with, built from a download's view: pure, so
 /// their shape is tested without a service.
@@ -25,7 +26,7 @@ package enum Aria2Fields {
             "connections": .number(status == .active ? view.connections : 0),
             "pieceLength": .number(pieceLength),
             "numPieces": .number(pieces),
-            "dir": .string((view.destination as NSString).deletingLastPathComponent),
+            "dir": .string(PathText.directory(of: view.destination)),
             "files": files(view, uris: uris),
         ]
         if pieces > 0 { fields["bitfield"] = .string(bitfield(completed: completed, total: total)) }

@@ -586,7 +586,7 @@ package actor Aria2RPC {
             values[name] = nil
         }
         var result = (options[id] ?? Aria2Options()).over(Aria2Options(values))
-        result.values["dir"] = .string((view.destination as NSString).deletingLastPathComponent)
+        result.values["dir"] = .string(PathText.directory(of: view.destination))
         result.values["out"] = .string(view.name)
         if view.state.isUnfinished {
             result.values["max-download-limit"] = .number(await manager.rateLimit(of: id) ?? 0)
