@@ -18,6 +18,10 @@ package struct BlockMatcher: Sendable {
     package private(set) var found: [Int64?]
     /// How many entries of ``found`` are set.
     package private(set) var foundCount = 0
+    /// How many windows this matcher's own scans rolled through one byte at a time, looking
+    /// each up (not those of a matcher merged in): the scan's cost beyond one strong
+    /// checksum per block found; a changed block costs about one block's worth.
+    package private(set) var rolledWindows = 0
 
     /// The table's blocks by stored rolling checksum: `heads[bucket]` is the first block of
     /// a chain, `next[block]` the one after it (-1 ends it). No allocation per lookup.
@@ -29,11 +33,10 @@ package struct BlockMatcher: Sendable {
     /// is looked up only when it and the window after it could be a pair, or it could be
     /// the last block: with 2-byte sums a window's own checksum passes half the time).
     private let filter: BlockFilter
-    /// Whether no other block of the table has the block's stored rolling checksum (with
-    /// pairs, and its follower's): then a window with those can only be that block, and
-    /// the window after a match,
-    /// which is most likely the next block, is checked against it alone, without the
-    /// filter or the chains (the lookups that miss the cache).
+    /// Whether no other block of the table has both the block's stored rolling checksum and
+    /// its strong one: then a window that is this block can be no other, and the window
+    /// after a match, which is most likely the next block, is checked against it alone,
+    /// without the chains (the lookups that miss the cache).
     private let unique: [Bool]
     private let bucketBits: UInt32
     /// Where the buffer being scanned starts in its file (see ``scan(_:windows:origin:)``).
@@ -56,10 +59,9 @@ package struct BlockMatcher: Sendable {
         }
         self.heads = heads
         self.next = next
-        // With pairs, a block is alone when no other has both its checksum and its
-        // follower's (a last block, having no follower, is compared by its own).
+        // A block is alone when no other has both its sums (the blocks the target holds
+        // more than once, and the rare pair whose truncated sums collide).
         let rsums = control.table.rsums
-        let pairs = control.sequenceMatches == 2
         var unique = [Bool](repeating: true, count: count)
         for first in heads where first >= 0 {
             var block = Int(first)
@@ -67,7 +69,7 @@ package struct BlockMatcher: Sendable {
                 var other = Int(next[block])
                 while other >= 0 {
                     if rsums[other] == rsums[block],
-                        !pairs || block + 1 == count || other + 1 == count || rsums[other + 1] == rsums[block + 1]
+                        control.table.checksum(of: other).elementsEqual(control.table.checksum(of: block))
                     {
                         unique[block] = false
                         unique[other] = false
@@ -154,16 +156,24 @@ package struct BlockMatcher: Sendable {
             while position < windows.upperBound {
                 let key = rsum.value & mask
                 var match: (matched: Bool, followingMD4: [UInt8]?, block: Int)?
-                if expected >= 0, expected < blocks, unique[expected], control.table.rsums[expected] == key,
-                    !pairs || expected + 1 == blocks || control.table.rsums[expected + 1] == following.value & mask
-                {
-                    // Only that block has these checksums: the chain would give it alone.
-                    match = verify(
-                        seed, at: position, rsum: rsum, following: pairs ? following : nil,
-                        candidates: Int32(expected), alone: true, md4: carried)
-                } else if pairs
-                    ? filter.contains(Self.filterHash(key, following.value & mask)) || key == lastKey
-                    : filter.contains(Self.filterHash(key, 0))
+                if expected >= 0, expected < blocks, control.table.rsums[expected] == key {
+                    // Right after a match the seed is in step with the target: the window is
+                    // taken as the next block on its own sums, as zsync's client takes it,
+                    // without its follower's (a change right after it would lose it, and
+                    // the scan would roll through two blocks for one changed). A block
+                    // others share is looked for along its chain, to fill each place.
+                    let chain = heads[Int(Self.hash(key) >> (32 - bits))]
+                    let followed = follow(expected, in: seed, at: position, md4: carried, chain: chain)
+                    if followed.matched {
+                        match = (true, followed.followingMD4, expected)
+                    } else {
+                        carried = nil
+                    }
+                }
+                if match == nil,
+                    pairs
+                        ? filter.contains(Self.filterHash(key, following.value & mask)) || key == lastKey
+                        : filter.contains(Self.filterHash(key, 0))
                 {
                     match = verify(
                         seed, at: position, rsum: rsum, following: pairs ? following : nil,
@@ -183,9 +193,11 @@ package struct BlockMatcher: Sendable {
                 }
                 expected = -1
                 carried = nil
+                let from = position
                 position = Self.roll(
                     bytes, count: count, from: position, to: windows.upperBound, size: size, pairs: pairs,
                     rsum: &rsum, following: &following, filter: filter, mask: mask, lastKey: lastKey)
+                rolledWindows += position - from
             }
         }
         return foundCount - before
@@ -212,17 +224,19 @@ package struct BlockMatcher: Sendable {
             following = next
         }
         if pairs {
+            // (Wrapping arithmetic: `inside` keeps every index in the seed.)
             while position < inside {
-                window.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
-                next.roll(out: bytes[position + size], in: bytes[position + 2 * size], blockSize: size)
-                position += 1
+                let entering = bytes[position &+ size]
+                window.roll(out: bytes[position], in: entering, blockSize: size)
+                next.roll(out: entering, in: bytes[position &+ 2 &* size], blockSize: size)
+                position &+= 1
                 let key = window.value & mask
                 if filter.contains(Self.filterHash(key, next.value & mask)) || key == lastKey { return position }
             }
         } else {
             while position < inside {
-                window.roll(out: bytes[position], in: bytes[position + size], blockSize: size)
-                position += 1
+                window.roll(out: bytes[position], in: bytes[position &+ size], blockSize: size)
+                position &+= 1
                 if filter.contains(Self.filterHash(window.value & mask, 0)) { return position }
             }
         }
@@ -243,6 +257,35 @@ package struct BlockMatcher: Sendable {
             if passes { return position }
         }
         return position
+    }
+
+    /// Whether the window at `position`, right after a match, is `block` (its stored sums,
+    /// `md4` if known, else computed); if it is, records it, and every other block of
+    /// `chain` with the same sums (the target's other places for the same bytes).
+    private mutating func follow(
+        _ block: Int, in seed: UnsafeRawBufferPointer, at position: Int, md4: [UInt8]?, chain: Int32
+    ) -> (matched: Bool, followingMD4: [UInt8]?) {
+        var window = md4
+        var following: [UInt8]?
+        if window == nil {
+            // The next window is most likely the block after: its MD4 comes nearly free.
+            (window, following) = Self.md4s(seed, at: position, size: control.blockSize)
+        }
+        let checksum = control.table.checksum(of: block)
+        guard window![..<control.checksumBytes].elementsEqual(checksum) else { return (false, nil) }
+        let offset = origin + Int64(position)
+        record(block, at: offset)
+        guard !unique[block] else { return (true, following) }
+        let key = control.table.rsums[block]
+        var candidate = chain
+        while candidate >= 0 {
+            let other = Int(candidate)
+            candidate = next[other]
+            if control.table.rsums[other] == key, control.table.checksum(of: other).elementsEqual(checksum) {
+                record(other, at: offset)
+            }
+        }
+        return (true, following)
     }
 
     /// Looks up the window at `position` among the blocks of the chain that starts at
@@ -277,7 +320,13 @@ package struct BlockMatcher: Sendable {
                 guard control.table.rsums[block + 1] == next.value & control.rsumMask else { continue }
             }
             guard found[block] == nil || (hasNext && found[block + 1] == nil) else { continue }
-            if window == nil { window = Self.md4(seed, at: position, size: size) }
+            if window == nil {
+                if hasNext, followingMD4 == nil {
+                    (window, followingMD4) = Self.md4s(seed, at: position, size: size)
+                } else {
+                    window = Self.md4(seed, at: position, size: size)
+                }
+            }
             guard window![..<control.checksumBytes].elementsEqual(control.table.checksum(of: block)) else { continue }
             if hasNext {
                 if followingMD4 == nil { followingMD4 = Self.md4(seed, at: position + size, size: size) }
@@ -306,6 +355,7 @@ package struct BlockMatcher: Sendable {
         for (block, offset) in other.found.enumerated() {
             if let offset { record(block, at: offset) }
         }
+
     }
 
     /// The byte ranges of the target still missing, consecutive blocks merged, the last one
@@ -337,6 +387,16 @@ package struct BlockMatcher: Sendable {
         return MD4.hash(padded(seed, at: offset, size: size))
     }
 
+    /// The MD4s of the window at `offset` and of the one after it, computed together
+    /// (``MD4/hash(_:_:)``); the second only where it lies wholly in `seed`.
+    private static func md4s(_ seed: UnsafeRawBufferPointer, at offset: Int, size: Int) -> ([UInt8], [UInt8]?) {
+        guard offset + 2 * size <= seed.count else { return (md4(seed, at: offset, size: size), nil) }
+        let (first, second) = MD4.hash(
+            UnsafeRawBufferPointer(rebasing: seed[offset..<offset + size]),
+            UnsafeRawBufferPointer(rebasing: seed[offset + size..<offset + 2 * size]))
+        return (first, second)
+    }
+
     private static func padded(_ seed: UnsafeRawBufferPointer, at offset: Int, size: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: size)
         if offset < seed.count {
@@ -346,17 +406,20 @@ package struct BlockMatcher: Sendable {
     }
 }
 
-/// A Bloom filter in blocks of 64 bits: each entry sets three bits of one word, so a lookup
-/// reads one word (one cache line) and passes about 1 in 100 windows that are not entries
-/// at 16 bits an entry, where one bit per entry passed 1 in 16.
+/// A Bloom filter in blocks of 64 bits: each entry sets four bits of one word, so a lookup
+/// reads one word (one cache line) and passes about 1 in 1,500 windows that are not entries
+/// at 32 bits an entry (16 bits and three passed 1 in 200, and each window passed costs a
+/// walk of the chains that misses the cache; a 512 MiB target's filter still fits a
+/// core's second-level cache).
 struct BlockFilter: Sendable {
     private(set) var words: [UInt64]
     /// How far a hash is shifted right to give its word.
     let shift: UInt64
 
     init(entries: Int) {
-        var bits: UInt64 = 0
-        while (1 << bits) * 64 < 16 * max(entries, 1), bits < 40 { bits += 1 }
+        // Two words at least, so that a word's index is a shift of the hash by less than 64.
+        var bits: UInt64 = 1
+        while (1 << bits) * 64 < 32 * max(entries, 1), bits < 40 { bits += 1 }
         words = [UInt64](repeating: 0, count: 1 << bits)
         shift = 64 - bits
     }
@@ -366,11 +429,12 @@ struct BlockFilter: Sendable {
     }
 
     @inline(__always)
-    static func word(_ hash: UInt64, shift: UInt64) -> Int { shift >= 64 ? 0 : Int(truncatingIfNeeded: hash >> shift) }
+    static func word(_ hash: UInt64, shift: UInt64) -> Int { Int(truncatingIfNeeded: hash &>> shift) }
 
+    /// (Masking shifts, `&<<`: each amount is below 64, and a plain shift checks it.)
     @inline(__always)
     static func mask(_ hash: UInt64) -> UInt64 {
-        1 << (hash & 63) | 1 << ((hash >> 6) & 63) | 1 << ((hash >> 12) & 63)
+        1 &<< hash | 1 &<< (hash &>> 6) | 1 &<< (hash &>> 12) | 1 &<< (hash &>> 18)
     }
 
     /// The filter's words lent for a scan.

@@ -7,7 +7,7 @@
 /// swift-crypto has no MD4, so this is a plain implementation: blocks of 64 bytes, three
 /// rounds of sixteen steps, no allocation per block.
 package struct MD4: Sendable {
-    private var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
+    private var state: State = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
     /// Bytes of a block not yet processed (fewer than 64), and how many of them there are.
     private var buffer = [UInt8](repeating: 0, count: 64)
     private var buffered = 0
@@ -26,6 +26,28 @@ package struct MD4: Sendable {
     package static func hash(_ bytes: some Collection<UInt8>) -> [UInt8] {
         let array = Array(bytes)
         return array.withUnsafeBytes { hash($0) }
+    }
+
+    /// The MD4s of two messages of the same length, computed together: one MD4 is a chain
+    /// of dependent steps that leaves most of a core idle, and two chains side by side run
+    /// in about the time of one (the scan confirms a block and the next one so).
+    package static func hash(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> ([UInt8], [UInt8]) {
+        precondition(first.count == second.count, "messages of different lengths")
+        var one = MD4()
+        var two = MD4()
+        let whole = first.count & ~63
+        if whole > 0, let firstBase = first.baseAddress, let secondBase = second.baseAddress {
+            var offset = 0
+            while offset < whole {
+                compress(&one.state, firstBase + offset, &two.state, secondBase + offset)
+                offset += 64
+            }
+            one.length = UInt64(whole)
+            two.length = UInt64(whole)
+        }
+        one.update(UnsafeRawBufferPointer(rebasing: first[whole...]))
+        two.update(UnsafeRawBufferPointer(rebasing: second[whole...]))
+        return (one.finalize(), two.finalize())
     }
 
     /// Adds `bytes` to the message.
@@ -71,13 +93,68 @@ package struct MD4: Sendable {
     }
 
     private mutating func compress(_ block: UnsafeRawPointer) {
+        Self.compress(&state, block)
+    }
+
+    private typealias State = (UInt32, UInt32, UInt32, UInt32)
+
+    @inline(__always)
+    private static func rotate(_ value: UInt32, _ shift: UInt32) -> UInt32 {
+        (value << shift) | (value >> (32 - shift))
+    }
+
+    /// Two blocks of two messages, step by step side by side (see ``hash(_:_:)``).
+    private static func compress(
+        _ state: inout State, _ block: UnsafeRawPointer, _ otherState: inout State, _ other: UnsafeRawPointer
+    ) {
+        @inline(__always) func w(_ index: Int) -> UInt32 {
+            UInt32(littleEndian: block.loadUnaligned(fromByteOffset: index &<< 2, as: UInt32.self))
+        }
+        @inline(__always) func v(_ index: Int) -> UInt32 {
+            UInt32(littleEndian: other.loadUnaligned(fromByteOffset: index &<< 2, as: UInt32.self))
+        }
+        var (a, b, c, d) = state
+        var (e, f, g, h) = otherState
+        for i in stride(from: 0, to: 16, by: 4) {
+            a = rotate(a &+ ((b & c) | (~b & d)) &+ w(i), 3)
+            e = rotate(e &+ ((f & g) | (~f & h)) &+ v(i), 3)
+            d = rotate(d &+ ((a & b) | (~a & c)) &+ w(i + 1), 7)
+            h = rotate(h &+ ((e & f) | (~e & g)) &+ v(i + 1), 7)
+            c = rotate(c &+ ((d & a) | (~d & b)) &+ w(i + 2), 11)
+            g = rotate(g &+ ((h & e) | (~h & f)) &+ v(i + 2), 11)
+            b = rotate(b &+ ((c & d) | (~c & a)) &+ w(i + 3), 19)
+            f = rotate(f &+ ((g & h) | (~g & e)) &+ v(i + 3), 19)
+        }
+        for i in 0..<4 {
+            a = rotate(a &+ ((b & c) | (b & d) | (c & d)) &+ w(i) &+ 0x5a82_7999, 3)
+            e = rotate(e &+ ((f & g) | (f & h) | (g & h)) &+ v(i) &+ 0x5a82_7999, 3)
+            d = rotate(d &+ ((a & b) | (a & c) | (b & c)) &+ w(i + 4) &+ 0x5a82_7999, 5)
+            h = rotate(h &+ ((e & f) | (e & g) | (f & g)) &+ v(i + 4) &+ 0x5a82_7999, 5)
+            c = rotate(c &+ ((d & a) | (d & b) | (a & b)) &+ w(i + 8) &+ 0x5a82_7999, 9)
+            g = rotate(g &+ ((h & e) | (h & f) | (e & f)) &+ v(i + 8) &+ 0x5a82_7999, 9)
+            b = rotate(b &+ ((c & d) | (c & a) | (d & a)) &+ w(i + 12) &+ 0x5a82_7999, 13)
+            f = rotate(f &+ ((g & h) | (g & e) | (h & e)) &+ v(i + 12) &+ 0x5a82_7999, 13)
+        }
+        for k in 0..<4 {
+            let i = (k & 1) << 1 | k >> 1  // 0, 2, 1, 3
+            a = rotate(a &+ (b ^ c ^ d) &+ w(i) &+ 0x6ed9_eba1, 3)
+            e = rotate(e &+ (f ^ g ^ h) &+ v(i) &+ 0x6ed9_eba1, 3)
+            d = rotate(d &+ (a ^ b ^ c) &+ w(i + 8) &+ 0x6ed9_eba1, 9)
+            h = rotate(h &+ (e ^ f ^ g) &+ v(i + 8) &+ 0x6ed9_eba1, 9)
+            c = rotate(c &+ (d ^ a ^ b) &+ w(i + 4) &+ 0x6ed9_eba1, 11)
+            g = rotate(g &+ (h ^ e ^ f) &+ v(i + 4) &+ 0x6ed9_eba1, 11)
+            b = rotate(b &+ (c ^ d ^ a) &+ w(i + 12) &+ 0x6ed9_eba1, 15)
+            f = rotate(f &+ (g ^ h ^ e) &+ v(i + 12) &+ 0x6ed9_eba1, 15)
+        }
+        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
+        otherState = (otherState.0 &+ e, otherState.1 &+ f, otherState.2 &+ g, otherState.3 &+ h)
+    }
+
+    private static func compress(_ state: inout State, _ block: UnsafeRawPointer) {
         // (The words are loaded where used and the state kept in locals, not in a closure's
         // captured variables: those live in memory, a store and a load per step.)
         @inline(__always) func w(_ index: Int) -> UInt32 {
             UInt32(littleEndian: block.loadUnaligned(fromByteOffset: index &<< 2, as: UInt32.self))
-        }
-        @inline(__always) func rotate(_ value: UInt32, _ shift: UInt32) -> UInt32 {
-            (value << shift) | (value >> (32 - shift))
         }
         var (a, b, c, d) = state
         // Round 1: F(x, y, z) = (x & y) | (~x & z).
