@@ -395,6 +395,26 @@ struct ZsyncTests {
         #expect(Self.rebuild(target, seed: old, merged) == target)
     }
 
+    /// With pairs, a block that starts a part and whose follower changed is found by the part
+    /// before, as the block after its last match (the part it starts has no match before it
+    /// and could take it only with its follower).
+    @Test func aBlockStartingAPartIsFoundThoughItsFollowerChanged() throws {
+        let size = 1024
+        let target = Self.bytes(count: 20 * size, seed: 81)
+        var seed = target
+        seed[11 * size + 7] ^= 0xff
+        let control = try ZsyncControl.parse(Self.controlFile(of: target, blockSize: size, hashLengths: (2, 3, 8)))
+        var merged = BlockMatcher(control)
+        for part in [0..<10 * size, 10 * size..<20 * size] {
+            var matcher = BlockMatcher(control)
+            seed.withUnsafeBytes { _ = matcher.scan($0, windows: part) }
+            merged.merge(matcher)
+        }
+        #expect(merged.found[10] == Int64(10 * size))
+        #expect(merged.missingRanges() == [Int64(11 * size)..<Int64(12 * size)])
+        #expect(Self.rebuild(target, seed: seed, merged) == target)
+    }
+
     @Test func aBlockTheTargetHoldsTwiceIsFoundOnceForBoth() throws {
         let size = 512
         let repeated = Self.bytes(count: size, seed: 31)

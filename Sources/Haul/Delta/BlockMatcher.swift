@@ -184,11 +184,24 @@ package struct BlockMatcher: Sendable {
                     // zsync moves past a matched block rather than through it; the next
                     // window's sums, when a pair's check computed them, are not computed again.
                     position += size
-                    guard position < windows.upperBound else { return }
+                    expected = match.block + 1
+                    guard position < windows.upperBound else {
+                        // The window after the range's last match starts the next part (or
+                        // piece), which begins with no match before it: with pairs, it is
+                        // found there only if its follower is unchanged too. Taken here, as
+                        // the block after this match, it is found on its own sums.
+                        if pairs, expected < blocks, position < count {
+                            let window = Self.checksum(seed, at: position, size: size)
+                            if control.table.rsums[expected] == window.value & mask {
+                                let chain = heads[Int(Self.hash(window.value & mask) >> (32 - bits))]
+                                _ = follow(expected, in: seed, at: position, md4: match.followingMD4, chain: chain)
+                            }
+                        }
+                        return
+                    }
                     rsum = pairs ? following : Self.checksum(seed, at: position, size: size)
                     if pairs { following = Self.checksum(seed, at: position + size, size: size) }
                     carried = match.followingMD4
-                    expected = match.block + 1
                     continue
                 }
                 expected = -1
