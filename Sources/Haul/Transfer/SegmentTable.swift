@@ -438,6 +438,18 @@ final class SegmentTable: Sendable {
         return merged
     }
 
+    /// The first byte not yet in the file: the file is whole before it (``total`` once
+    /// complete).
+    func firstMissing() -> Int64 {
+        state.withLockedValue { segments in
+            var first = total
+            for index in segments.indices where segments[index].written < segments[index].end {
+                first = min(first, segments[index].written)
+            }
+            return first
+        }
+    }
+
     /// Bytes in the file so far.
     var completed: Int64 {
         total

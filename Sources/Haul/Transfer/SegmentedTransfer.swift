@@ -79,6 +79,9 @@ struct SegmentedTransfer: Sendable {
     /// For an object destination sent in parts: told of each write, it uploads the parts
     /// completed.
     let parts: PartStream?
+    /// The content's checksum computed as the file fills in from its start, for a download
+    /// checked whole (and not by pieces: a piece that fails is written again).
+    private let prefixDigest: PrefixDigest?
     /// The download's first response, still running, for the first segment to adopt
     /// rather than asking for its range again (see ``ResponseHandover``).
     let adopting: ResponseHandover?
@@ -171,6 +174,12 @@ struct SegmentedTransfer: Sendable {
         self.threadPool = environment.threadPool
         self.checkpointer = download.checkpointer
         self.logger = environment.logger
+        self.prefixDigest =
+            if let checksum = download.request.checksum, download.request.pieces == nil {
+                PrefixDigest(checksum.algorithm, file: file, table: table)
+            } else {
+                nil
+            }
         self.syncedRemaining = NIOLockedValueBox(segments.metadata.remaining)
         self.syncedPieces = NIOLockedValueBox(segments.metadata.verifiedPieces)
     }
@@ -248,6 +257,14 @@ struct SegmentedTransfer: Sendable {
         case .failed(let error):
             throw error
         }
+    }
+
+    /// The content's digest once ``run()`` ended complete: what ``PrefixDigest`` hashed
+    /// while the file filled in, and the rest; `nil` when the content is not checked whole
+    /// (or a read failed: then the file is hashed whole).
+    func fileDigest() async -> ContentDigest? {
+        guard let prefixDigest else { return nil }
+        return try? await threadPool.perform { () throws(DownloadError) in prefixDigest.finish() }
     }
 
     /// Saves the sidecar with the missing ranges after an fsync, and records the count.
@@ -641,6 +658,7 @@ struct SegmentedTransfer: Sendable {
             }
             if let parts { reportParts(to: parts, around: written) }
             let count = written.count
+            prefixDigest?.wrote(count)
             if let checkpointer, checkpointer.wrote(count, at: now) {
                 try checkpoint()
             } else {

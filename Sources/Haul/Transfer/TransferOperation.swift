@@ -374,7 +374,8 @@ package final class TransferOperation: Sendable {
                 action = try await exchange(
                     &machine, action, sink: sink, digest: &digest, body: &body, handover: &handover)
             case .segment(let segments):
-                // Segments are not hashed as they arrive: the file is, at the end.
+                // Segments are hashed as the file fills in from its start (see
+                // `PrefixDigest`), not as they arrive.
                 digest = nil
                 sources.withLockedValue {
                     $0.beginSegments(from: segments.url, validator: segments.validator, startedAt: source.current)
@@ -383,7 +384,8 @@ package final class TransferOperation: Sendable {
                 handover = nil
                 defer { first?.abandon() }
                 action = machine.segmentsEnded(
-                    try await segmented(segments, file: file, paths: paths, sources: sources, adopting: first))
+                    try await segmented(
+                        segments, file: file, paths: paths, sources: sources, adopting: first, digest: &digest))
             case .finish(let finish):
                 return try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
             case .notModified(let finalURL):
@@ -436,10 +438,11 @@ package final class TransferOperation: Sendable {
 
     /// Runs the segments: a fresh download's file is emptied, reserved and given its
     /// sidecar first. An object destination sent in parts uploads them as they complete
-    /// (``PartStream``).
+    /// (``PartStream``). A content checked whole comes back with its `digest`, computed as
+    /// the file filled in (``PrefixDigest``), when that worked.
     private func segmented(
         _ segments: TransferMachine.Segments, file: PartialFile, paths: PartialPaths,
-        sources: NIOLockedValueBox<SourceSet>, adopting handover: ResponseHandover?
+        sources: NIOLockedValueBox<SourceSet>, adopting handover: ResponseHandover?, digest: inout ContentDigest?
     ) async throws(DownloadError) -> SegmentedTransfer.Outcome {
         if segments.prepares {
             // The staged bytes go: so do the parts read from them.
@@ -465,6 +468,7 @@ package final class TransferOperation: Sendable {
         }
         switch outcome {
         case .complete:
+            digest = await transfer.fileDigest()
             await parts?.finish()
         case .changed:
             await parts?.stop()
