@@ -79,6 +79,9 @@ final class MultiRangeDelegate: ResponseReceiver {
     /// the claims; `error` is the transport's.
     func drained(error: DownloadError?) async -> [TransferMachine.SegmentResponse.Ending] {
         var endings: [TransferMachine.SegmentResponse.Ending] = []
+        // Every claim's last bytes go to the disk at once, then each is awaited: one claim
+        // after another, they cost a hop to the I/O pool and back each (128 a request).
+        for part in parts { part.flush() }
         for part in parts { endings.append(await part.drained(error: error)) }
         return endings
     }

@@ -59,6 +59,11 @@ final class SegmentDelegate: ResponseReceiver {
         }
     }
 
+    /// Sends what is still batched to the disk, without waiting (see ``drained(error:)``).
+    func flush() {
+        if let eventLoop = state.withLockedValue({ $0.eventLoop }) { _ = writer.flush(on: eventLoop) }
+    }
+
     /// Writes what is still batched, waits until every write is done, and says how the
     /// request went; `error` is the transport's.
     func drained(error: DownloadError?) async -> TransferMachine.SegmentResponse.Ending {
@@ -123,8 +128,13 @@ final class SegmentDelegate: ResponseReceiver {
         let part =
             allowed == buffer.readableBytes
             ? buffer : buffer.getSlice(at: buffer.readerIndex + reservation.skipped, length: allowed)!
-        let future = writer.add(part, at: offset, on: task.eventLoop)
-        if reservation.stops { stop(task) }
+        var future = writer.add(part, at: offset, on: task.eventLoop)
+        if reservation.stops {
+            // The segment's last bytes go to the disk now, not when the request ends: a
+            // request for many ranges ends many segments, each written as it completes.
+            future = future.and(writer.flush(on: task.eventLoop)).map { _ in }
+            stop(task)
+        }
         let written = future.flatMapErrorThrowing { [weak self] error in
             self?.record(error)
             throw error
