@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HaulTestSupport
 import NIOCore
+import NIOPosix
 import Testing
 
 @testable import Haul
@@ -361,8 +362,9 @@ struct SegmentTableTests {
 
     /// The checksum is computed as the file fills in from its start: segments written out
     /// of order are hashed only once everything before them is in, so the digest is the
-    /// content's (hashing up to the furthest byte written would take the holes' zeros).
-    @Test func theChecksumFollowsTheFileAsItFillsInFromItsStart() throws {
+    /// content's (hashing up to the furthest byte written would take the holes' zeros), and
+    /// the whole file is hashed before the end is asked for.
+    @Test func theChecksumFollowsTheFileAsItFillsInFromItsStart() async throws {
         let segment = Int(PrefixDigest.stride)
         let content = (0..<(3 * segment)).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("haul-prefix-\(UUID().uuidString)").path
@@ -372,19 +374,26 @@ struct SegmentTableTests {
             total: Int64(content.count), remaining: [(0, Int64(content.count))], connections: 2, minimumSplit: 1 << 20)
         let claims = (0..<2).compactMap { _ in table.claim(at: Self.at(0)) }.sorted { $0.start < $1.start }
         #expect(claims.count == 2 && claims.allSatisfy { $0.end - $0.start >= PrefixDigest.stride })
-        let prefix = PrefixDigest(.sha256, file: file, table: table)
-        // The second segment first (a turn that can hash nothing), then the first.
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        let prefix = PrefixDigest(.sha256, file: file, table: table, threadPool: pool)
+        // The second segment first (the job can hash nothing), then the first.
+        var hashed: [Int64] = []
         for claim in [claims[1], claims[0]] {
             let bytes = content[Int(claim.start)..<Int(claim.end)]
             try file.write(ByteBuffer(bytes: bytes), at: claim.start)
             _ = table.reserve(claim.index, bytes.count)
             table.wrote(claim.index, upTo: claim.end, at: Self.at(10))
             prefix.wrote(bytes.count)
+            await prefix.settled()
+            hashed.append(prefix.hashedBytes)
         }
+        #expect(hashed == [0, Int64(content.count)])
         #expect(table.firstMissing() == Int64(content.count))
-        let digest = try #require(prefix.finish())
+        let digest = try #require(await prefix.finish())
         #expect(digest.byteCount == Int64(content.count))
         #expect(digest.hex() == SHA256.hash(data: content).map { String(format: "%02x", $0) }.joined())
+        try await pool.shutdownGracefully()
     }
 
     @Test func splitsIntoAlignedSegmentsAndStealsHalfOfTheLargest() {

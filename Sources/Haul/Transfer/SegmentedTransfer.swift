@@ -176,7 +176,7 @@ struct SegmentedTransfer: Sendable {
         self.logger = environment.logger
         self.prefixDigest =
             if let checksum = download.request.checksum, download.request.pieces == nil {
-                PrefixDigest(checksum.algorithm, file: file, table: table)
+                PrefixDigest(checksum.algorithm, file: file, table: table, threadPool: environment.threadPool)
             } else {
                 nil
             }
@@ -263,8 +263,7 @@ struct SegmentedTransfer: Sendable {
     /// while the file filled in, and the rest; `nil` when the content is not checked whole
     /// (or a read failed: then the file is hashed whole).
     func fileDigest() async -> ContentDigest? {
-        guard let prefixDigest else { return nil }
-        return try? await threadPool.perform { () throws(DownloadError) in prefixDigest.finish() }
+        await prefixDigest?.finish()
     }
 
     /// Saves the sidecar with the missing ranges after an fsync, and records the count.
