@@ -94,6 +94,10 @@ package struct BlockMatcher: Sendable {
     @inline(__always)
     private static func hash(_ key: UInt32) -> UInt32 { key &* 0x9e37_79b1 }
 
+    /// The first block of the chain of blocks whose stored rolling checksum may be `key`.
+    @inline(__always)
+    private func chain(_ key: UInt32) -> Int32 { heads[Int(Self.hash(key) >> (32 - bucketBits))] }
+
     /// A window's checksum and the following one's (0 without pairs), mixed for the filter.
     @inline(__always)
     private static func filterHash(_ key: UInt32, _ following: UInt32) -> UInt64 {
@@ -136,7 +140,6 @@ package struct BlockMatcher: Sendable {
         let bytes = base.assumingMemoryBound(to: UInt8.self)
         let mask = control.rsumMask
         let before = foundCount
-        let bits = bucketBits
         // With pairs, the window after the current one rolls along with it: a hit's check of
         // the following block costs a comparison, not a sum over a block (with 2-byte sums,
         // as zsyncmake writes them below 200 MB or so, about every other window is a hit).
@@ -162,8 +165,7 @@ package struct BlockMatcher: Sendable {
                     // without its follower's (a change right after it would lose it, and
                     // the scan would roll through two blocks for one changed). A block
                     // others share is looked for along its chain, to fill each place.
-                    let chain = heads[Int(Self.hash(key) >> (32 - bits))]
-                    let followed = follow(expected, in: seed, at: position, md4: carried, chain: chain)
+                    let followed = follow(expected, in: seed, at: position, md4: carried, chain: chain(key))
                     if followed.matched {
                         match = (true, followed.followingMD4, expected)
                     } else {
@@ -177,7 +179,7 @@ package struct BlockMatcher: Sendable {
                 {
                     match = verify(
                         seed, at: position, rsum: rsum, following: pairs ? following : nil,
-                        candidates: heads[Int(Self.hash(key) >> (32 - bits))], alone: false, md4: carried)
+                        candidates: chain(key), alone: false, md4: carried)
                 }
                 if let match, match.matched {
                     if isComplete { return }
@@ -190,12 +192,10 @@ package struct BlockMatcher: Sendable {
                         // piece), which begins with no match before it: with pairs, it is
                         // found there only if its follower is unchanged too. Taken here, as
                         // the block after this match, it is found on its own sums.
-                        if pairs, expected < blocks, position < count {
-                            let window = Self.checksum(seed, at: position, size: size)
-                            if control.table.rsums[expected] == window.value & mask {
-                                let chain = heads[Int(Self.hash(window.value & mask) >> (32 - bits))]
-                                _ = follow(expected, in: seed, at: position, md4: match.followingMD4, chain: chain)
-                            }
+                        // (`following` holds that window's sums.)
+                        let key = following.value & mask
+                        if pairs, expected < blocks, position < count, control.table.rsums[expected] == key {
+                            _ = follow(expected, in: seed, at: position, md4: match.followingMD4, chain: chain(key))
                         }
                         return
                     }

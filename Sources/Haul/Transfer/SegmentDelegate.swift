@@ -128,11 +128,12 @@ final class SegmentDelegate: ResponseReceiver {
         let part =
             allowed == buffer.readableBytes
             ? buffer : buffer.getSlice(at: buffer.readerIndex + reservation.skipped, length: allowed)!
-        var future = writer.add(part, at: offset, on: task.eventLoop)
+        let future = writer.add(part, at: offset, on: task.eventLoop)
         if reservation.stops {
             // The segment's last bytes go to the disk now, not when the request ends: a
             // request for many ranges ends many segments, each written as it completes.
-            future = future.and(writer.flush(on: task.eventLoop)).map { _ in }
+            // Not waited on here (the response reads on): `drained` collects its outcome.
+            _ = writer.flush(on: task.eventLoop)
             stop(task)
         }
         let written = future.flatMapErrorThrowing { [weak self] error in
