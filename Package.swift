@@ -215,6 +215,14 @@ if ProcessInfo.processInfo.environment["HAUL_BENCHMARKS"] == "1" {
             path: "Benchmarks/ZsyncScan",
             swiftSettings: swiftSettings
         ))
+    package.products.append(.executable(name: "haul-cache-benchmark", targets: ["CacheBenchmark"]))
+    package.targets.append(
+        .executableTarget(
+            name: "CacheBenchmark",
+            dependencies: ["Haul"],
+            path: "Benchmarks/CacheBenchmark",
+            swiftSettings: swiftSettings
+        ))
     package.products.append(.executable(name: "haul-client-baseline", targets: ["ClientBaseline"]))
     package.targets.append(
         .executableTarget(

@@ -43,6 +43,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case proxy
             case urlExpired
             case objectStorage
+            case notCached
         }
 
         let base: Base
@@ -129,6 +130,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// and ``DownloadError/statusCode`` its HTTP status. Retried when the store was busy
         /// or failed inside (5xx, `SlowDown`); the downloaded content is kept for the retry.
         public static let objectStorage = Code(base: .objectStorage)
+        /// The request's ``DownloadRequest/cachePolicy`` is
+        /// ``DownloadRequest/CachePolicy-swift.enum/returnCacheDataDontLoad`` and the cache
+        /// holds no response for it (or no cache is configured): nothing was requested.
+        public static let notCached = Code(base: .notCached)
 
         public var description: String { base.rawValue }
 

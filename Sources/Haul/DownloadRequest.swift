@@ -114,6 +114,13 @@ public struct DownloadRequest: Sendable {
     /// journal does not keep it, so a download restored from one after its scan stopped
     /// midway fetches every byte.
     public var delta: DeltaSource?
+    /// How the request uses the manager's cache (``DownloadManager/Configuration/cache``);
+    /// ``CachePolicy-swift.enum/useProtocolCachePolicy`` by default. Only memory, file and
+    /// directory destinations use a cache, and not a delta download
+    /// (``delta``).
+    public var cachePolicy: CachePolicy = .useProtocolCachePolicy
+    /// What the manager's cache gives this run of the request (set by the manager).
+    var cacheUse: CacheUse?
 
     /// Creates a request.
     public init(

@@ -20,6 +20,23 @@ public struct DownloadResult: Sendable {
     /// server said it had not changed since (`304 Not Modified`), so nothing was fetched and
     /// the file or object was left as it was.
     public internal(set) var isUnchanged = false
+    /// Where the answer came from: the network, or the manager's cache
+    /// (``DownloadManager/Configuration/cache``) as it was, or after the server said it is
+    /// still current.
+    public internal(set) var source: Source = .network
+
+    /// Where a download's answer came from.
+    public enum Source: String, Sendable, Hashable, CaseIterable {
+        /// The server sent the body.
+        case network
+        /// The cache's memory tier answered, with no request.
+        case memory
+        /// The cache's disk tier answered, with no request.
+        case disk
+        /// The cache answered after a conditional request whose `304 Not Modified` said
+        /// the stored response is still current: no body crossed the network.
+        case revalidated
+    }
 
     /// Where the content went, as text: the file's path, or an object's `s3://bucket/key`;
     /// `nil` for memory.

@@ -30,6 +30,13 @@ struct FaultKnobs: Sendable {
     var token: String?
     var expireAfter: Int?
     var corruptAt: [Int] = []
+    var cacheControl: String?
+    var expires: String?
+    var age: String?
+    var dateSkew: Int?
+    var vary: String?
+    /// Whether any of the caching knobs was given: the response then carries a `Date`.
+    var setsCaching: Bool { cacheControl != nil || expires != nil || age != nil || dateSkew != nil || vary != nil }
 
     init(query: [String: String]) throws {
         func count(_ name: String, minimum: Int = 0) throws -> Int? {
@@ -77,6 +84,14 @@ struct FaultKnobs: Sendable {
         self.gateRate = try count("gate_rate", minimum: 1)
         self.token = query["token"]
         self.expireAfter = try count("expire_after")
+        self.cacheControl = query["cache_control"]
+        self.expires = query["expires"]
+        self.age = query["age"]
+        self.vary = query["vary"]
+        if let raw = query["date_skew"] {
+            guard let value = Int(raw) else { throw InvalidParameter(name: "date_skew", value: raw) }
+            self.dateSkew = value
+        }
         if let raw = query["corrupt_at"] {
             let offsets = raw.split(separator: ",").map { Int($0) }
             guard !offsets.isEmpty, offsets.allSatisfy({ ($0 ?? -1) >= 0 }) else {

@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import NIOHTTP1
 
@@ -142,8 +143,25 @@ extension ServerCore {
             headers.add(name: "last-modified", value: lastModified)
         }
 
+        if knobs.setsCaching {
+            let date = Date().addingTimeInterval(TimeInterval(knobs.dateSkew ?? 0))
+            headers.add(name: "date", value: HTTPDate.format(date))
+            if let cacheControl = knobs.cacheControl { headers.add(name: "cache-control", value: cacheControl) }
+            if let expires = knobs.expires {
+                let value = Int(expires).map { HTTPDate.format(date.addingTimeInterval(TimeInterval($0))) } ?? expires
+                headers.add(name: "expires", value: value)
+            }
+            if let age = knobs.age { headers.add(name: "age", value: age) }
+            if let vary = knobs.vary { headers.add(name: "vary", value: vary) }
+        }
+
         if let ifNoneMatch = requestHeaders.first(name: "if-none-match"), let etag,
             Self.ifNoneMatch(ifNoneMatch, matches: etag)
+        {
+            return ResponsePlan(status: .notModified, headers: headers, body: nil)
+        }
+        if requestHeaders.first(name: "if-none-match") == nil, let since = requestHeaders.first(name: "if-modified-since"),
+            let lastModified, since == lastModified
         {
             return ResponsePlan(status: .notModified, headers: headers, body: nil)
         }

@@ -88,6 +88,13 @@ import NIOPosix
 /// - `corrupt_at=N` (files; or `N,M,…`): the byte at offset N of the file is sent with its
 ///   lowest bit flipped, in every response whose range holds it (same size, same
 ///   validators): a mirror that corrupts a byte.
+/// - Caching (files): `cache_control=V` sends `Cache-Control: V`; `expires=N` sends an
+///   `Expires` N seconds after the response's `Date` (negative: before; a value that is not
+///   a number is sent as it is, such as `0`); `age=N` sends `Age: N`; `vary=NAME` sends
+///   `Vary: NAME`; `date_skew=N` sends a `Date` N seconds off the server's clock (a server
+///   whose clock is wrong). With any of them the response carries a `Date`. Files answer
+///   `If-None-Match` and `If-Modified-Since` (an exact match of their `Last-Modified`)
+///   with `304 Not Modified`, with the same caching headers.
 /// - `/sign/NAME` (route): `302` to `/files/NAME?token=tK` with a fresh token each time (`t1`,
 ///   `t2`, …); `expire_after=N` is passed on with the first token only. A signing endpoint,
 ///   such as a release page that redirects to a presigned object URL.

@@ -159,9 +159,9 @@ struct Get: AsyncParsableCommand {
         let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
         try backend.permit(
             .init(
-                detach: detach, credentials: !secretHeaders.isEmpty, networkOptions: options.network.given,
+                detach: detach, credentials: !secretHeaders.isEmpty, networkOptions: options.network.given + options.cacheOptionsGiven,
                 overallRates: options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil,
-                hooks: hookOptions.given))
+                hooks: hookOptions.given, cache: options.cache != nil))
         let headers = try Self.parsedHeaders(self.headers, option: "--header")
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()

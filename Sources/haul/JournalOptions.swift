@@ -80,6 +80,25 @@ struct DownloadOptions: ParsableArguments {
         help: "Speak HTTP/1.1 only, offering nothing else to https servers.")
     var http1 = false
 
+    @Option(
+        name: .customLong("cache"),
+        help: ArgumentHelp(
+            "A directory to keep an HTTP cache in (created if missing, readable by you only): a response still fresh by its Cache-Control or Expires is saved from the cache with no request, a stale one after a conditional request (a 304 sends no body), and new responses the server allows to be stored are kept, up to --cache-size. (default: no cache)",
+            valueName: "dir"))
+    var cache: String?
+
+    @Option(
+        name: .customLong("cache-size"),
+        help: ArgumentHelp(
+            "The most the --cache directory may hold; the least recently used entries go first, and no response over a tenth of it is kept. (default: 150MB)",
+            valueName: "size"))
+    var cacheSize: String?
+
+    /// `--cache` and `--cache-size`, as far as given: options for the process that downloads.
+    var cacheOptionsGiven: [String] {
+        (cache != nil ? ["--cache"] : []) + (cacheSize != nil ? ["--cache-size"] : [])
+    }
+
     @Flag(name: [.customShort("q"), .long], help: "Print nothing on standard output; errors still go to standard error.")
     var quiet = false
 
@@ -140,6 +159,20 @@ struct DownloadOptions: ParsableArguments {
         if let retries {
             guard retries >= 0 else { throw ValidationError("--retries must not be negative.") }
             configuration.retry.maxRetries = retries
+        }
+        if let cacheSize, cache == nil { throw ValidationError("--cache-size \(cacheSize) needs --cache DIR.") }
+        if let cache {
+            guard !cache.isEmpty else { throw ValidationError("--cache needs a directory.") }
+            var settings = ResponseCache.Configuration(
+                directory: URL(fileURLWithPath: cache, isDirectory: true), memoryCostLimit: 32 << 20)
+            if let cacheSize {
+                guard let bytes = RateArgument.parse(cacheSize), bytes >= 1 << 20 else {
+                    throw ValidationError(
+                        "--cache-size '\(cacheSize)' is not a size of at least 1 MiB: give bytes, such as 500M, 2G or 800MB (K, M, G count in 1024s; KB, MB, GB in 1000s).")
+                }
+                settings.diskSizeLimit = Int64(bytes)
+            }
+            configuration.cache = settings
         }
         if let timeout {
             guard timeout.isFinite, timeout > 0, timeout <= 86_400 else {

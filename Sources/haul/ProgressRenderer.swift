@@ -32,6 +32,8 @@
 //     network restored URL: HOST answers again
 //     completed URL -> PATH (12.3 MiB)
 //     unchanged URL -> PATH (12.3 MiB)
+//     completed URL -> PATH (12.3 MiB, from the cache)             (--cache, fresh: no request)
+//     completed URL -> PATH (12.3 MiB, from the cache after a 304) (--cache, revalidated)
 //     failed URL: MESSAGE
 //     cancelled URL: REASON
 //     3 completed, 1 unchanged, 1 failed: 12.0 MiB transferred in 2.3 s (5.2 MiB/s), 30.0 MiB reused
@@ -85,6 +87,10 @@
 //                      unchanged    boolean  completed before and not changed since (a 304):
 //                                            nothing was fetched
 //                      url          string   the URL the content came from, after redirects
+//                      from         string   where the answer came from: "network", or with
+//                                            --cache "disk" (a fresh cached response, no
+//                                            request), "memory", or "revalidated" (a cached
+//                                            response the server said is current: a 304)
 //     failed           code         string   the error code, e.g. "httpStatus", "checksumMismatch",
 //                                            "network", "timeout", "diskFull", "duplicate",
 //                                            "insecureRedirect" (https redirected to http, refused
@@ -369,7 +375,7 @@ actor ProgressRenderer {
             let path = result.savedAt ?? "memory"
             // A qualified ID says where already: the path says it in full.
             let source = JobIdentity.url(of: url)
-            line = "\(result.isUnchanged ? "unchanged" : "completed") \(source) -> \(path) (\(Format.bytes(result.byteCount)))"
+            line = "\(result.isUnchanged ? "unchanged" : "completed") \(source) -> \(path) (\(Format.bytes(result.byteCount))\(Self.cacheNote(result)))"
         case .failed(let error):
             line = "failed \(url): \(error.message)"
         case .cancelled(let reason):
@@ -463,6 +469,7 @@ actor ProgressRenderer {
             object["transferred"] = .int(result.bytesTransferred)
             object["unchanged"] = .bool(result.isUnchanged)
             object["url"] = .string(result.finalURL.absoluteString)
+            object["from"] = .string(result.source.rawValue)
         case .failed(let error):
             lastReported[id] = nil
             object = self.object("failed", id: id)
@@ -477,13 +484,23 @@ actor ProgressRenderer {
         Console.out(object.rendered() + "\n")
     }
 
+    /// `, from the cache` or `, revalidated`: how a download the cache answered is shown.
+    static func cacheNote(_ result: DownloadResult) -> String {
+        switch result.source {
+        case .network: ""
+        case .memory, .disk: ", from the cache"
+        case .revalidated: ", from the cache after a 304"
+        }
+    }
+
     // MARK: - Live display
 
     private func logLive(id: DownloadID, _ event: DownloadEvent) {
         switch event {
         case .completed(let result):
             let shown = result.fileURL?.lastPathComponent ?? Self.displayName(for: id)
-            pendingLines.append("✓ \(shown) (\(Format.bytes(result.byteCount))\(result.isUnchanged ? ", unchanged" : ""))")
+            pendingLines.append(
+                "✓ \(shown) (\(Format.bytes(result.byteCount))\(result.isUnchanged ? ", unchanged" : "")\(Self.cacheNote(result)))")
         case .failed(let error):
             pendingLines.append("✗ \(liveName(id)): \(error.message)")
         case .attached(let owner):

@@ -34,7 +34,7 @@ struct Resume: AsyncParsableCommand {
 
     mutating func validate() throws {
         let backend = JournalChoice.make(journal: journalOptions)
-        try backend.permit(.init(networkOptions: options.network.given, hooks: hookOptions.given))
+        try backend.permit(.init(networkOptions: options.network.given + options.cacheOptionsGiven, hooks: hookOptions.given))
         self.backend = backend
     }
 

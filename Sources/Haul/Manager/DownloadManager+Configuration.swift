@@ -128,6 +128,10 @@ extension DownloadManager {
         /// ``DownloadDestination/object(bucket:key:staging:)`` destination go into; `nil`
         /// (the default) refuses such downloads.
         public var objectStorage: ObjectStorage?
+        /// A cache of responses for downloads into memory and into files, kept as HTTP
+        /// says (see ``ResponseCache``); `nil` (the default) for none. Each request says
+        /// how it uses it with ``DownloadRequest/cachePolicy``.
+        public var cache: ResponseCache.Configuration?
 
         /// Connections the HTTP client keeps per host: ``maxConnectionsPerHost`` when `nil`.
         /// A service whose per-host cap can be raised while it runs sets this to the

@@ -165,6 +165,14 @@ extension DownloadManager: Service {
             work.append(listening(to: store))
             work.append(admitting())
         }
+        // The cache's disk tier is swept now and then: within its size limit, and rid of
+        // what crashed writers left.
+        if let cache, cache.disk != nil {
+            let interval = cache.configuration.sweepInterval
+            work.append {
+                while (try? await Task.sleep(for: interval)) != nil { await cache.sweep() }
+            }
+        }
         return work
     }
 }

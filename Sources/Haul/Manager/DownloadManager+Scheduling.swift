@@ -103,7 +103,7 @@ extension DownloadManager {
                 checkpointer: checkpointer, journaled: job.journaled, connections: connections),
             environment: TransferOperation.Environment(
                 clients: clients, threadPool: threadPool, directorySync: directorySync, configuration: configuration,
-                logger: logger, reachability: reachability, objectStore: objectStore))
+                logger: logger, reachability: reachability, objectStore: objectStore, cache: cache))
         job.journaled = nil
         rateLimiter.began(
             job.id, host: job.endpoint.key,

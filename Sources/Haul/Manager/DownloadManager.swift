@@ -58,6 +58,12 @@ public actor DownloadManager {
     /// they could not: every download, enqueue and sync fails with it (see
     /// ``checkTLSSetup()``).
     nonisolated let tlsSetupError: DownloadError?
+    /// The cache of ``Configuration/cache``, if one is configured and its directory could be
+    /// used.
+    public nonisolated let cache: ResponseCache?
+    /// Why the cache's directory could not be used, if it could not: every download then
+    /// fails with it.
+    nonisolated let cacheSetupError: DownloadError?
     /// The event loops and I/O threads the manager runs on, handed in or its own.
     package nonisolated let resources: ManagerResources
     /// Makes the renames of finished downloads durable, a directory sync for many renames.
@@ -210,6 +216,15 @@ public actor DownloadManager {
         self.objectStore = configuration.objectStorage.map {
             S3Client(configuration: $0.aws, clients: clients, logger: logger)
         }
+        do throws(DownloadError) {
+            self.cache = try configuration.cache.map { configuration throws(DownloadError) in
+                try ResponseCache(configuration: configuration, threadPool: resources.threadPool)
+            }
+            self.cacheSetupError = nil
+        } catch {
+            self.cache = nil
+            self.cacheSetupError = error
+        }
         self.rateLimiter = RateLimiter(
             overall: configuration.maxBytesPerSecond, perHost: configuration.maxBytesPerSecondPerHost,
             timerLoop: resources.eventLoopGroup.next())
@@ -269,6 +284,18 @@ public actor DownloadManager {
         try checkTLSSetup()
         var validated = try ValidatedRequest(request)
         try checkObjectStorage(validated)
+        // A download into memory asks the cache here: an answer needs no job. A file's
+        // transfer asks it as it starts (see `TransferOperation`).
+        if validated.request.cacheUse == nil, validated.request.destination.isMemory,
+            cache != nil || cacheSetupError != nil || request.cachePolicy == .returnCacheDataDontLoad,
+            let handle = try await consultCache(&validated.request)
+        {
+            return handle
+        }
+        if cache == nil, request.cachePolicy == .returnCacheDataDontLoad {
+            throw DownloadError.notCached(request.url, configured: false)
+        }
+        if let cacheSetupError { throw cacheSetupError }
         clients.prepare(for: request.url, connecting: claimRoom(paused: paused) > 0)
         let paths = validated.paths
         identify(&validated.request)
@@ -371,6 +398,7 @@ public actor DownloadManager {
     /// Queues `requests` (see ``enqueue(_:paused:)``); returns their journal rows as written.
     private func submit(_ requests: [DownloadRequest], paused: Bool) async throws(DownloadError) -> [JobRecord] {
         try checkTLSSetup()
+        if let cacheSetupError { throw cacheSetupError }
         guard let store else {
             for request in requests { _ = try await download(request, paused: paused) }
             return []

@@ -8,7 +8,8 @@
 /// - A 200 means the content changed or the server ignores ranges: start from zero.
 /// - A 416 on a partial that already holds the whole content is done.
 /// - With nothing to resume, a request may revalidate the completed file of an earlier run
-///   (`If-None-Match`, else `If-Modified-Since`): a 304 means it is still current.
+///   (`If-None-Match`, else `If-Modified-Since`), or a cached response with the conditions
+///   the cache rules give: a 304 means it is still current.
 struct ResumePlan: Hashable, Sendable {
     /// The byte the request asks to start at; 0 asks for everything.
     let offset: Int64
@@ -18,6 +19,10 @@ struct ResumePlan: Hashable, Sendable {
     let knownTotal: Int64?
     /// The validator of a completed file to revalidate, for a request from byte 0.
     var revalidating: Validator?
+    /// The conditional header fields that revalidate a cached response (see
+    /// ``CacheRules/Lookup/revalidate(_:)``), for a request from byte 0 that revalidates
+    /// no completed file.
+    var conditions: [HeaderField] = []
 
     /// A plan that asks for the whole content.
     static let fresh = ResumePlan(offset: 0, validator: nil, knownTotal: nil)
@@ -49,7 +54,7 @@ struct ResumePlan: Hashable, Sendable {
             switch revalidating {
             case .etag(let etag): return [("If-None-Match", etag)]
             case .lastModified(let date): return [("If-Modified-Since", date)]
-            case nil: return []
+            case nil: return conditions.map { ($0.name, $0.value) }
             }
         }
         var headers = [("Range", "bytes=\(offset)-")]
@@ -105,7 +110,7 @@ struct ResumePlan: Hashable, Sendable {
                 if total == offset, knownTotal == nil || knownTotal == total { return .complete(total: offset) }
             }
             return .restart(reason: "the server cannot serve bytes from \(offset) on")
-        case 304 where offset == 0 && revalidating != nil:
+        case 304 where offset == 0 && (revalidating != nil || !conditions.isEmpty):
             return .notModified
         case 301, 302, 303, 307, 308:
             guard let location = header("Location"), !location.isEmpty else {

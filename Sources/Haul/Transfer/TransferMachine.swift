@@ -87,6 +87,9 @@ struct TransferMachine: Sendable {
         var currentBoot: String?
         /// A completed file of an earlier run to revalidate, when nothing is resumed.
         var revalidating: Validator?
+        /// The conditional header fields that revalidate a cached response, when no
+        /// completed file is revalidated.
+        var conditions: [HeaderField] = []
     }
 
     // MARK: - Actions
@@ -278,6 +281,9 @@ struct TransferMachine: Sendable {
     /// The validator and `Content-Disposition` of the last response.
     private var validator: Validator?
     private var contentDisposition: String?
+    /// The headers of the last response that carried the content (a 2xx) or said it had
+    /// not changed (a 304): what a cache stores, or merges into what it stored.
+    private(set) var contentHead: (status: Int, headers: HTTPHeaders)?
 
     init(settings: Settings, destination: Destination, partial: Partial? = nil) {
         self.box = SettingsBox(settings)
@@ -302,7 +308,10 @@ struct TransferMachine: Sendable {
             stored = nil
         }
         plan = ResumePlan(existingBytes: length, stored: stored, allowsBlindResume: settings.allowsBlindResume)
-        if plan.offset == 0 { plan.revalidating = partial?.revalidating }
+        if plan.offset == 0 {
+            plan.revalidating = partial?.revalidating
+            if plan.revalidating == nil { plan.conditions = partial?.conditions ?? [] }
+        }
         partialIsEmpty = length == 0
         segmentation = plan.offset == 0 ? settings.segmentationThreshold : nil
         if case .memory = destination { segmentation = nil }
@@ -341,6 +350,10 @@ struct TransferMachine: Sendable {
         let action = plan.evaluate(status: status, header: header)
         validator = Validator(etag: header("ETag"), lastModified: header("Last-Modified"))
         contentDisposition = header("Content-Disposition")
+        switch action {
+        case .write, .notModified: contentHead = (status, headers)
+        default: break
+        }
         switch action {
         case .write(let offset, let truncate, let total):
             if !multiplexed || settings.splitsHTTP2, let segments = segments(status: status, action: action, headers: headers) {

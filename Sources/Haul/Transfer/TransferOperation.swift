@@ -55,6 +55,8 @@ package final class TransferOperation: Sendable {
         let reachability: HostReachability
         /// The object store, for object destinations.
         var objectStore: S3Client? = nil
+        /// The manager's cache of responses, if it has one.
+        var cache: ResponseCache? = nil
     }
 
     let download: Download
@@ -367,10 +369,24 @@ package final class TransferOperation: Sendable {
         let sink = TransferDelegate.Sink.file(file, paths)
         var body: ByteBuffer?
         var handover: ResponseHandover?
+        // The cache is asked as the transfer starts (a queued job holds no body meanwhile),
+        // unless a completed file of an earlier run is revalidated instead.
+        let use = revalidating == nil ? try await cacheUse(resuming: existing > 0) : nil
+        if case .answer(let entry, let tier) = use {
+            return try await finish(from: entry, as: tier, file: file, paths: paths, digest: &digest)
+        }
+        if let conditions = use?.conditions, !conditions.isEmpty, existing == 0 {
+            machine = TransferMachine(
+                settings: machineSettings(carrying: digest, source: source), destination: .file,
+                partial: TransferMachine.Partial(
+                    length: 0, stored: nil, currentBoot: ProcessIdentity.bootID, conditions: conditions))
+        }
+        var requestTime = Date().timeIntervalSince1970
         var action = machine.start()
         while true {
             switch action {
             case .send:
+                requestTime = Date().timeIntervalSince1970
                 action = try await exchange(
                     &machine, action, sink: sink, digest: &digest, body: &body, handover: &handover)
             case .segment(let segments):
@@ -387,10 +403,24 @@ package final class TransferOperation: Sendable {
                     try await segmented(
                         segments, file: file, paths: paths, sources: sources, adopting: first, digest: &digest))
             case .finish(let finish):
-                return try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
+                let kept = body
+                let finished = try await self.finish(finish, file: file, paths: paths, digest: &digest, body: body)
+                if use != nil {
+                    await storeInCache(
+                        finished.0, kept: kept, head: machine.contentHead, requestTime: requestTime,
+                        responseTime: Date().timeIntervalSince1970)
+                }
+                return finished
             case .notModified(let finalURL):
                 guard let revalidating else {
-                    throw DownloadError(.protocolViolation, "\(url): unexpected response")
+                    guard case .revalidate(let entry, _) = use else {
+                        throw DownloadError(.protocolViolation, "\(url): unexpected response")
+                    }
+                    let updated = await revalidated(
+                        entry, head: machine.contentHead, requestTime: requestTime,
+                        responseTime: Date().timeIntervalSince1970)
+                    return try await finish(
+                        from: updated, as: .revalidated, file: file, paths: paths, digest: &digest, finalURL: finalURL)
                 }
                 // Still current: the completed file stays as it is, and nothing was transferred.
                 core.meter.reset(completed: revalidating.size, total: revalidating.size)
@@ -648,21 +678,34 @@ package final class TransferOperation: Sendable {
         guard case .memory(let limit) = request.destination else {
             throw .invalid("no partial file for a file destination")
         }
+        let use = request.cacheUse
+        if case .answer(let entry, let tier) = use { return try cachedResult(entry, as: tier, finalURL: nil) }
+        let conditions = use?.conditions ?? []
         var machine = TransferMachine(
-            settings: machineSettings(carrying: nil, source: source), destination: .memory(limit: limit))
+            settings: machineSettings(carrying: nil, source: source), destination: .memory(limit: limit),
+            partial: conditions.isEmpty
+                ? nil : TransferMachine.Partial(length: 0, stored: nil, currentBoot: nil, conditions: conditions))
         var used: ContentDigest?
         var body: ByteBuffer?
         var handover: ResponseHandover?  // (never: a body in memory is not split)
+        let requestTime = Date().timeIntervalSince1970
         let action = try await exchange(
             &machine, machine.start(), sink: .memory, digest: &used, body: &body, handover: &handover)
         let finish: TransferMachine.Finish
         switch action {
         case .finish(let finished):
             finish = finished
+        case .notModified(let finalURL):
+            guard case .revalidate(let entry, _) = use else {
+                throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
+            }
+            let updated = await revalidated(
+                entry, head: machine.contentHead, requestTime: requestTime, responseTime: Date().timeIntervalSince1970)
+            return try cachedResult(updated, as: .revalidated, finalURL: finalURL)
+        case .send, .segment:
+            throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         case .fail(let error), .reject(let error):
             throw error
-        case .send, .segment, .notModified:
-            throw DownloadError(.protocolViolation, "\(request.url.absoluteString): unexpected response")
         }
         let content = body ?? ByteBuffer()
         if let checksum = request.checksum {
@@ -673,9 +716,15 @@ package final class TransferOperation: Sendable {
             }()
             try verify(checksum: checksum, actual: fresh.hex())
         }
-        return DownloadResult(
+        let result = DownloadResult(
             id: request.id, fileURL: nil, data: Data(content.readableBytesView), finalURL: finish.url,
             byteCount: finish.size, bytesTransferred: core.meter.bytesTransferred)
+        if use != nil {
+            await storeInCache(
+                result, kept: nil, head: machine.contentHead, requestTime: requestTime,
+                responseTime: Date().timeIntervalSince1970)
+        }
+        return result
     }
 
     // MARK: - Requests and redirects
@@ -757,6 +806,122 @@ package final class TransferOperation: Sendable {
         }
         guard let error = await clients.execute(httpRequest, receiver: delegate, logger: logger) else { return nil }
         return await clients.diagnosed(error, url: url)
+    }
+
+    // MARK: - Cache
+
+    /// How a file download's run uses the cache (``DownloadRequest/cacheUse``, else what
+    /// the cache decides now); `nil` without one. A partial being resumed (`resuming`) is
+    /// not answered from the cache, only stored after. Throws
+    /// ``DownloadError/Code/notCached`` for a policy that forbids loading what is not stored.
+    private func cacheUse(resuming: Bool) async throws(DownloadError) -> CacheUse? {
+        if let use = request.cacheUse { return use }
+        guard let cache = environment.cache, request.usesCache else {
+            if request.cachePolicy == .returnCacheDataDontLoad {
+                throw DownloadError.notCached(request.url, configured: false)
+            }
+            return nil
+        }
+        if resuming { return .store }
+        switch await cache.decide(for: request, netrc: configuration.netrc, promoting: false) {
+        case .answer(let entry, let tier): return .answer(entry, from: tier)
+        // (A file waits for the revalidation rather than being answered stale.)
+        case .answerAndRevalidate(let entry, _, let conditions), .revalidate(let entry, let conditions):
+            return .revalidate(entry, conditions: conditions)
+        case .load: return .store
+        case .unavailable: throw DownloadError.notCached(request.url, configured: true)
+        }
+    }
+
+    /// The result a cached `entry` gives a memory download, from `tier` (or revalidated).
+    private func cachedResult(_ entry: CachedEntry, as tier: DownloadResult.Source, finalURL: URL?) throws(DownloadError)
+        -> DownloadResult
+    {
+        let size = Int64(entry.body.count)
+        if case .memory(let limit) = request.destination, entry.body.count > limit {
+            throw DownloadError(.tooLarge, "\(request.url.absoluteString) is \(size) bytes, over the \(limit)-byte memory limit")
+        }
+        core.meter.reset(completed: size, total: size)
+        var result = DownloadResult(
+            id: request.id, fileURL: nil, data: entry.body,
+            finalURL: finalURL ?? URL(string: entry.response.url) ?? request.url, byteCount: size,
+            bytesTransferred: core.meter.bytesTransferred)
+        result.source = tier
+        return result
+    }
+
+    /// Writes a cached `entry`'s body to the destination as a download's is (checked,
+    /// synced, renamed into place, recorded), with no request.
+    private func finish(
+        from entry: CachedEntry, as tier: DownloadResult.Source, file: PartialFile, paths: PartialPaths,
+        digest: inout ContentDigest?, finalURL: URL? = nil
+    ) async throws(DownloadError) -> (DownloadResult, CompletedFile?) {
+        let size = Int64(entry.body.count)
+        if let expected = request.expectedSize, expected != size {
+            throw DownloadError(
+                .sizeMismatch, "\(request.url.absoluteString) is \(size) bytes but \(expected) were expected")
+        }
+        let finish = TransferMachine.Finish(
+            size: size, validator: entry.response.validator,
+            contentDisposition: entry.response.headers.first("Content-Disposition"),
+            url: finalURL ?? URL(string: entry.response.url) ?? request.url)
+        digest = nil
+        core.meter.reset(completed: size, total: size)
+        var (result, completed) = try await self.finish(
+            finish, file: file, paths: paths, digest: &digest, body: ByteBuffer(bytes: entry.body))
+        result.source = tier
+        return (result, completed)
+    }
+
+    /// The stored `entry` after a `304` whose head is `head`: its headers updated as RFC
+    /// 9111 says, in the cache too.
+    private func revalidated(
+        _ entry: CachedEntry, head: (status: Int, headers: HTTPHeaders)?, requestTime: Double, responseTime: Double
+    ) async -> CachedEntry {
+        var updated = entry
+        updated.response = CacheRules.updated(
+            entry.response, notModified: head.map { CachedResponse.fields(of: $0.headers) } ?? [],
+            requestTime: requestTime, responseTime: responseTime)
+        await environment.cache?.update(updated, for: updated.response.url)
+        return updated
+    }
+
+    /// Stores a completed download's response in the cache, where the rules allow: its
+    /// body from memory (`result.data`, or `kept` for a small file's), or read back from
+    /// the saved file when the disk tier would keep one of its size. A response the rules
+    /// forbid to store removes what was stored for the URL.
+    private func storeInCache(
+        _ result: DownloadResult, kept: ByteBuffer?, head: (status: Int, headers: HTTPHeaders)?, requestTime: Double,
+        responseTime: Double
+    ) async {
+        guard let cache = environment.cache, let head else { return }
+        let key = ResponseCache.key(for: request.url)
+        let fields = CachedResponse.fields(of: head.headers)
+        let rules = CacheRules.Request(request, netrc: configuration.netrc)
+        guard CacheRules.mayStore(rules, status: head.status, headers: fields) else {
+            await cache.remove(key)
+            return
+        }
+        let body: Data
+        if let data = result.data {
+            body = data
+        } else if let kept, Int64(kept.readableBytes) == result.byteCount {
+            body = Data(kept.readableBytesView)
+        } else if let path = result.fileURL?.path, result.byteCount <= cache.configuration.diskEntryLimit,
+            cache.disk != nil
+        {
+            guard let read = try? await io({ () throws(DownloadError) in FileManager.default.contents(atPath: path) }),
+                Int64(read.count) == result.byteCount
+            else { return }
+            body = read
+        } else {
+            await cache.remove(key)
+            return
+        }
+        let response = CachedResponse(
+            url: key, status: head.status, headers: fields, varying: CacheRules.varying(rules, responseHeaders: fields),
+            requestTime: requestTime, responseTime: responseTime, bodySize: body.count)
+        await cache.store(CachedEntry(response: response, body: body), for: key, inMemory: result.data != nil)
     }
 
     // MARK: - Checks and helpers

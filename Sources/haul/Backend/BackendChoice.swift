@@ -35,6 +35,8 @@ enum BackendChoice {
         var objects = false
         /// A delta download (`URL.zsync`, `--zsync`): its seeds are files of this machine.
         var delta = false
+        /// `--cache`: a cache directory of this machine, for the downloads this process runs.
+        var cache = false
     }
 
     /// The backend for a command with these options; `queue` is `nil` for a command
@@ -53,6 +55,7 @@ enum BackendChoice {
             if needs.hooks { return .hooksForQueue }
             if needs.objects { return .objectsForQueue }
             if needs.delta { return .deltaForQueue }
+            if needs.cache { return .cacheForQueue }
             return needs.credentials ? .credentialsForQueue : nil
         }
     }

@@ -223,6 +223,7 @@ enum BackendRefusal: Error, CustomStringConvertible {
     case objectsForQueue
     /// A delta download given with `--queue`.
     case deltaForQueue
+    case cacheForQueue
 
     var description: String {
         switch self {
@@ -236,6 +237,8 @@ enum BackendRefusal: Error, CustomStringConvertible {
             "--secret-header with --queue: the shared queue stores headers in the clear, so it does not take credentials"
         case .hooksForService:
             "a service runs for this journal and downloads in its own process: --on-complete and --on-error run where downloads run; give them to 'haul serve'."
+        case .cacheForQueue:
+            "with --queue, workers download: --cache is a directory of the process that downloads, so it cannot be used with --queue."
         case .hooksForQueue:
             "with --queue, workers download: --on-complete and --on-error run where downloads run; give them to 'haul worker'."
         case .deltaForQueue:

@@ -31,8 +31,13 @@ struct Thumbnails {
             }
         }
 
+        // The app's caches: images in memory (8 MiB) and on disk (in the app's caches
+        // directory), kept and revalidated as their server's Cache-Control says.
+        let caches = FileManager.default.temporaryDirectory.appendingPathComponent("thumbnails-cache-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: caches) }
         // Bounded slots: at most three images in flight, whatever the list asks for.
         var configuration = DownloadManager.Configuration()
+        configuration.cache = ResponseCache.Configuration(directory: caches, memoryCostLimit: 8 << 20)
         configuration.maxConcurrentDownloads = 3
         // A thumbnail is not worth a long wait: one quick retry for a 5xx or a dropped connection.
         configuration.retry = RetryPolicy(maxRetries: 1, baseDelay: .milliseconds(200))
@@ -62,8 +67,26 @@ struct Thumbnails {
         await list.openAndClose(fullSize, cache: cache, after: .milliseconds(300))
         try? FileManager.default.removeItem(at: cache)
 
+        print("\nFirst pass: \(await list.takeTally())")
+
+        // The user scrolls back to the top and through the whole list again: every image
+        // that arrived is in memory now; those whose server said `no-cache` are checked
+        // with a conditional request (a 304 sends no body).
+        print("\nScroll back to the top, then through the whole list.\n")
+        await list.browse()
+        print("\nSecond pass: \(await list.takeTally())")
+
         await manager.shutdown()  // ends the events stream too
         await starts.value
+
+        // The app is quit and started again: a new manager on the same cache directory.
+        // Memory is empty; the disk tier answers what is still fresh.
+        print("\nThe app restarts (a new manager, the same cache directory), and the list is shown again.\n")
+        let restarted = DownloadManager(configuration: configuration)
+        let again = ScrollingList(urls: urls, manager: restarted)
+        await again.browse()
+        print("\nAfter the restart: \(await again.takeTally())")
+        await restarted.shutdown()
 
         if let server {
             let avatar = server.requests(path: "/files/avatar.png").count
@@ -86,8 +109,9 @@ actor ScrollingList {
     private var cells: [Int: Task<Void, Never>] = [:]
     /// The prefetches under way, by row.
     private var prefetches: [Int: (id: DownloadID, task: Task<Void, Never>)] = [:]
-    /// The images that arrived, as an app's image cache keeps them.
-    private var images: [URL: Data] = [:]
+    /// Where the images shown came from (the network, the manager's cache in memory or on
+    /// disk, or the cache after a 304), since the tally was last taken.
+    private var tally: [DownloadResult.Source: Int] = [:]
 
     init(urls: [URL], manager: DownloadManager) {
         self.urls = urls
@@ -128,6 +152,25 @@ actor ScrollingList {
         }
     }
 
+    /// Scrolls from the top to the end of the list a screen at a time, waiting on each
+    /// screen for its images.
+    func browse() async {
+        for top in stride(from: 0, to: urls.count, by: rowsOnScreen) {
+            await scroll(to: top)
+            await settle(prefetches: true)
+        }
+    }
+
+    /// `12 from the network, 30 from memory, …`, and starts a new tally.
+    func takeTally() -> String {
+        defer { tally = [:] }
+        let words: [(DownloadResult.Source, String)] = [
+            (.network, "from the network"), (.memory, "from memory"), (.disk, "from disk"),
+            (.revalidated, "after a 304"),
+        ]
+        return words.map { "\(tally[$0.0, default: 0]) \($0.1)" }.joined(separator: ", ")
+    }
+
     /// Waits until every row on screen (and every prefetch) has its outcome.
     func settle(prefetches includingPrefetches: Bool) async {
         for task in cells.values { await task.value }
@@ -137,8 +180,10 @@ actor ScrollingList {
 
     private func show(_ row: Int, priority: DownloadPriority) async {
         let url = urls[row]
-        if let image = images[url] {
-            log("row \(row): \(size(image.count)) from the memory cache")
+        // What a cell shows at once, with no task: a fresh image in the cache's memory.
+        if let image = manager.cache?.freshDataInMemory(for: url) {
+            tally[.memory, default: 0] += 1
+            log("row \(row): \(size(image.count)) from the memory cache, at once")
             return
         }
         do throws(DownloadError) {
@@ -146,9 +191,10 @@ actor ScrollingList {
                 DownloadRequest(url: url, destination: .memory(limit: 256 << 10), priority: priority))
             cells[row] = Task {
                 do throws(DownloadError) {
-                    let image = try await handle.result.data ?? Data()
-                    self.arrived(image, for: url)
-                    self.log("row \(row): \(self.size(image.count)) shown (\(priority))")
+                    let result = try await handle.result
+                    let image = result.data ?? Data()
+                    self.arrived(result)
+                    self.log("row \(row): \(self.size(image.count)) shown (\(priority))\(Self.origin(result))")
                 } catch {
                     self.log("row \(row): \(Self.explain(error))")
                 }
@@ -160,15 +206,15 @@ actor ScrollingList {
 
     private func prefetch(_ row: Int) async {
         let url = urls[row]
-        guard images[url] == nil else { return }
+        guard manager.cache?.freshDataInMemory(for: url) == nil else { return }
         do throws(DownloadError) {
             let handle = try await manager.download(
                 DownloadRequest(url: url, destination: .memory(limit: 256 << 10), priority: .low))
             prefetches[row] = (handle.id, Task {
                 do throws(DownloadError) {
-                    let image = try await handle.result.data ?? Data()
-                    self.arrived(image, for: url)
-                    self.log("row \(row): \(self.size(image.count)) prefetched")
+                    let result = try await handle.result
+                    self.arrived(result)
+                    self.log("row \(row): \(self.size(result.data?.count ?? 0)) prefetched\(Self.origin(result))")
                 } catch where error.cancellationReason == .noLongerWanted {
                     // Handed over to the row's own task, which now shows it.
                 } catch {
@@ -222,7 +268,17 @@ actor ScrollingList {
         log("start \(name)\(shown)")
     }
 
-    private func arrived(_ image: Data, for url: URL) { images[url] = image }
+    private func arrived(_ result: DownloadResult) { tally[result.source, default: 0] += 1 }
+
+    /// ` (from disk)`, ` (after a 304)`: where an image came from, unless the network.
+    static func origin(_ result: DownloadResult) -> String {
+        switch result.source {
+        case .network: ""
+        case .memory: " (from memory)"
+        case .disk: " (from disk)"
+        case .revalidated: " (after a 304)"
+        }
+    }
 
     /// What a failed or cancelled load means for the row.
     static func explain(_ error: DownloadError, gone: String = "scrolled away") -> String {
@@ -257,7 +313,9 @@ actor ScrollingList {
 
 /// The rows the local server serves: thumbnails of 6-16 KiB trickled at 40 KB/s (each takes
 /// a few tenths of a second, as over a phone's connection), one avatar shown on several rows,
-/// one image missing (404) and one forbidden (403).
+/// one image missing (404) and one forbidden (403). Two rows in three are fresh for an hour
+/// (`Cache-Control: max-age=3600`); the others say `no-cache`: a cache checks them with a
+/// conditional request each time.
 enum DemoList {
     static let count = 48
     static let avatarRows = [1, 4, 9, 31, 34]
@@ -268,12 +326,13 @@ enum DemoList {
         server.setFile("avatar.png", FaultServer.randomBytes(count: 9_000, seed: 99))
         server.setFile("full-size.jpg", FaultServer.randomBytes(count: 2 << 20, seed: 100))
         return (0..<count).map { row in
-            if avatarRows.contains(row) { return server.url("/files/avatar.png?rate=40000") }
+            let caching = row % 3 == 2 ? "cache_control=no-cache" : "cache_control=max-age%3D3600"
+            if avatarRows.contains(row) { return server.url("/files/avatar.png?rate=40000&cache_control=max-age%3D3600") }
             if row == missingRow { return server.url("/files/thumb-\(row).jpg") }
             let bytes = FaultServer.randomBytes(count: 6_144 + row * 997 % 10_240, seed: UInt64(row))
             server.setFile("thumb-\(row).jpg", bytes)
             if row == forbiddenRow { return server.url("/files/thumb-\(row).jpg?fail=403") }
-            return server.url("/files/thumb-\(row).jpg?rate=40000")
+            return server.url("/files/thumb-\(row).jpg?rate=40000&\(caching)")
         }
     }
 }
