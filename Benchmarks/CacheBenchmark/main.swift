@@ -149,7 +149,7 @@ if arguments[1] == "haul" {
     await later.shutdown()
 } else {
     let configuration = URLSessionConfiguration.default
-    configuration.urlCache = URLCache(memoryCapacity: memoryLimit, diskCapacity: diskLimit, directory: cacheDirectory)
+    configuration.urlCache = URLCache(memoryCapacity: memoryLimit, diskCapacity: diskLimit, diskPath: cacheDirectory.path)
     configuration.requestCachePolicy = .useProtocolCachePolicy
     configuration.httpMaximumConnectionsPerHost = 6
     let session = URLSession(configuration: configuration)
