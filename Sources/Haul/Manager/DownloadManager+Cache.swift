@@ -48,16 +48,12 @@ extension DownloadManager {
         return nil
     }
 
-    /// Answers `request` from `entry`: a memory download at once, with a handle already
-    /// completed (its events carry the `completed` event); a file download as a job that
-    /// writes the body where a downloaded one would go.
+    /// Answers a memory download from `entry` at once, with a handle already completed (its
+    /// events carry the `completed` event).
     private func answer(_ request: inout DownloadRequest, with entry: CachedEntry, from tier: DownloadResult.Source)
         throws(DownloadError) -> DownloadHandle?
     {
-        guard case .memory(let limit) = request.destination else {
-            request.cacheUse = .answer(entry, from: tier)
-            return nil
-        }
+        guard case .memory(let limit) = request.destination else { return nil }
         let size = Int64(entry.body.count)
         guard entry.body.count <= limit else {
             throw DownloadError(
