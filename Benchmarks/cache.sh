@@ -120,7 +120,7 @@ row = {
     "sources2": report.get("pass2Sources", {}), "failed": sum(v for k, v in report.get("pass1Sources", {}).items() if k.startswith("failed")),
     "memoryHit": report.get("memoryHitMicroseconds"), "diskHit": report.get("diskHitMicroseconds"),
     "memoryDownload": report.get("memoryDownloadMicroseconds"), "memoryTier": report.get("memoryTierBytes"),
-    "rss": report.get("rssAfterPasses"),
+    "rss": report.get("rssAfterPasses"), "ioHop": report.get("ioHopMicroseconds"),
 }
 print(json.dumps(row, sort_keys=True))
 PY
@@ -171,6 +171,7 @@ line("cache directory after the passes", "disk", mb, ratio=False)
 print("\nHaul alone (medians of the runs' medians):\n")
 print(f"- memory hit (`ResponseCache.freshDataInMemory`): {med('haul', 'memoryHit'):.2f} µs")
 print(f"- disk hit, a new manager on the directory (`ResponseCache.freshData`): {med('haul', 'diskHit'):.1f} µs")
+print(f"- of which the floor: a trip to the manager's I/O threads and back with no work: {med('haul', 'ioHop'):.1f} µs")
 print(f"- a whole `download(_:)` into memory answered by the memory tier: {med('haul', 'memoryDownload'):.1f} µs")
 print(f"- memory tier after the passes: {med('haul', 'memoryTier') / 1048576:.1f} MiB (limit 32 MiB); RSS after the passes {med('haul', 'rss') / 1e6:.1f} MB")
 sources = {}

@@ -146,6 +146,14 @@ if arguments[1] == "haul" {
     }
     report["diskHitMicroseconds"] = median(diskHits)
     report["diskHitSamples"] = diskHits.count
+    // The floor under a disk hit: a trip to the manager's I/O threads and back with no work.
+    var hops: [Double] = []
+    for _ in 0..<500 {
+        let start = ContinuousClock.now
+        _ = try? await later.threadPool.perform { () throws(DownloadError) in 0 }
+        hops.append(seconds(since: start) * 1e6)
+    }
+    report["ioHopMicroseconds"] = median(hops)
     await later.shutdown()
 } else {
     let configuration = URLSessionConfiguration.default

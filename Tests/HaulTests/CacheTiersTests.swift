@@ -100,9 +100,10 @@ struct MemoryTierTests {
     }
 
     @Test func costIsBodyHeadersAndOverhead() {
-        var entry = Self.entry(bodySize: 10)
-        entry.response.headers = [HeaderField("ETag", "\"x\"")]
-        entry.response.varying = [HeaderField("accept", "é")]
+        var response = Self.entry(bodySize: 10).response
+        response.headers = [HeaderField("ETag", "\"x\"")]
+        response.varying = [HeaderField("accept", "é")]
+        let entry = CachedEntry(response: response, body: Data(repeating: 1, count: 10))
         #expect(MemoryTier.cost(of: entry) == 10 + 4 + 3 + 6 + 2 + 200)
     }
 
@@ -193,7 +194,7 @@ struct DiskTierTests {
             try tier.write(sampleEntry(key: key, version: 1, bodySize: 10), for: key)
             let file = tier.fileURL(for: key)
             let whole = try Data(contentsOf: file)
-            for (offset, byte) in [(5, UInt8(ascii: "2")), (0, UInt8(ascii: "X")), (7, 1)] {
+            for (offset, byte) in [(5, UInt8(ascii: "3")), (5, UInt8(ascii: "0")), (0, UInt8(ascii: "X")), (7, 1)] {
                 var other = whole
                 other[offset] = byte
                 // A valid checksum: only the magic or version is wrong.
@@ -203,6 +204,54 @@ struct DiskTierTests {
                 #expect(tier.read(key) == nil)
                 #expect(!exists(file))
             }
+        }
+    }
+
+    @Test func anEarlierReleasesVersionOneEntryIsServed() throws {
+        try withDirectory { directory in
+            let tier = try DiskTier(directory: directory, sizeLimit: 1 << 30)
+            let key = "https://example.com/old"
+            let entry = sampleEntry(key: key, version: 3, bodySize: 1_000)
+            // What an earlier release wrote: `HAULC1`, the metadata in JSON.
+            let metadata = try JSONEncoder().encode(entry.response)
+            var file = Data("HAULC1\0\0".utf8)
+            for length in [UInt32(key.utf8.count), UInt32(metadata.count)] {
+                withUnsafeBytes(of: length.littleEndian) { file.append(contentsOf: $0) }
+            }
+            withUnsafeBytes(of: UInt64(entry.body.count).littleEndian) { file.append(contentsOf: $0) }
+            file += Data(key.utf8) + metadata + entry.body
+            withUnsafeBytes(of: XXH64.hash(file).littleEndian) { file.append(contentsOf: $0) }
+            try file.write(to: tier.fileURL(for: key))
+            let read = try #require(tier.read(key))
+            #expect(read.response == entry.response)
+            #expect(read.body == entry.body)
+            // Written again (after a 304), it is in the current version.
+            try tier.update(read.response, for: key)
+            #expect(try Data(contentsOf: tier.fileURL(for: key)).prefix(8) == Data("HAULC2\0\0".utf8))
+            #expect(tier.read(key)?.body == entry.body)
+        }
+    }
+
+    @Test func metadataComesBackAndAnyCutIsRefused() throws {
+        let responses = [
+            sampleEntry(key: "https://example.com/m", version: 1, bodySize: 10).response,
+            CachedResponse(
+                url: "", status: 200, headers: [], varying: [], requestTime: -1.5, responseTime: .infinity,
+                bodySize: 0),
+            CachedResponse(
+                url: "https://例え.jp/パス", status: 203, headers: [HeaderField("X-Ünïcode", "värde"), HeaderField("", "")],
+                varying: [HeaderField("accept", "*/*")], requestTime: 0, responseTime: 1e9, bodySize: 1 << 40),
+        ]
+        for response in responses {
+            let bytes = EntryFormat.Metadata.encode(response)
+            let decoded = bytes.withUnsafeBytes { EntryFormat.Metadata.decode($0) }
+            #expect(decoded == response)
+            for length in 0..<bytes.count {
+                let cut = bytes.prefix(length).withUnsafeBytes { EntryFormat.Metadata.decode($0) }
+                #expect(cut == nil, "cut to \(length)")
+            }
+            let longer = (bytes + [0]).withUnsafeBytes { EntryFormat.Metadata.decode($0) }
+            #expect(longer == nil)
         }
     }
 

@@ -53,16 +53,23 @@ enum CacheRules {
     /// What to do with `request`, given the response stored for its URL (if any), at `now`
     /// (seconds since 1970, the wall clock).
     static func lookup(_ request: Request, stored: CachedResponse?, now: Double) -> Lookup {
-        let matching = stored.flatMap { varyMatches(request, $0) ? $0 : nil }
+        lookup(request, facts: stored.map(Facts.init), now: now)
+    }
+
+    /// What to do with `request`, given what was read from the response stored for its URL
+    /// (if any), at `now` (seconds since 1970, the wall clock): the same rules, with no
+    /// header of the stored response parsed again.
+    static func lookup(_ request: Request, facts stored: Facts?, now: Double) -> Lookup {
+        let matching = stored.flatMap { $0.varyMatches(request) ? $0 : nil }
         switch request.policy {
         case .reloadIgnoringCache:
             return .load
         case .returnCacheDataElseLoad:
             guard let matching else { return .load }
-            return .serve(age: wholeSeconds(currentAge(matching, now: now)))
+            return .serve(age: wholeSeconds(matching.age(at: now)))
         case .returnCacheDataDontLoad:
             guard let matching else { return .unavailable }
-            return .serve(age: wholeSeconds(currentAge(matching, now: now)))
+            return .serve(age: wholeSeconds(matching.age(at: now)))
         case .useProtocolCachePolicy:
             guard let matching else { return .load }
             return protocolLookup(request, stored: matching, now: now)
@@ -71,17 +78,26 @@ enum CacheRules {
 
     /// The lookup of ``DownloadRequest/CachePolicy/useProtocolCachePolicy``, for a stored
     /// response that matches the request's `Vary` fields.
-    private static func protocolLookup(_ request: Request, stored: CachedResponse, now: Double) -> Lookup {
+    private static func protocolLookup(_ request: Request, stored: Facts, now: Double) -> Lookup {
+        let age = stored.age(at: now)
+        let served = Lookup.serve(age: wholeSeconds(age))
+        let revalidation: Lookup = stored.conditions.isEmpty ? .load : .revalidate(stored.conditions)
+        // A request with no header field asks nothing of its own: the common case, decided
+        // by the stored response alone.
+        if request.headers.isEmpty {
+            if stored.noCache { return revalidation }
+            if age < stored.lifetime { return served }
+            if !stored.mustRevalidate, case .value(let seconds) = stored.staleWhileRevalidate,
+                age < stored.lifetime + Double(seconds), !stored.conditions.isEmpty
+            {
+                return .serveStale(age: wholeSeconds(age), revalidation: stored.conditions)
+            }
+            return revalidation
+        }
         let asked = Directives(request.headers)
         if asked.contains("no-store") { return .load }
-        let said = Directives(stored.headers)
-        let conditions = Self.conditions(for: stored)
-        let revalidation: Lookup = conditions.isEmpty ? .load : .revalidate(conditions)
-        if said.contains("no-cache") { return revalidation }
-
-        let age = currentAge(stored, now: now)
-        let lifetime = freshnessLifetime(stored) ?? 0
-        let served = Lookup.serve(age: wholeSeconds(age))
+        if stored.noCache { return revalidation }
+        let lifetime = stored.lifetime
         // The request's own limits: `no-cache` (or HTTP/1.0's `Pragma: no-cache` when it
         // sends no Cache-Control) and `max-age=0` always go to the server; a `max-age` that
         // is not a number counts as 0.
@@ -100,24 +116,24 @@ enum CacheRules {
 
         if age < lifetime {
             // RFC 8246: an immutable response is not revalidated while fresh, even on reload.
-            if said.contains("immutable") { return served }
+            if stored.immutable { return served }
             if noCache || tooOld { return revalidation }
             if case .value(let seconds) = minFresh, lifetime - age < Double(seconds) { return revalidation }
             return served
         }
 
         // Stale.
-        if noCache || tooOld || minFresh != .absent || said.contains("must-revalidate") { return revalidation }
+        if noCache || tooOld || minFresh != .absent || stored.mustRevalidate { return revalidation }
         if let maxStale = asked.first("max-stale") {
             if maxStale.argument == nil { return served }
             if case .value(let seconds) = asked.seconds("max-stale"), age - lifetime <= Double(seconds) {
                 return served
             }
         }
-        if case .value(let seconds) = said.seconds("stale-while-revalidate"), age < lifetime + Double(seconds),
-            !conditions.isEmpty
+        if case .value(let seconds) = stored.staleWhileRevalidate, age < lifetime + Double(seconds),
+            !stored.conditions.isEmpty
         {
-            return .serveStale(age: wholeSeconds(age), revalidation: conditions)
+            return .serveStale(age: wholeSeconds(age), revalidation: stored.conditions)
         }
         return revalidation
     }
@@ -127,10 +143,10 @@ enum CacheRules {
     /// empty when it has neither.
     static func conditions(for stored: CachedResponse) -> [HeaderField] {
         var fields: [HeaderField] = []
-        if let etag = stored.headers.first("ETag")?.trimmingCharacters(in: .whitespaces), !etag.isEmpty {
+        if let etag = stored.headers.first("ETag")?.trimmingOptionalWhitespace(), !etag.isEmpty {
             fields.append(HeaderField("If-None-Match", etag))
         }
-        if let lastModified = stored.headers.first("Last-Modified")?.trimmingCharacters(in: .whitespaces),
+        if let lastModified = stored.headers.first("Last-Modified")?.trimmingOptionalWhitespace(),
             !lastModified.isEmpty
         {
             fields.append(HeaderField("If-Modified-Since", lastModified))
@@ -178,15 +194,13 @@ enum CacheRules {
     /// Whether `request` sends the fields `stored`'s Vary names with the values the request
     /// that stored it sent (absent from both is a match); `Vary: *` matches nothing.
     static func varyMatches(_ request: Request, _ stored: CachedResponse) -> Bool {
-        let names = stored.headers.list("Vary").map { $0.lowercased() }
-        guard !names.contains("*") else { return false }
-        return names.allSatisfy { normalizedValue($0, in: request.headers) == normalizedValue($0, in: stored.varying) }
+        Facts(stored).varyMatches(request)
     }
 
     /// The value of the fields named `name` in `headers`, each line trimmed and the lines
     /// joined with `, `; `nil` when there is none.
-    private static func normalizedValue(_ name: String, in headers: [HeaderField]) -> String? {
-        let values = headers.filter { $0.is(name) }.map { $0.value.trimmingCharacters(in: .whitespaces) }
+    fileprivate static func normalizedValue(_ name: String, in headers: [HeaderField]) -> String? {
+        let values = headers.filter { $0.is(name) }.map { $0.value.trimmingOptionalWhitespace() }
         return values.isEmpty ? nil : values.joined(separator: ", ")
     }
 
@@ -263,13 +277,17 @@ enum CacheRules {
     /// age), one ahead of it is ignored; an invalid `Age` counts as 0. A clock that went
     /// back since the request is taken as no time passing.
     static func currentAge(_ response: CachedResponse, now: Double) -> Double {
+        initialAge(response) + max(0, now - response.responseTime)
+    }
+
+    /// The age the response had when it arrived (RFC 9111 §4.2.3's
+    /// `corrected_initial_age`): the larger of its apparent age and its `Age` plus the
+    /// response delay.
+    static func initialAge(_ response: CachedResponse) -> Double {
         let apparentAge = max(0, response.responseTime - dateValue(response))
         let responseDelay = max(0, response.responseTime - response.requestTime)
         let ageValue = response.headers.list("Age").first.flatMap(deltaSeconds).map(Double.init) ?? 0
-        let correctedAgeValue = ageValue + responseDelay
-        let correctedInitialAge = max(apparentAge, correctedAgeValue)
-        let residentTime = max(0, now - response.responseTime)
-        return correctedInitialAge + residentTime
+        return max(apparentAge, ageValue + responseDelay)
     }
 
     /// The response's `Date`, or when it arrived if it has no valid one.
@@ -338,41 +356,108 @@ extension CacheRules {
         }
 
         /// Appends the directives of one field line (`token [= token / quoted-string]`,
-        /// separated by commas) to `list`.
+        /// separated by commas) to `list`, reading its UTF-8 bytes.
         private static func read(_ text: String, into list: inout [Directive]) {
-            var rest = text.unicodeScalars[...]
-            while !rest.isEmpty {
-                let nameEnd = rest.firstIndex { $0 == "=" || $0 == "," } ?? rest.endIndex
-                let name = trimmed(rest[..<nameEnd]).lowercased()
-                rest = rest[nameEnd...]
-                var argument: String?
-                if rest.first == "=" {
-                    rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" }
-                    if rest.first == "\"" {
-                        rest.removeFirst()
-                        var value = String.UnicodeScalarView()
-                        while let scalar = rest.popFirst(), scalar != "\"" {
-                            if scalar == "\\", let escaped = rest.popFirst() {
-                                value.append(escaped)
-                            } else {
-                                value.append(scalar)
+            var text = text
+            text.withUTF8 { bytes in
+                let end = bytes.count
+                var index = 0
+                while index < end {
+                    var nameEnd = index
+                    while nameEnd < end, bytes[nameEnd] != .equals, bytes[nameEnd] != .comma { nameEnd += 1 }
+                    let name = String(decoding: trimmed(bytes, index..<nameEnd).lazy.map(lowercased), as: UTF8.self)
+                    index = nameEnd
+                    var argument: String?
+                    if index < end, bytes[index] == .equals {
+                        index += 1
+                        while index < end, bytes[index] == .space || bytes[index] == .tab { index += 1 }
+                        if index < end, bytes[index] == .quote {
+                            index += 1
+                            var value: [UInt8] = []
+                            while index < end, bytes[index] != .quote {
+                                if bytes[index] == .backslash, index + 1 < end { index += 1 }
+                                value.append(bytes[index])
+                                index += 1
                             }
+                            argument = String(decoding: value, as: UTF8.self)
+                            while index < end, bytes[index] != .comma { index += 1 }
+                        } else {
+                            var valueEnd = index
+                            while valueEnd < end, bytes[valueEnd] != .comma { valueEnd += 1 }
+                            argument = String(decoding: trimmed(bytes, index..<valueEnd), as: UTF8.self)
+                            index = valueEnd
                         }
-                        argument = String(value)
-                        rest = rest.drop { $0 != "," }
-                    } else {
-                        let end = rest.firstIndex(of: ",") ?? rest.endIndex
-                        argument = trimmed(rest[..<end])
-                        rest = rest[end...]
                     }
+                    if index < end, bytes[index] == .comma { index += 1 }
+                    if !name.isEmpty { list.append(Directive(name: name, argument: argument)) }
                 }
-                if rest.first == "," { rest.removeFirst() }
-                if !name.isEmpty { list.append(Directive(name: name, argument: argument)) }
             }
         }
 
-        private static func trimmed(_ scalars: Substring.UnicodeScalarView) -> String {
-            String(scalars).trimmingCharacters(in: .whitespaces)
+        /// `bytes[range]` without the spaces and tabs at either end.
+        private static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Slice<UnsafeBufferPointer<UInt8>> {
+            var lower = range.lowerBound
+            var upper = range.upperBound
+            while lower < upper, bytes[lower] == .space || bytes[lower] == .tab { lower += 1 }
+            while upper > lower, bytes[upper - 1] == .space || bytes[upper - 1] == .tab { upper -= 1 }
+            return bytes[lower..<upper]
+        }
+
+        /// An ASCII letter in lower case; any other byte as it is.
+        private static func lowercased(_ byte: UInt8) -> UInt8 {
+            (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte | 0x20 : byte
+        }
+    }
+}
+
+extension CacheRules {
+    /// What the rules read from a stored response, read once (when it is stored or loaded)
+    /// so that a lookup parses none of its header fields: its `Cache-Control`, freshness
+    /// lifetime, age on arrival, validators and `Vary`.
+    struct Facts: Sendable {
+        /// `no-cache`, `must-revalidate` and `immutable` in its `Cache-Control`.
+        let noCache: Bool
+        let mustRevalidate: Bool
+        let immutable: Bool
+        /// Its `stale-while-revalidate`.
+        let staleWhileRevalidate: Directives.Seconds
+        /// Its freshness lifetime in seconds (0 when it has none).
+        let lifetime: Double
+        /// Its age when it arrived, and when that was (seconds since 1970).
+        let initialAge: Double
+        let responseTime: Double
+        /// The conditional fields that revalidate it (see ``CacheRules/conditions(for:)``).
+        let conditions: [HeaderField]
+        /// The request fields its `Vary` names (lowercased), each with the value the
+        /// request that stored it sent; `nil` for `Vary: *`.
+        let varying: [(name: String, value: String?)]?
+
+        init(_ response: CachedResponse) {
+            let said = Directives(response.headers)
+            noCache = said.contains("no-cache")
+            mustRevalidate = said.contains("must-revalidate")
+            immutable = said.contains("immutable")
+            staleWhileRevalidate = said.seconds("stale-while-revalidate")
+            lifetime = CacheRules.freshnessLifetime(response) ?? 0
+            initialAge = CacheRules.initialAge(response)
+            responseTime = response.responseTime
+            conditions = CacheRules.conditions(for: response)
+            let names = response.headers.list("Vary").map { $0.lowercased() }
+            varying =
+                names.contains("*")
+                ? nil : names.map { ($0, CacheRules.normalizedValue($0, in: response.varying)) }
+        }
+
+        /// Its current age at `now` (RFC 9111 §4.2.3; see ``CacheRules/currentAge(_:now:)``).
+        func age(at now: Double) -> Double {
+            initialAge + max(0, now - responseTime)
+        }
+
+        /// Whether `request` sends the fields its `Vary` names with the values the request
+        /// that stored it sent (absent from both is a match); `Vary: *` matches nothing.
+        func varyMatches(_ request: Request) -> Bool {
+            guard let varying else { return false }
+            return varying.allSatisfy { CacheRules.normalizedValue($0.name, in: request.headers) == $0.value }
         }
     }
 }
@@ -380,6 +465,12 @@ extension CacheRules {
 extension HeaderField {
     /// Whether the field is named `name` (compared case-insensitively).
     fileprivate func `is`(_ name: String) -> Bool {
-        self.name.caseInsensitiveCompare(name) == .orderedSame
+        self.name.equalsIgnoringASCIICase(name)
     }
+}
+
+extension UInt8 {
+    fileprivate static let equals = UInt8(ascii: "=")
+    fileprivate static let quote = UInt8(ascii: "\"")
+    fileprivate static let backslash = UInt8(ascii: "\\")
 }

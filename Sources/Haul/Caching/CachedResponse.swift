@@ -15,16 +15,54 @@ struct HeaderField: Sendable, Hashable, Codable {
 extension [HeaderField] {
     /// The value of the first field named `name` (compared case-insensitively), if any.
     func first(_ name: String) -> String? {
-        first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        first { $0.name.equalsIgnoringASCIICase(name) }?.value
     }
 
     /// Every value of the fields named `name`, each split at its commas and trimmed: the
     /// list a header like `Cache-Control` or `Vary` gives, however many lines carry it.
     func list(_ name: String) -> [String] {
-        filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        filter { $0.name.equalsIgnoringASCIICase(name) }
             .flatMap { $0.value.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .map { $0.trimmingOptionalWhitespace() }
             .filter { !$0.isEmpty }
+    }
+}
+
+extension String {
+    /// Whether the string equals `other` with ASCII letters compared without case: how
+    /// header field names compare (RFC 9110 §5.1), without Foundation's locale-aware
+    /// comparison.
+    func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        var this = self
+        var that = other
+        return this.withUTF8 { left in
+            that.withUTF8 { right in
+                guard left.count == right.count else { return false }
+                for index in left.indices where left[index] != right[index] {
+                    guard left[index] | 0x20 == right[index] | 0x20, (0x61...0x7A).contains(left[index] | 0x20)
+                    else { return false }
+                }
+                return true
+            }
+        }
+    }
+}
+
+extension StringProtocol {
+    /// The text without the spaces and tabs at either end (HTTP's optional whitespace,
+    /// RFC 9110 §5.6.3).
+    func trimmingOptionalWhitespace() -> String {
+        let utf8 = self.utf8
+        var lower = utf8.startIndex
+        while lower < utf8.endIndex, utf8[lower] == 0x20 || utf8[lower] == 0x09 { lower = utf8.index(after: lower) }
+        var upper = lower
+        var index = lower
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            index = utf8.index(after: index)
+            if byte != 0x20 && byte != 0x09 { upper = index }
+        }
+        return String(decoding: utf8[lower..<upper], as: UTF8.self)
     }
 }
 
@@ -49,8 +87,16 @@ struct CachedResponse: Sendable, Hashable, Codable {
     var bodySize: Int
 }
 
-/// A cached response with its body.
+/// A cached response with its body, and what the cache rules read from it.
 struct CachedEntry: Sendable {
-    var response: CachedResponse
-    var body: Data
+    let response: CachedResponse
+    let body: Data
+    /// What ``CacheRules`` read from `response`, once.
+    let facts: CacheRules.Facts
+
+    init(response: CachedResponse, body: Data) {
+        self.response = response
+        self.body = body
+        facts = CacheRules.Facts(response)
+    }
 }

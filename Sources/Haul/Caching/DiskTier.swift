@@ -22,14 +22,17 @@ import NIOConcurrencyHelpers
 ///
 /// | bytes | what |
 /// | --- | --- |
-/// | 8 | magic and version, `HAULC1\0\0` |
+/// | 8 | magic and version, `HAULC2\0\0` |
 /// | 4 | the key's length in UTF-8 |
 /// | 4 | the metadata's length |
 /// | 8 | the body's length |
 /// | | the key, UTF-8 (a file holding another key is a miss: a hash collision) |
-/// | | the metadata: the ``CachedResponse`` in JSON |
+/// | | the metadata: the ``CachedResponse`` (see ``EntryFormat/Metadata``) |
 /// | | the body |
 /// | 8 | the XXH64 of all the bytes before it |
+///
+/// Files of version 1 (`HAULC1`, an earlier release's, with the metadata in JSON) are read
+/// as well; an entry is always written in the current version.
 ///
 /// A hit sets the file's modification time to now: the order of use across processes and
 /// restarts is that of the files' modification times. The tier keeps a running total of
@@ -181,9 +184,8 @@ final class DiskTier: Sendable {
     /// Replaces the metadata of `key`'s entry (after a `304`), keeping its body. Does
     /// nothing when there is no entry.
     func update(_ response: CachedResponse, for key: String) throws(DownloadError) {
-        guard var entry = load(key, markingUse: false) else { return }
-        entry.response = response
-        try write(entry, for: key)
+        guard let entry = load(key, markingUse: false) else { return }
+        try write(CachedEntry(response: response, body: entry.body), for: key)
     }
 
     /// Writes `bytes` to a new temporary file in the directory; returns its path.
@@ -405,8 +407,11 @@ final class DiskTier: Sendable {
 
 /// The layout of an entry's file (see ``DiskTier``).
 enum EntryFormat {
-    /// Magic and version: `HAULC1` and two zero bytes.
-    static let magic: UInt64 = 0x0000_3143_4C55_4148
+    /// Magic and version: `HAULC2` and two zero bytes (the metadata in binary, see
+    /// ``Metadata``).
+    static let magic: UInt64 = 0x0000_3243_4C55_4148
+    /// Version 1: `HAULC1`, the metadata in JSON. Read, no longer written.
+    static let magicVersion1: UInt64 = 0x0000_3143_4C55_4148
     static let headerSize = 24
     static let trailerSize = 8
     static let minimumSize = Int64(headerSize + trailerSize)
@@ -423,10 +428,8 @@ enum EntryFormat {
 
     /// The bytes of `entry`'s file (to be deallocated by the caller).
     static func encode(_ entry: CachedEntry, key: String) throws(DownloadError) -> UnsafeMutableRawBufferPointer {
-        let metadata: Data
-        do {
-            metadata = try JSONEncoder().encode(entry.response)
-        } catch {
+        let metadata = Metadata.encode(entry.response)
+        guard metadata.count <= Int(UInt32.max) else {
             throw DownloadError.fileSystem("encode a cache entry for", path: key, errno: EINVAL)
         }
         var key = key
@@ -458,9 +461,9 @@ enum EntryFormat {
 
     /// Checks and decodes a file's bytes, read for `key`.
     static func decode(_ bytes: UnsafeRawBufferPointer, key: String) -> Decoded {
-        guard bytes.count >= headerSize + trailerSize,
-            UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self)) == magic
-        else { return .damaged }
+        guard bytes.count >= headerSize + trailerSize else { return .damaged }
+        let version = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        guard version == magic || version == magicVersion1 else { return .damaged }
         let keyLength = UInt64(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
         let metadataLength = UInt64(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
         let bodyLength = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt64.self))
@@ -478,9 +481,94 @@ enum EntryFormat {
             UnsafeRawBufferPointer(utf8).elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[keyStart..<metadataStart]))
         }
         guard sameKey else { return .otherKey }
-        let metadata = Data(UnsafeRawBufferPointer(rebasing: bytes[metadataStart..<bodyStart]))
-        guard let response = try? JSONDecoder().decode(CachedResponse.self, from: metadata) else { return .damaged }
+        let metadata = UnsafeRawBufferPointer(rebasing: bytes[metadataStart..<bodyStart])
+        let response: CachedResponse?
+        if version == magic {
+            response = Metadata.decode(metadata)
+        } else {
+            response = try? JSONDecoder().decode(CachedResponse.self, from: Data(metadata))
+        }
+        guard let response else { return .damaged }
         return .entry(response, body: bodyStart..<checked)
+    }
+
+    /// A ``CachedResponse`` in bytes, little-endian: its status (4), request and response
+    /// times (8 each, IEEE 754), body size (8), URL, then the count (4) of its header
+    /// fields and each field's name and value, then the same for its varying fields; every
+    /// string as its UTF-8 length (4) and bytes.
+    enum Metadata {
+        static func encode(_ response: CachedResponse) -> [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(64 + response.url.utf8.count + response.headers.count * 48)
+            func append<T: FixedWidthInteger>(_ value: T) {
+                withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+            }
+            func append(_ text: String) {
+                append(UInt32(truncatingIfNeeded: text.utf8.count))
+                bytes.append(contentsOf: text.utf8)
+            }
+            func append(_ fields: [HeaderField]) {
+                append(UInt32(truncatingIfNeeded: fields.count))
+                for field in fields {
+                    append(field.name)
+                    append(field.value)
+                }
+            }
+            append(UInt32(truncatingIfNeeded: response.status))
+            append(response.requestTime.bitPattern)
+            append(response.responseTime.bitPattern)
+            append(UInt64(truncatingIfNeeded: response.bodySize))
+            append(response.url)
+            append(response.headers)
+            append(response.varying)
+            return bytes
+        }
+
+        /// The response in `bytes`; `nil` when they do not hold exactly one.
+        static func decode(_ bytes: UnsafeRawBufferPointer) -> CachedResponse? {
+            var reader = Reader(bytes: bytes)
+            guard let status = reader.integer(UInt32.self), let requestTime = reader.integer(UInt64.self),
+                let responseTime = reader.integer(UInt64.self), let bodySize = reader.integer(UInt64.self),
+                bodySize <= UInt64(Int.max), let url = reader.string(), let headers = reader.fields(),
+                let varying = reader.fields(), reader.offset == bytes.count
+            else { return nil }
+            return CachedResponse(
+                url: url, status: Int(status), headers: headers, varying: varying,
+                requestTime: Double(bitPattern: requestTime), responseTime: Double(bitPattern: responseTime),
+                bodySize: Int(bodySize))
+        }
+
+        /// Reads values from the front of a buffer; each read is `nil` past its end.
+        private struct Reader {
+            let bytes: UnsafeRawBufferPointer
+            var offset = 0
+
+            mutating func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
+                guard bytes.count - offset >= MemoryLayout<T>.size else { return nil }
+                defer { offset += MemoryLayout<T>.size }
+                return T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+            }
+
+            mutating func string() -> String? {
+                guard let length = integer(UInt32.self).map(Int.init), bytes.count - offset >= length else { return nil }
+                defer { offset += length }
+                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
+            }
+
+            mutating func fields() -> [HeaderField]? {
+                // Each field takes at least 8 bytes: a count beyond what is left is damage.
+                guard let count = integer(UInt32.self).map(Int.init), count <= (bytes.count - offset) / 8 else {
+                    return nil
+                }
+                var fields: [HeaderField] = []
+                fields.reserveCapacity(count)
+                for _ in 0..<count {
+                    guard let name = string(), let value = string() else { return nil }
+                    fields.append(HeaderField(name, value))
+                }
+                return fields
+            }
+        }
     }
 }
 

@@ -173,9 +173,9 @@ enum HTTPDateParser {
 }
 
 extension UInt8 {
-    fileprivate static let space = UInt8(ascii: " ")
-    fileprivate static let tab = UInt8(ascii: "\t")
-    fileprivate static let comma = UInt8(ascii: ",")
+    static let space = UInt8(ascii: " ")
+    static let tab = UInt8(ascii: "\t")
+    static let comma = UInt8(ascii: ",")
     fileprivate static let hyphen = UInt8(ascii: "-")
     fileprivate static let colon = UInt8(ascii: ":")
     fileprivate static let digit0 = UInt8(ascii: "0")

@@ -131,7 +131,7 @@ public final class ResponseCache: Sendable {
         if request.cachePolicy != .reloadIgnoringCache { found = await entry(for: key, promoting: promoting) }
         if let entry = found?.0, !entry.canAnswer(request) { found = nil }
         let rules = CacheRules.Request(request, netrc: netrc)
-        let lookup = CacheRules.lookup(rules, stored: found?.0.response, now: Date().timeIntervalSince1970)
+        let lookup = CacheRules.lookup(rules, facts: found?.0.facts, now: Date().timeIntervalSince1970)
         switch (lookup, found) {
         case (.serve, let (entry, tier)?):
             return .answer(entry, from: tier == .memory ? .memory : .disk)
@@ -205,7 +205,7 @@ public final class ResponseCache: Sendable {
         let request = CacheRules.Request(
             policy: .useProtocolCachePolicy, headers: headers.map { HeaderField($0.name, $0.value) },
             hasCredentials: false)
-        if case .serve = CacheRules.lookup(request, stored: entry.response, now: Date().timeIntervalSince1970) {
+        if case .serve = CacheRules.lookup(request, facts: entry.facts, now: Date().timeIntervalSince1970) {
             return true
         }
         return false

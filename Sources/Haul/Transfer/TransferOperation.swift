@@ -878,10 +878,10 @@ package final class TransferOperation: Sendable {
     private func revalidated(
         _ entry: CachedEntry, head: (status: Int, headers: HTTPHeaders)?, requestTime: Double, responseTime: Double
     ) async -> CachedEntry {
-        var updated = entry
-        updated.response = CacheRules.updated(
+        let response = CacheRules.updated(
             entry.response, notModified: head.map { CachedResponse.fields(of: $0.headers) } ?? [],
             requestTime: requestTime, responseTime: responseTime)
+        let updated = CachedEntry(response: response, body: entry.body)
         await environment.cache?.update(updated, for: updated.response.url)
         return updated
     }
