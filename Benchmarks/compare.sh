@@ -330,39 +330,10 @@ chmod -R a+rX "$WWW"
 # 4. nginx on 127.0.0.1, a free port, its own configuration (Benchmarks/compare/nginx.conf.in).
 
 # For HTTPS=1: a certificate authority and a certificate for 127.0.0.1 and localhost
-# signed by it (P-256 keys), in $WORK/tls. CA_FILE is what every tool is told to trust.
+# signed by it (P-256 keys), in $WORK/tls (make_certificates, in lib.sh). CA_FILE is what
+# every tool is told to trust.
 TLS_DIR=$WORK/tls
 CA_FILE=$TLS_DIR/ca.pem
-make_certificates() {
-    mkdir -p "$TLS_DIR"
-    cat >"$TLS_DIR/openssl.cnf" <<'CNF'
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = Haul benchmark CA
-[ca]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[server]
-basicConstraints = CA:FALSE
-keyUsage = critical,digitalSignature
-extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost,IP:127.0.0.1
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-CNF
-    local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-    {
-        openssl req -x509 -config "$TLS_DIR/openssl.cnf" -extensions ca "${key[@]}" \
-            -keyout "$TLS_DIR/ca.key" -out "$CA_FILE" -days 2 &&
-            openssl req -new -config "$TLS_DIR/openssl.cnf" -subj /CN=localhost "${key[@]}" \
-                -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" &&
-            openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$CA_FILE" -CAkey "$TLS_DIR/ca.key" -set_serial 2 \
-                -days 2 -extfile "$TLS_DIR/openssl.cnf" -extensions server -out "$TLS_DIR/server.pem"
-    } >"$TLS_DIR/openssl.log" 2>&1 || { cat "$TLS_DIR/openssl.log" >&2; die "openssl could not make the certificates"; }
-}
 
 # The TLS servers (HTTPS=1), included by nginx.conf: TLS_PORT offers HTTP/1.1 only,
 # TLS_PORT + 1 HTTP/2 as well. `listen ... ssl http2`, not nginx 1.25's `http2 on`, so

@@ -48,3 +48,37 @@ nginx_http_basics() {
     fastcgi_temp_path $prefix/tmp/fastcgi; uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
 CONF
 }
+
+# A throwaway certificate authority and a certificate for 127.0.0.1 and localhost signed by
+# it (P-256 keys), in $TLS_DIR; the authority's certificate goes to $CA_FILE, the server's
+# to $TLS_DIR/server.pem and server.key. The caller sets TLS_DIR and CA_FILE and has `die`.
+make_certificates() {
+    mkdir -p "$TLS_DIR"
+    cat >"$TLS_DIR/openssl.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = Haul benchmark CA
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost,IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+CNF
+    local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+    {
+        openssl req -x509 -config "$TLS_DIR/openssl.cnf" -extensions ca "${key[@]}" \
+            -keyout "$TLS_DIR/ca.key" -out "$CA_FILE" -days 2 &&
+            openssl req -new -config "$TLS_DIR/openssl.cnf" -subj /CN=localhost "${key[@]}" \
+                -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" &&
+            openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$CA_FILE" -CAkey "$TLS_DIR/ca.key" -set_serial 2 \
+                -days 2 -extfile "$TLS_DIR/openssl.cnf" -extensions server -out "$TLS_DIR/server.pem"
+    } >"$TLS_DIR/openssl.log" 2>&1 || { cat "$TLS_DIR/openssl.log" >&2; die "openssl could not make the certificates"; }
+}

@@ -44,6 +44,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             case urlExpired
             case objectStorage
             case notCached
+            case drmProtected
         }
 
         let base: Base
@@ -134,6 +135,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         /// ``DownloadRequest/CachePolicy-swift.enum/returnCacheDataDontLoad`` and the cache
         /// holds no response for it (or no cache is configured): nothing was requested.
         public static let notCached = Code(base: .notCached)
+        /// A stream's playlist (HLS) encrypts its segments for a DRM system: `SAMPLE-AES`, or a
+        /// key format other than `identity` (FairPlay, Widevine, PlayReady). Haul does not
+        /// decrypt such content; it is refused before any segment is fetched. Not retried.
+        public static let drmProtected = Code(base: .drmProtected)
 
         public var description: String { base.rawValue }
 

@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
 
     @Argument(
         help: ArgumentHelp(
-            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync); so is a URL whose download turns out to be one (its first line is 'zsync: VERSION'), which is kept.",
+            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync); so is a URL whose download turns out to be one (its first line is 'zsync: VERSION'), which is kept. A URL ending in .m3u8 is an HLS playlist: its stream is saved as one .ts or .mp4 file (see --hls-variant).",
             valueName: "url"))
     var urls: [String] = []
 
@@ -57,6 +57,25 @@ struct Get: AsyncParsableCommand {
             "A local file that may hold blocks of a zsync target (an older version, a partial copy).",
             valueName: "file"))
     var seeds: [String] = []
+
+    @Option(
+        name: .customLong("hls-variant"),
+        help: ArgumentHelp(
+            "For a URL ending in .m3u8 (an HLS playlist, downloaded as one playable .ts or .mp4 file): which variant of a master playlist, best, worst, a bandwidth in bits per second (the highest not above it), or WIDTHxHEIGHT. (default: best)",
+            valueName: "choice"))
+    var hlsVariant: String?
+
+    @Flag(
+        name: .customLong("hls-renditions"),
+        help: "Also download the chosen variant's audio and video renditions (EXT-X-MEDIA), each into a file beside the stream's.")
+    var hlsRenditions = false
+
+    @Option(
+        name: .customLong("hls-duration"),
+        help: ArgumentHelp(
+            "Record at most this many seconds of a stream: a live playlist is refreshed until it ends or this much is recorded. (default: a live playlist is recorded until it ends)",
+            valueName: "seconds"))
+    var hlsDuration: Double?
 
     @Option(
         name: .customLong("metalink-location"),
@@ -147,7 +166,10 @@ struct Get: AsyncParsableCommand {
 
     /// The backend and the checked downloads, once `validate()` has run.
     @Derived var plan:
-        (backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], zsync: ZsyncPlan, rules: EntryScan.Rules)?
+        (
+            backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], zsync: ZsyncPlan, rules: EntryScan.Rules,
+            streams: (urls: [URL], settings: HLSEntries.Settings)
+        )?
 
     /// The zsync control files to fetch, and the seeds their targets are built from.
     struct ZsyncPlan {
@@ -181,7 +203,10 @@ struct Get: AsyncParsableCommand {
             }
         }
         let input = inputFile.map(InputSource.init)
-        let plainURLs = urls.filter { !MetalinkEntries.isMetalinkFile($0) && !ZsyncEntries.isControlURL($0) }
+        let plainURLs = urls.filter {
+            !MetalinkEntries.isMetalinkFile($0) && !ZsyncEntries.isControlURL($0) && !HLSEntries.isPlaylistURL($0)
+        }
+        let streams = try streamPlan(output: output, headers: headers, secretHeaders: secretHeaders, object: object, backend: backend)
         let zsync = try zsyncPlan()
         try backend.permit(.init(delta: !zsync.urls.isEmpty))
         var metalinkEntries: [InputEntry] = []
@@ -199,7 +224,7 @@ struct Get: AsyncParsableCommand {
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
             urls: plainURLs, extra: metalinkEntries, input: input, rules: rules,
-            more: !metalinkURLs.isEmpty || !zsync.urls.isEmpty)
+            more: !metalinkURLs.isEmpty || !zsync.urls.isEmpty || !streams.urls.isEmpty)
         var batch = GetBatch(
             urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
             output: output, checksum: checksum, mirrors: mirrors,
@@ -210,11 +235,22 @@ struct Get: AsyncParsableCommand {
         batch.seeds = zsync.seeds
         batch.run.hooks = hookOptions.$hooks
         if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
-        plan = (backend, batch, metalinkURLs, zsync, rules)
+        plan = (backend, batch, metalinkURLs, zsync, rules, streams)
     }
 
     mutating func run() async throws {
-        var (backend, batch, metalinkURLs, zsync, rules) = $plan
+        var (backend, batch, metalinkURLs, zsync, rules, streams) = $plan
+        var streamCode: Int32 = 0
+        if !streams.urls.isEmpty {
+            streamCode = await HLSEntries.run(streams.urls, settings: streams.settings, run: batch.run)
+            // Any other URLs are downloaded as usual afterwards.
+            guard !batch.urls.isEmpty || !batch.extra.isEmpty || batch.input != nil || !metalinkURLs.isEmpty
+                || !zsync.urls.isEmpty
+            else {
+                if streamCode != 0 { throw ExitCode(streamCode) }
+                return
+            }
+        }
         for url in zsync.urls {
             // Fetched now, and checked with the others before anything starts.
             let fetched: (Data, URL)
@@ -262,9 +298,45 @@ struct Get: AsyncParsableCommand {
         let ready = batch
         let code = try await backend.with { try await $0.get(ready) }
         if code != 0 { throw ExitCode(code) }
+        if streamCode != 0 { throw ExitCode(streamCode) }
     }
 
     // MARK: - Validation
+
+    /// The playlist URLs among the arguments (`URL.m3u8`) and the stream options, checked:
+    /// streams are downloaded by this process, into a local directory.
+    private func streamPlan(
+        output: String?, headers: [(name: String, value: String)], secretHeaders: [(name: String, value: String)],
+        object: S3Location?, backend: BackendChoice
+    ) throws -> (urls: [URL], settings: HLSEntries.Settings) {
+        let urls = self.urls.filter(HLSEntries.isPlaylistURL).compactMap { try? InputFile.httpURL($0) }
+        var options = HLSOptions(renditions: hlsRenditions)
+        if let hlsVariant {
+            guard let variant = HLSVariantChoice(argument: hlsVariant) else {
+                throw ValidationError(
+                    "--hls-variant '\(hlsVariant)': give best, worst, a bandwidth in bits per second, or WIDTHxHEIGHT (1280x720).")
+            }
+            options.variant = variant
+        }
+        if let hlsDuration {
+            guard hlsDuration > 0, hlsDuration.isFinite else { throw ValidationError("--hls-duration needs a number of seconds above 0.") }
+            options.maxDuration = .milliseconds(Int64((hlsDuration * 1000).rounded(.up)))
+        }
+        let given = hlsVariant != nil || hlsRenditions || hlsDuration != nil
+        if urls.isEmpty {
+            if given { throw ValidationError("--hls-variant, --hls-renditions and --hls-duration are for HLS playlists (a URL ending in .m3u8).") }
+            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")))
+        }
+        if object != nil { throw ValidationError("An HLS stream is saved into a local directory, not an object store (-o/-d s3://).") }
+        guard case .journal(.here) = backend else {
+            throw ValidationError(
+                "An HLS stream is downloaded by this process: it cannot go through 'haul serve' or a --queue (stop the service, or give another --journal).")
+        }
+        if detach { throw ValidationError("--detach is for downloads queued with 'haul serve'; an HLS stream is downloaded here.") }
+        options.headers = headers + secretHeaders
+        options.sensitiveHeaderNames = Set(secretHeaders.map(\.name))
+        return (urls, HLSEntries.Settings(options: options, output: output, directory: try outputDirectory()))
+    }
 
     /// The control files (`URL.zsync` arguments and `--zsync`) and `--seed` files, checked:
     /// each seed must be a readable regular file.

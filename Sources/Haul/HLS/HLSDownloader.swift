@@ -1,0 +1,323 @@
+public import Foundation
+
+/// Downloads a stream given as an HLS playlist (`.m3u8`, RFC 8216) into one playable file,
+/// with no re-encoding: MPEG-TS segments concatenated into a `.ts`, fMP4 segments after
+/// their init section into an `.mp4`.
+///
+/// ```swift
+/// let summary = try await HLSDownloader(manager: manager).download(
+///     from: URL(string: "https://example.com/show/master.m3u8")!,
+///     to: URL(fileURLWithPath: "/videos/show.ts"),
+///     options: HLSOptions(variant: .resolution(width: 1280, height: 720)))
+/// print(summary.main.segments, "segments,", summary.main.duration, "s")
+/// ```
+///
+/// A master playlist's variant is chosen by ``HLSOptions/variant``; its audio and video
+/// renditions (`EXT-X-MEDIA` with a URI) are saved beside the file with
+/// ``HLSOptions/renditions``. Each segment is a download of the `manager` into a staging
+/// directory beside the file (`FILE.haul-hls`), so slots, per-host connection caps,
+/// HTTP/2, retries, proxies and resume apply to segments as to any download; a URL that
+/// several segments share through byte ranges (`EXT-X-BYTERANGE`) is fetched once. A run
+/// that stopped (a kill, a lost network) continues at the segments missing when started
+/// again: staged segments are not fetched again.
+///
+/// Segments encrypted with `METHOD=AES-128` are decrypted with the key fetched from the
+/// key's URI (with the request's headers; credentials go to their origin only) and the IV
+/// the playlist gives or the media sequence number; keys may change along the playlist. A
+/// playlist whose keys need a DRM system (`SAMPLE-AES`, or a `KEYFORMAT` other than
+/// `identity`) is refused with ``DownloadError/Code/drmProtected`` before any segment is
+/// fetched.
+///
+/// The file appears only complete: every segment of the playlist written once, in order,
+/// each checked to start as its container's segments do (a wrong key or a damaged segment
+/// fails the download instead of writing noise), the durations of the segments written
+/// adding up to the playlist's, then made durable and renamed into place.
+///
+/// A live playlist (no `EXT-X-ENDLIST`) is fetched again every target duration, and its
+/// new segments are recorded until it ends or ``HLSOptions/maxDuration`` is reached.
+public struct HLSDownloader: Sendable {
+    /// The manager that fetches playlists, keys and segments.
+    public let manager: DownloadManager
+
+    /// Creates a downloader that fetches through `manager`.
+    public init(manager: DownloadManager) {
+        self.manager = manager
+    }
+
+    /// The largest playlist fetched into memory.
+    static let playlistLimit = 16 << 20
+
+    /// Downloads the stream of the playlist at `playlistURL` into `file`.
+    ///
+    /// - Parameters:
+    ///   - playlistURL: An `http` or `https` URL of a master or media playlist.
+    ///   - file: Where the stream goes: `.ts`, `.mp4` (or a packed stream's extension)
+    ///     is added unless its name ends with the container's; renditions go beside it,
+    ///     named after it (`show.audio-en.ts`).
+    ///   - options: The variant, renditions, a duration limit, headers and priority.
+    ///   - events: Called for each ``HLSEvent``, in order.
+    /// - Returns: The files written.
+    /// - Throws: ``DownloadError``: the fetch errors of the playlist, a key or a segment
+    ///   (`httpStatus`, `network`, …, after the manager's retries); `invalidManifest` for a
+    ///   playlist that is not one, breaks RFC 8216, or has no variant the choice names;
+    ///   `drmProtected`; `checksumMismatch` for a segment that does not decrypt or is not
+    ///   of its container; `fileSystem`.
+    public func download(
+        from playlistURL: URL,
+        to file: URL,
+        options: HLSOptions = HLSOptions(),
+        events: @escaping @Sendable (HLSEvent) -> Void = { _ in }
+    ) async throws(DownloadError) -> HLSSummary {
+        guard playlistURL.isWebAddress else {
+            throw .invalid("the playlist URL '\(playlistURL.removingUserInfo.absoluteString)' is not an http or https URL")
+        }
+        guard file.isFileURL else { throw .invalid("\(file) is not a file path") }
+        let path = file.standardizedFileURL.path
+        var (playlist, url) = try await fetchPlaylist(playlistURL, options: options)
+        var outputs: [HLSOutput] = []
+        var renditions: [(HLSRendition, URL)] = []
+        if case .master(let master) = playlist {
+            if let drm = master.sessionKeys.first(where: \.requiresDRM) { throw HLSPlan.drmError(drm, url: url) }
+            guard let variant = options.variant.choose(from: master.variants) else {
+                throw DownloadError(
+                    .invalidManifest,
+                    "\(url.absoluteString): no variant matches \(options.variant) (it offers \(Self.describe(master.variants)))")
+            }
+            if options.renditions {
+                renditions = master.renditions(for: variant).compactMap { rendition in
+                    guard rendition.type == .audio || rendition.type == .video, let url = rendition.url else { return nil }
+                    return (rendition, url)
+                }
+            }
+            (playlist, url) = try await fetchPlaylist(variant.url, options: options)
+            guard case .media = playlist else {
+                throw DownloadError(.invalidManifest, "\(url.absoluteString): a variant's playlist is a master playlist")
+            }
+        }
+        guard case .media(let media) = playlist else { preconditionFailure("a master playlist was replaced above") }
+        var plan = try HLSPlan(media, url: url, limit: options.maxDuration?.inSeconds)
+        // Every rendition's playlist is read, and refused if DRM-protected, before any
+        // segment is fetched.
+        var renditionPlans: [(HLSRendition, HLSPlan, URL)] = []
+        for (rendition, renditionURL) in renditions {
+            let (fetched, finalURL) = try await fetchPlaylist(renditionURL, options: options)
+            guard case .media(let renditionMedia) = fetched else {
+                throw DownloadError(.invalidManifest, "\(finalURL.absoluteString): a rendition's playlist is a master playlist")
+            }
+            renditionPlans.append(
+                (rendition, try HLSPlan(renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds), finalURL))
+        }
+        let main = try await record(&plan, playlistURL: url, into: path, kind: .main, options: options, events: events)
+        outputs.append(main)
+        let mainPath = main.file.path
+        let stem = mainPath.hasSuffix("." + plan.fileExtension) ? String(mainPath.dropLast(plan.fileExtension.count + 1)) : mainPath
+        for (rendition, var renditionPlan, renditionURL) in renditionPlans {
+            let label = FileNaming.sanitize(rendition.language.map { "\(rendition.type.rawValue.lowercased())-\($0)" } ?? rendition.name)
+                ?? rendition.type.rawValue.lowercased()
+            let renditionPath = "\(stem).\(label)"
+            let kind = HLSOutput.Kind.rendition(type: rendition.type.rawValue, name: rendition.name, language: rendition.language)
+            outputs.append(
+                try await record(
+                    &renditionPlan, playlistURL: renditionURL, into: renditionPath, kind: kind, options: options,
+                    events: events))
+        }
+        return HLSSummary(outputs: outputs)
+    }
+
+    /// What comes back from one of the concurrent fetches of a recording.
+    private enum Fetched: Sendable {
+        case resource(Int, Result<Int64, DownloadError>)
+        case refresh(Result<(HLSMediaPlaylist, URL), DownloadError>)
+    }
+
+    /// Fetches `plan`'s resources (and, for a live playlist, its refreshes) and writes the
+    /// output at `path`.
+    private func record(
+        _ plan: inout HLSPlan, playlistURL: URL, into path: String, kind: HLSOutput.Kind, options: HLSOptions,
+        events: @escaping @Sendable (HLSEvent) -> Void
+    ) async throws(DownloadError) -> HLSOutput {
+        let path = Self.path(path, for: plan)
+        let staging = path + ".haul-hls"
+        let threadPool = manager.threadPool
+        try await threadPool.perform { () throws(DownloadError) in
+            guard mkdir(staging, 0o755) == 0 || errno == EEXIST else {
+                throw .fileSystem("create the staging directory", path: staging, errno: errno)
+            }
+        }
+        // Keys are fetched first: a key that cannot be had stops the download before its
+        // segments are fetched.
+        var keys = try await fetchKeys(plan.keys, known: [:], options: options)
+        let file = URL(fileURLWithPath: path)
+        let isLive = !plan.isComplete
+        var progress = HLSProgress(file: file, segments: plan.segmentCount, duration: plan.duration, isLive: isLive)
+        var done: Set<Int> = []
+        var started: Set<Int> = []
+        // Resources already staged by an earlier run.
+        let staged = try await threadPool.perform { [resources = plan.resources] () throws(DownloadError) -> [Int: Int64] in
+            var found: [Int: Int64] = [:]
+            for (index, resource) in resources.enumerated() {
+                var status = stat()
+                if stat(PartialPaths.join(staging, resource.fileName), &status) == 0, (status.st_mode & S_IFMT) == S_IFREG {
+                    found[index] = Int64(status.st_size)
+                }
+            }
+            return found
+        }
+        for (index, size) in staged {
+            done.insert(index)
+            started.insert(index)
+            progress.bytesStaged += size
+        }
+        progress.count(plan, done: done)
+        events(.started(progress))
+        let window = max(16, manager.configuration.maxConcurrentDownloads * 4)
+        let request = { [options] (resource: HLSPlan.Resource) -> DownloadRequest in
+            var request = DownloadRequest(
+                url: resource.url, destination: .file(URL(fileURLWithPath: PartialPaths.join(staging, resource.fileName))),
+                priority: options.priority, headers: options.headers)
+            request.sensitiveHeaderNames = options.sensitiveHeaderNames
+            return request
+        }
+        let manager = self.manager
+        let outcome: Result<Void, DownloadError> = await withTaskGroup(of: Fetched.self) { group in
+            var inFlight = 0
+            var refreshing = false
+            func fill() {
+                for (index, resource) in plan.resources.enumerated() where !started.contains(index) {
+                    guard inFlight < window else { return }
+                    started.insert(index)
+                    inFlight += 1
+                    let request = request(resource)
+                    group.addTask {
+                        do throws(DownloadError) {
+                            let result = try await manager.download(request).result
+                            return .resource(index, .success(result.byteCount))
+                        } catch {
+                            return .resource(index, .failure(error))
+                        }
+                    }
+                }
+            }
+            func refreshLater() {
+                guard !plan.isComplete, !plan.reachedLimit else { return }
+                refreshing = true
+                let wait = Duration.seconds(max(1, plan.targetDuration))
+                group.addTask {
+                    do {
+                        try await Task.sleep(for: wait)
+                    } catch {
+                        return .refresh(.failure(.cancelled(.noLongerWanted, id: DownloadID(playlistURL.absoluteString))))
+                    }
+                    do throws(DownloadError) {
+                        let (fetched, url) = try await fetchPlaylist(playlistURL, options: options, reload: true)
+                        guard case .media(let media) = fetched else {
+                            throw DownloadError(.invalidManifest, "\(url.absoluteString): a live playlist became a master playlist")
+                        }
+                        return .refresh(.success((media, url)))
+                    } catch {
+                        return .refresh(.failure(error))
+                    }
+                }
+            }
+            fill()
+            refreshLater()
+            while let next = await group.next() {
+                switch next {
+                case .resource(let index, .success(let bytes)):
+                    inFlight -= 1
+                    done.insert(index)
+                    progress.bytesReceived += bytes
+                    progress.count(plan, done: done)
+                    events(.progress(progress))
+                    fill()
+                case .refresh(.success((let media, let url))):
+                    refreshing = false
+                    do throws(DownloadError) {
+                        let known = keys
+                        if try plan.append(media, url: url) > 0 {
+                            keys = try await fetchKeys(plan.keys, known: known, options: options)
+                            progress.count(plan, done: done)
+                            events(.progress(progress))
+                        }
+                    } catch {
+                        group.cancelAll()
+                        return .failure(error)
+                    }
+                    fill()
+                    refreshLater()
+                case .resource(_, .failure(let error)), .refresh(.failure(let error)):
+                    group.cancelAll()
+                    return .failure(error)
+                }
+                if inFlight == 0, !refreshing { break }
+            }
+            return .success(())
+        }
+        try outcome.get()
+        let written = try await threadPool.perform { [plan, keys] () throws(DownloadError) -> HLSAssembly.Written in
+            let written = try HLSAssembly.assemble(plan, keys: keys, staging: staging, to: path)
+            try? FileManager.default.removeItem(atPath: staging)
+            return written
+        }
+        let output = HLSOutput(
+            file: file, kind: kind, segments: written.segments, duration: written.duration, byteCount: written.bytes,
+            bytesTransferred: progress.bytesReceived, missedSegments: plan.missedSegments)
+        events(.saved(output))
+        return output
+    }
+
+    /// Fetches the keys of `wanted` that are not in `known`; each must be 16 bytes.
+    private func fetchKeys(
+        _ wanted: [HLSKey], known: [HLSKey: [UInt8]], options: HLSOptions
+    ) async throws(DownloadError) -> [HLSKey: [UInt8]] {
+        var keys = known
+        for key in wanted where keys[key] == nil {
+            guard let url = key.url else { continue }
+            var request = DownloadRequest(url: url, destination: .memory(limit: 4096), headers: options.headers)
+            request.sensitiveHeaderNames = options.sensitiveHeaderNames
+            request.cachePolicy = .reloadIgnoringCache
+            let result = try await manager.download(request).result
+            let bytes = [UInt8](result.data ?? Data())
+            guard bytes.count == 16 else {
+                throw DownloadError(
+                    .invalidManifest, "\(result.finalURL.absoluteString): an AES-128 key is 16 bytes; this one is \(bytes.count)")
+            }
+            keys[key] = bytes
+        }
+        return keys
+    }
+
+    /// Fetches and parses the playlist at `url`; returns it with its URL after redirects.
+    private func fetchPlaylist(
+        _ url: URL, options: HLSOptions, reload: Bool = false
+    ) async throws(DownloadError) -> (HLSPlaylist, URL) {
+        var request = DownloadRequest(url: url, destination: .memory(limit: Self.playlistLimit), headers: options.headers)
+        request.sensitiveHeaderNames = options.sensitiveHeaderNames
+        request.priority = options.priority
+        if reload { request.cachePolicy = .reloadIgnoringCache }
+        let result = try await manager.download(request).result
+        let data = result.data ?? Data()
+        guard HLSPlaylist.looksLikePlaylist(contentType: nil, firstBytes: data.prefix(16)) else {
+            throw DownloadError(.invalidManifest, "\(result.finalURL.absoluteString): not an HLS playlist (no #EXTM3U)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw DownloadError(.invalidManifest, "\(result.finalURL.absoluteString): the playlist is not UTF-8 text")
+        }
+        do throws(HLSPlaylistError) {
+            return (try HLSPlaylist.parse(text, url: result.finalURL), result.finalURL)
+        } catch {
+            throw DownloadError(.invalidManifest, "\(result.finalURL.absoluteString): \(error.description)")
+        }
+    }
+
+    /// `path`, with the extension of `plan`'s container added unless it ends with it.
+    static func path(_ path: String, for plan: HLSPlan) -> String {
+        path.lowercased().hasSuffix("." + plan.fileExtension) ? path : path + "." + plan.fileExtension
+    }
+
+    private static func describe(_ variants: [HLSVariant]) -> String {
+        variants.map { variant in
+            variant.resolution.map { "\($0.width)x\($0.height) at \(variant.bandwidth) b/s" } ?? "\(variant.bandwidth) b/s"
+        }.joined(separator: ", ")
+    }
+}
