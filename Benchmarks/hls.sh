@@ -71,13 +71,15 @@ made=$(grep -c '^seg' "$WORK/www/vod/index.m3u8")
 [[ $made == "$SEGMENTS" ]] || die "ffmpeg made $made segments, not $SEGMENTS"
 cat "$WORK/www/vod"/seg*.ts >"$WORK/expected.ts"
 STREAM_BYTES=$(stat -c %s "$WORK/expected.ts")
-PACKETS=$(ffprobe -v error -count_packets -show_entries stream=nb_read_packets -of csv=p=0 "$WORK/www/vod/index.m3u8" | paste -sd+ | bc)
+# The packets of every stream of a file, summed.
+packets() { ffprobe -v error -count_packets -show_entries stream=nb_read_packets -of csv=p=0 "$1" | grep -E '^[0-9]+$' | paste -sd+ | bc; }
+PACKETS=$(packets "$WORK/expected.ts")
+[[ $PACKETS -gt 0 ]] || die "ffprobe counted no packets in the stream"
 
 TLS_DIR=$WORK/tls
 CA_FILE=$TLS_DIR/ca.pem
 make_certificates
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 {
     echo "worker_processes 1; daemon on; pid $WORK/nginx/nginx.pid; error_log $WORK/nginx/logs/error.log;"
@@ -98,11 +100,8 @@ for rtt in $RTT_MS; do
     if [[ $rtt == 0 ]]; then
         ORIGIN[$rtt]=https://127.0.0.1:$PORT
     else
-        relay_port=$(free_port)
-        python3 "$SCRIPT_DIR/relay.py" --listen "$relay_port" --upstream "$PORT" --rtt-ms "$rtt" >"$WORK/relay-$rtt.log" 2>&1 &
-        RELAYS+=("$!")
-        for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $relay_port))" 2>/dev/null && break; sleep 0.1; done
-        ORIGIN[$rtt]=https://127.0.0.1:$relay_port
+        start_far_link "$PORT" "$rtt" "$WORK/relay-$rtt.log"
+        ORIGIN[$rtt]=https://127.0.0.1:$FAR_PORT
     fi
 done
 
@@ -135,7 +134,7 @@ run_one() {
     case $tool in
         ffmpeg)
             local packets
-            packets=$(ffprobe -v error -count_packets -show_entries stream=nb_read_packets -of csv=p=0 "$file" | paste -sd+ | bc)
+            packets=$(packets "$file")
             [[ $packets == "$PACKETS" ]] || die "ffmpeg's file holds $packets packets, the stream $PACKETS" ;;
         *)
             cmp -s "$file" "$WORK/expected.ts" || die "$tool's file is not the segments concatenated" ;;

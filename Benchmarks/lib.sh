@@ -82,3 +82,26 @@ CNF
                 -days 2 -extfile "$TLS_DIR/openssl.cnf" -extensions server -out "$TLS_DIR/server.pem"
     } >"$TLS_DIR/openssl.log" 2>&1 || { cat "$TLS_DIR/openssl.log" >&2; die "openssl could not make the certificates"; }
 }
+
+# free_port: a TCP port free on 127.0.0.1 now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_far_link UPSTREAM RTT_MS LOG: Benchmarks/relay.py on a free port of 127.0.0.1 in
+# front of 127.0.0.1:UPSTREAM, holding each direction RTT_MS/2 (its messages go to LOG).
+# Sets FAR_PORT and adds its pid to RELAYS, which the caller's clean-up kills; the caller
+# has `die`.
+start_far_link() {
+    local out
+    out=$(mktemp)
+    python3 "$(dirname "${BASH_SOURCE[0]}")/relay.py" --listen 0 --upstream "$1" --rtt-ms "$2" >"$out" 2>"$3" &
+    RELAYS+=("$!")
+    for _ in {1..100}; do
+        FAR_PORT=$(head -n 1 "$out")
+        if [[ -n $FAR_PORT ]]; then rm -f "$out"; return 0; fi
+        kill -0 "${RELAYS[-1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    rm -f "$out"
+    cat "$3" >&2
+    die "relay.py did not start"
+}

@@ -74,7 +74,6 @@ PY
     (cd "$WORK/www" && zsyncmake -u "new-$percent.bin" -o "new-$percent.bin.zsync" "new-$percent.bin" 2>/dev/null)
 done
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PORT=$(free_port)
 {
     echo "worker_processes 1; daemon on; pid $WORK/nginx/nginx.pid; error_log $WORK/nginx/logs/error.log;"
@@ -91,11 +90,8 @@ for rtt in $RTT_MS; do
     if [[ $rtt == 0 ]]; then
         ORIGIN[$rtt]=http://127.0.0.1:$PORT
     else
-        relay_port=$(free_port)
-        python3 "$SCRIPT_DIR/relay.py" --listen "$relay_port" --upstream "$PORT" --rtt-ms "$rtt" >"$WORK/relay-$rtt.log" 2>&1 &
-        RELAYS+=("$!")
-        for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $relay_port))" 2>/dev/null && break; sleep 0.1; done
-        ORIGIN[$rtt]=http://127.0.0.1:$relay_port
+        start_far_link "$PORT" "$rtt" "$WORK/relay-$rtt.log"
+        ORIGIN[$rtt]=http://127.0.0.1:$FAR_PORT
     fi
 done
 

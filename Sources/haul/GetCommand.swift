@@ -33,7 +33,7 @@ struct Get: AsyncParsableCommand {
 
     @Argument(
         help: ArgumentHelp(
-            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync); so is a URL whose download turns out to be one (its first line is 'zsync: VERSION'), which is kept. A URL ending in .m3u8 is an HLS playlist: its stream is saved as one .ts or .mp4 file (see --hls-variant).",
+            "The http or https URLs to download, or Metalink 4 files (FILE.meta4): every file they name, with its mirrors and digests; a URL ending in .zsync is a zsync control file, whose target is downloaded (see --zsync); so is a URL whose download turns out to be one (its first line is 'zsync: VERSION'), which is kept. A URL ending in .m3u8 is an HLS playlist: its stream is saved as one .ts or .mp4 file (see --hls-variant); so is the stream of a URL whose download turns out to be one (it starts with #EXTM3U), which is kept.",
             valueName: "url"))
     var urls: [String] = []
 
@@ -233,6 +233,7 @@ struct Get: AsyncParsableCommand {
             run: options.$settings)
         batch.object = object
         batch.seeds = zsync.seeds
+        batch.streamOptions = streams.settings.options
         batch.run.hooks = hookOptions.$hooks
         if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
         plan = (backend, batch, metalinkURLs, zsync, rules, streams)
@@ -323,8 +324,13 @@ struct Get: AsyncParsableCommand {
             options.maxDuration = .milliseconds(Int64((hlsDuration * 1000).rounded(.up)))
         }
         let given = hlsVariant != nil || hlsRenditions || hlsDuration != nil
+        options.headers = headers + secretHeaders
+        options.sensitiveHeaderNames = Set(secretHeaders.map(\.name))
         if urls.isEmpty {
-            if given { throw ValidationError("--hls-variant, --hls-renditions and --hls-duration are for HLS playlists (a URL ending in .m3u8).") }
+            // A URL whose download turns out to be a playlist is followed with them.
+            if given, self.urls.isEmpty {
+                throw ValidationError("--hls-variant, --hls-renditions and --hls-duration are for HLS playlists: give the playlist's URL.")
+            }
             return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")))
         }
         if object != nil { throw ValidationError("An HLS stream is saved into a local directory, not an object store (-o/-d s3://).") }
@@ -333,8 +339,6 @@ struct Get: AsyncParsableCommand {
                 "An HLS stream is downloaded by this process: it cannot go through 'haul serve' or a --queue (stop the service, or give another --journal).")
         }
         if detach { throw ValidationError("--detach is for downloads queued with 'haul serve'; an HLS stream is downloaded here.") }
-        options.headers = headers + secretHeaders
-        options.sensitiveHeaderNames = Set(secretHeaders.map(\.name))
         return (urls, HLSEntries.Settings(options: options, output: output, directory: try outputDirectory()))
     }
 

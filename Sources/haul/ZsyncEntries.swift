@@ -30,26 +30,8 @@ enum ZsyncEntries {
     /// its address after redirects (its `URL`s are resolved against it). The files stay
     /// where they were saved.
     static func recognised(among urls: [URL], in directory: URL, journal: Journal) async -> [(data: Data, url: URL)] {
-        let wanted = directory.resolvingSymlinksInPath().standardizedFileURL.path
-        return (try? await ProcessResources.threadPool.perform { () throws(DownloadError) -> [(data: Data, url: URL)] in
-            var found: [(data: Data, url: URL)] = []
-            for url in urls {
-                // The download of this URL into this directory: the row the URL names, or
-                // one of those it names to other places.
-                guard let named = try? journal.jobs(named: url.absoluteString) else { continue }
-                for id in [named.id] + named.others {
-                    guard let record = try? journal.record(id), record.state == .completed,
-                        record.destinationKind != "object", let path = record.filePath,
-                        URL(fileURLWithPath: path).deletingLastPathComponent().resolvingSymlinksInPath()
-                            .standardizedFileURL.path == wanted,
-                        let data = controlFile(at: path)
-                    else { continue }
-                    found.append((data, record.finalURL.flatMap(URL.init(string:)) ?? url))
-                    break
-                }
-            }
-            return found
-        }) ?? []
+        await CompletedArguments.files(among: urls, in: directory, journal: journal, reading: controlFile(at:))
+            .map { ($0.data, $0.url) }
     }
 
     /// The file at `path` when it starts as a control file does and is no larger than one

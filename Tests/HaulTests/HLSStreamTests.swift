@@ -397,11 +397,33 @@ struct HLSCommandTests {
         }
     }
 
+    @Test func aDownloadThatTurnsOutToBeAPlaylistIsFollowedToItsStream() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-hls-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await NginxServer.with { nginx in
+            let folder = nginx.root.appendingPathComponent("vod")
+            try await FFmpeg.makeStream(in: folder, seconds: 3)
+            // The same playlist at a URL that does not say what it is.
+            try FileManager.default.copyItem(
+                at: folder.appendingPathComponent("index.m3u8"), to: folder.appendingPathComponent("watch"))
+            let journal = directory.appendingPathComponent("journal.sqlite").path
+            let run = try await Haul.run(["get", nginx.url("/vod/watch").absoluteString, "-d", directory.path, "--journal", journal])
+            #expect(run.status == 0, "\(run.stderr)")
+            // The playlist is kept, and its stream is beside it.
+            #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("watch").path))
+            let stream = directory.appendingPathComponent("watch.ts")
+            let frames = try await FFmpeg.frames(of: stream.path, in: directory)
+            let reference = try await FFmpeg.frames(of: nginx.url("/vod/index.m3u8").absoluteString, in: directory)
+            #expect(frames == reference)
+        }
+    }
+
     @Test func streamOptionsAreChecked() async throws {
         for (arguments, message) in [
             (["get", "http://127.0.0.1:1/a.m3u8", "--hls-variant", "huge"], "--hls-variant 'huge'"),
             (["get", "http://127.0.0.1:1/a.m3u8", "--hls-duration", "0"], "--hls-duration"),
-            (["get", "http://127.0.0.1:1/a.bin", "--hls-renditions"], "are for HLS playlists"),
+            (["get", "-i", "/dev/null", "--hls-renditions"], "are for HLS playlists"),
         ] {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-hls-usage-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }

@@ -44,6 +44,17 @@ public struct HLSDownloader: Sendable {
         self.manager = manager
     }
 
+    /// Whether `bytes`, the start of a file, begin as a playlist does: with `#EXTM3U`
+    /// (after a UTF-8 byte order mark, if any). For recognising a playlist by its content
+    /// when its name does not say so (`haul get` follows such a download to its stream);
+    /// reading it tells whether it is a valid one.
+    public static func looksLikePlaylist(_ bytes: some Collection<UInt8>) -> Bool {
+        HLSPlaylist.looksLikePlaylist(contentType: nil, firstBytes: bytes)
+    }
+
+    /// How many bytes of a file's start ``looksLikePlaylist(_:)`` needs.
+    public static var magicLength: Int { 10 }
+
     /// The largest playlist fetched into memory.
     static let playlistLimit = 16 << 20
 

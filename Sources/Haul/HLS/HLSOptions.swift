@@ -109,6 +109,7 @@ public struct HLSOutput: Sendable, Hashable {
 
     /// The file, complete and in place.
     public let file: URL
+    /// The stream's file or one of its renditions'.
     public let kind: Kind
     /// The segments written.
     public let segments: Int

@@ -85,6 +85,9 @@ struct GetBatch {
     /// `--seed` files: local files that may hold blocks of a zsync control file's target,
     /// whether its URL ends in `.zsync` or it is recognised by its content.
     var seeds: [URL] = []
+    /// How a URL whose download turns out to be an HLS playlist has its stream downloaded
+    /// (`--hls-variant`, `--hls-renditions`, `--hls-duration`, the headers).
+    var streamOptions = HLSOptions()
     /// `--mirror`, applied to every entry (there is one).
     var mirrors: [URL] = []
     /// The output directory (`-d`); created by the backend that writes into it.

@@ -35,8 +35,10 @@ struct JournalBackend: ResumingBackend {
         // The URLs given as arguments are looked at once they end: a zsync control file
         // among them, whatever its name, is followed by its target's delta download.
         var unexamined = batch.object == nil ? batch.urls : []
+        // And an HLS playlist among them has its stream downloaded once the session ends.
+        var playlists: [URL] = []
         let journal = self.journal
-        return await session.run { intake in
+        let code = await session.run { intake in
             await intake.expect(batch.scan.count)
             await Self.feed(intake, batch, directory: directory)
         } followUp: { intake in
@@ -44,6 +46,7 @@ struct JournalBackend: ResumingBackend {
             defer { unexamined = [] }
             // The journal is written in batches: what ended is read once it is there.
             await intake.manager.flushJournal()
+            playlists = await HLSEntries.recognised(among: unexamined, in: directory, journal: journal)
             var requests: [DownloadRequest] = []
             for found in await ZsyncEntries.recognised(among: unexamined, in: directory, journal: journal) {
                 do {
@@ -55,6 +58,10 @@ struct JournalBackend: ResumingBackend {
             }
             return await intake.follow(requests)
         }
+        guard !playlists.isEmpty else { return code }
+        let settings = HLSEntries.Settings(options: batch.streamOptions, output: nil, directory: directory)
+        let streams = await HLSEntries.run(playlists, settings: settings, run: batch.run)
+        return code != 0 ? code : streams
     }
 
     func resume(_ run: RunSettings) async throws -> Int32 {
