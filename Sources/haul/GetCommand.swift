@@ -334,6 +334,17 @@ struct Get: AsyncParsableCommand {
             return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")))
         }
         if object != nil { throw ValidationError("An HLS stream is saved into a local directory, not an object store (-o/-d s3://).") }
+        if output != nil, self.urls.count > 1 {
+            throw ValidationError("-o can only be used with a single URL; give each playlist its own 'haul get URL -o NAME'.")
+        }
+        var stems: [String: URL] = [:]
+        for url in urls {
+            let stem = HLSEntries.destination(of: url, settings: HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/"))).lastPathComponent
+            if let other = stems.updateValue(url, forKey: stem) {
+                throw ValidationError(
+                    "\(other.absoluteString) and \(url.absoluteString) would both be saved as \(stem).ts or .mp4: give each its own 'haul get URL -o NAME'.")
+            }
+        }
         guard case .journal(.here) = backend else {
             throw ValidationError(
                 "An HLS stream is downloaded by this process: it cannot go through 'haul serve' or a --queue (stop the service, or give another --journal).")
