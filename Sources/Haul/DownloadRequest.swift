@@ -121,6 +121,11 @@ public struct DownloadRequest: Sendable {
     public var cachePolicy: CachePolicy = .useProtocolCachePolicy
     /// What the manager's cache gives this run of the request (set by the manager).
     var cacheUse: CacheUse?
+    /// Whether a manager with a journal records this download in it (as it does every
+    /// download into a file). `false` for an HLS stream's segments: they are staged parts of
+    /// the stream's file, which is what a caller asks for and resumes (from its staging
+    /// directory), and rows naming them would outlive them.
+    package var isJournaled = true
 
     /// Creates a request.
     public init(

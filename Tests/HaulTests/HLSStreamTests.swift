@@ -337,6 +337,22 @@ struct HLSStreamTests {
         }
     }
 
+    @Test func aManagerWithAJournalKeepsNoRowsForSegments() async throws {
+        try await Self.with { nginx, _, directory in
+            try await FFmpeg.makeStream(in: nginx.root.appendingPathComponent("journaled"), seconds: 3)
+            let journal = try Journal(path: directory.appendingPathComponent("journal.sqlite").path)
+            let manager = DownloadManager(
+                configuration: Fixture.testConfiguration(), journal: journal, eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let summary = try await HLSDownloader(manager: manager).download(
+                from: nginx.url("/journaled/index.m3u8"), to: directory.appendingPathComponent("show"))
+            await manager.shutdown()
+            #expect(summary.main.segments == 3)
+            // The staged segments are gone with their directory; no row names them.
+            #expect(try journal.jobs().isEmpty)
+        }
+    }
+
     @Test func notAPlaylistIsAnInvalidManifest() async throws {
         try await Self.with { nginx, manager, directory in
             try nginx.write(Array("<html>no</html>".utf8), at: "/page.m3u8", modified: Date())

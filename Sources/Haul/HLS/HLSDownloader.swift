@@ -187,6 +187,7 @@ public struct HLSDownloader: Sendable {
                 url: resource.url, destination: .file(URL(fileURLWithPath: PartialPaths.join(staging, resource.fileName))),
                 priority: options.priority, headers: options.headers)
             request.sensitiveHeaderNames = options.sensitiveHeaderNames
+            request.isJournaled = false
             return request
         }
         let manager = self.manager

@@ -301,7 +301,7 @@ public actor DownloadManager {
         identify(&validated.request)
         var request = validated.request
         if let handle = try join(request, paths: paths) { return handle }
-        guard let store, var record = JobRecord(request: request, paths: paths) else {
+        guard let store, request.isJournaled, var record = JobRecord(request: request, paths: paths) else {
             startBackgroundWork()
             let job = add(validated)
             let handle = makeHandle(for: job)
