@@ -39,12 +39,41 @@ enum HLSEntries {
 
     /// Downloads each playlist of `urls` in turn; returns the exit code (0 when every
     /// stream's file is in place, else 1).
+    ///
+    /// The first Ctrl-C (or SIGTERM) ends a live recording where it is, its file written with
+    /// the segments planned; during a playlist that is not live it exits at once (130), the
+    /// staged segments kept for the same command to continue. A second one exits at once.
     static func run(_ urls: [URL], settings: Settings, run: RunSettings) async -> Int32 {
         let manager = DownloadManager(
             configuration: run.configuration, eventLoopGroup: ProcessResources.eventLoopGroup,
             threadPool: ProcessResources.threadPool)
+        let stop = HLSRecordingStop()
+        let live = LiveFlag()
+        let signals = SignalHandler(catching: [SIGINT, SIGTERM]) { signal in
+            Console.err("\nhaul: interrupted again; exiting without waiting\n")
+            exit(DownloadSession.exitCode(forSignal: signal))
+        }
+        let watcher = Task {
+            for await signal in signals.received {
+                guard live.value else {
+                    Console.err("\nhaul: interrupted; the segments fetched are kept: run the same command again to continue\n")
+                    exit(DownloadSession.exitCode(forSignal: signal))
+                }
+                Console.err("\nhaul: ending the live recording here and writing its file (Ctrl-C again to stop at once)\n")
+                stop.finish()
+            }
+        }
+        defer {
+            watcher.cancel()
+            signals.stop()
+        }
         var failed = false
         for url in urls {
+            if stop.isFinished {
+                // Interrupted: the streams not begun are left.
+                await manager.shutdown()
+                return DownloadSession.exitCode(forSignal: SIGINT)
+            }
             let file = destination(of: url, settings: settings)
             do {
                 try FileManager.default.createDirectory(
@@ -56,9 +85,12 @@ enum HLSEntries {
             }
             let reporter = Reporter(url: url, mode: run.mode)
             do {
-                let summary = try await HLSDownloader(manager: manager).download(
-                    from: url, to: file, options: settings.options, events: reporter.report)
-                _ = summary
+                _ = try await HLSDownloader(manager: manager).download(
+                    from: url, to: file, options: settings.options, until: stop
+                ) { event in
+                    if case .started(let progress) = event { live.value = progress.isLive }
+                    reporter.report(event)
+                }
             } catch {
                 reporter.failed(error)
                 failed = true
@@ -74,6 +106,17 @@ enum HLSEntries {
         let stem = (url.lastPathComponent as NSString).deletingPathExtension
         let name = settings.output ?? FileNaming.sanitize(stem) ?? "stream"
         return settings.directory.appendingPathComponent(name)
+    }
+
+    /// Whether the stream being downloaded is live, for the signal handler.
+    final class LiveFlag: @unchecked Sendable {
+        private let lock = NSLock()
+        private var flag = false
+
+        var value: Bool {
+            get { lock.withLock { flag } }
+            set { lock.withLock { flag = newValue } }
+        }
     }
 
     /// Shows a stream's progress as `haul get` shows a download's: a line per change on a

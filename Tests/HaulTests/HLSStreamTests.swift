@@ -325,6 +325,24 @@ struct HLSStreamTests {
         }
     }
 
+    @Test func aStopEndsALiveRecordingWithItsFileWritten() async throws {
+        try await Self.with { nginx, manager, directory in
+            let folder = nginx.root.appendingPathComponent("endless")
+            try await FFmpeg.makeStream(in: folder, seconds: 3)
+            // A live playlist that never ends.
+            let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n" + (0..<3).map { "#EXTINF:1.000000,\nindex\($0).ts\n" }.joined()
+            try playlist.write(to: folder.appendingPathComponent("live.m3u8"), atomically: true, encoding: .utf8)
+            let stop = HLSRecordingStop()
+            let summary = try await HLSDownloader(manager: manager).download(
+                from: nginx.url("/endless/live.m3u8"), to: directory.appendingPathComponent("live"), until: stop
+            ) { event in
+                if case .started(let progress) = event, progress.isLive { stop.finish() }
+            }
+            #expect(stop.isFinished && summary.main.segments == 3)
+            try await Self.expectSameFrames(summary.main.file, as: nginx.url("/endless/index.m3u8"), extension: "ts", in: directory)
+        }
+    }
+
     @Test func aDurationLimitCutsTheRecording() async throws {
         try await Self.with { nginx, manager, directory in
             try await FFmpeg.makeStream(in: nginx.root.appendingPathComponent("cut"))
@@ -432,6 +450,29 @@ struct HLSCommandTests {
             let frames = try await FFmpeg.frames(of: stream.path, in: directory)
             let reference = try await FFmpeg.frames(of: nginx.url("/vod/index.m3u8").absoluteString, in: directory)
             #expect(frames == reference)
+        }
+    }
+
+    @Test func ctrlCEndsALiveRecordingAndWritesItsFile() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-hls-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await NginxServer.with { nginx in
+            let folder = nginx.root.appendingPathComponent("endless")
+            try await FFmpeg.makeStream(in: folder, seconds: 3)
+            let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n" + (0..<3).map { "#EXTINF:1.000000,\nindex\($0).ts\n" }.joined()
+            try playlist.write(to: folder.appendingPathComponent("live.m3u8"), atomically: true, encoding: .utf8)
+            let journal = directory.appendingPathComponent("journal.sqlite").path
+            let run = try await Haul.run(
+                ["get", nginx.url("/endless/live.m3u8").absoluteString, "-d", directory.path, "--json", "--journal", journal]
+            ) { line in
+                line.contains("\"event\":\"started\"") ? SIGINT : nil
+            }
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stderr.contains("ending the live recording here"))
+            #expect(run.stdout.contains("\"event\":\"completed\""))
+            let frames = try await FFmpeg.frames(of: directory.appendingPathComponent("live.ts").path, in: directory)
+            #expect(frames == (try await FFmpeg.frames(of: nginx.url("/endless/index.m3u8").absoluteString, in: directory)))
         }
     }
 

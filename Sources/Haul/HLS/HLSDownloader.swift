@@ -66,6 +66,8 @@ public struct HLSDownloader: Sendable {
     ///     is added unless its name ends with the container's; renditions go beside it,
     ///     named after it (`show.audio-en.ts`).
     ///   - options: The variant, renditions, a duration limit, headers and priority.
+    ///   - stop: Ends a live recording early, its file written with what was planned
+    ///     (see ``HLSRecordingStop``).
     ///   - events: Called for each ``HLSEvent``, in order.
     /// - Returns: The files written.
     /// - Throws: ``DownloadError``: the fetch errors of the playlist, a key or a segment
@@ -77,6 +79,7 @@ public struct HLSDownloader: Sendable {
         from playlistURL: URL,
         to file: URL,
         options: HLSOptions = HLSOptions(),
+        until stop: HLSRecordingStop? = nil,
         events: @escaping @Sendable (HLSEvent) -> Void = { _ in }
     ) async throws(DownloadError) -> HLSSummary {
         guard playlistURL.isWebAddress else {
@@ -118,7 +121,8 @@ public struct HLSDownloader: Sendable {
             renditionPlans.append(
                 (rendition, try HLSPlan(renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds), finalURL))
         }
-        let main = try await record(&plan, playlistURL: url, into: path, kind: .main, options: options, events: events)
+        let main = try await record(
+            &plan, playlistURL: url, into: path, kind: .main, options: options, stop: stop, events: events)
         outputs.append(main)
         let mainPath = main.file.path
         let stem = mainPath.hasSuffix("." + plan.fileExtension) ? String(mainPath.dropLast(plan.fileExtension.count + 1)) : mainPath
@@ -130,7 +134,7 @@ public struct HLSDownloader: Sendable {
             outputs.append(
                 try await record(
                     &renditionPlan, playlistURL: renditionURL, into: renditionPath, kind: kind, options: options,
-                    events: events))
+                    stop: stop, events: events))
         }
         return HLSSummary(outputs: outputs)
     }
@@ -138,14 +142,15 @@ public struct HLSDownloader: Sendable {
     /// What comes back from one of the concurrent fetches of a recording.
     private enum Fetched: Sendable {
         case resource(Int, Result<Int64, DownloadError>)
-        case refresh(Result<(HLSMediaPlaylist, URL), DownloadError>)
+        /// A refreshed playlist, or `nil` when the recording was asked to stop.
+        case refresh(Result<(HLSMediaPlaylist, URL)?, DownloadError>)
     }
 
     /// Fetches `plan`'s resources (and, for a live playlist, its refreshes) and writes the
     /// output at `path`.
     private func record(
         _ plan: inout HLSPlan, playlistURL: URL, into path: String, kind: HLSOutput.Kind, options: HLSOptions,
-        events: @escaping @Sendable (HLSEvent) -> Void
+        stop: HLSRecordingStop?, events: @escaping @Sendable (HLSEvent) -> Void
     ) async throws(DownloadError) -> HLSOutput {
         let path = Self.path(path, for: plan)
         let staging = path + ".haul-hls"
@@ -211,13 +216,16 @@ public struct HLSDownloader: Sendable {
                 }
             }
             func refreshLater() {
-                guard !plan.isComplete, !plan.reachedLimit else { return }
+                guard !plan.isComplete, !plan.reachedLimit, stop?.isFinished != true else { return }
                 refreshing = true
                 let wait = Duration.seconds(max(1, plan.targetDuration))
                 group.addTask {
-                    do {
-                        try await Task.sleep(for: wait)
-                    } catch {
+                    if let stop {
+                        if await stop.sleep(for: wait) { return .refresh(.success(nil)) }
+                    } else {
+                        try? await Task.sleep(for: wait)
+                    }
+                    if Task.isCancelled {
                         return .refresh(.failure(.cancelled(.noLongerWanted, id: DownloadID(playlistURL.absoluteString))))
                     }
                     do throws(DownloadError) {
@@ -242,7 +250,10 @@ public struct HLSDownloader: Sendable {
                     progress.count(plan, done: done)
                     events(.progress(progress))
                     fill()
-                case .refresh(.success((let media, let url))):
+                case .refresh(.success(nil)):
+                    // Asked to stop: what is planned is the recording.
+                    refreshing = false
+                case .refresh(.success((let media, let url)?)):
                     refreshing = false
                     do throws(DownloadError) {
                         let known = keys
