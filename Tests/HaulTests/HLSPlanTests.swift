@@ -1,4 +1,5 @@
 import Foundation
+import HaulTestSupport
 import Testing
 
 @testable import Haul
@@ -139,5 +140,35 @@ struct HLSPlanTests {
         let part = HLSPlan.Part(kind: .segment(sequence: 0, duration: 1), resource: 0)
         #expect((HLSAssembly.check(Data(bytes), part: part, container: container) == nil) == valid)
         #expect(HLSAssembly.check(Data(), part: part, container: container) != nil)
+    }
+}
+
+/// Segments behind faults of the fault server: each is retried like any download.
+@Suite("HLS: segments through faults")
+struct HLSFaultTests {
+    @Test func failedAndCutSegmentsAreRetriedAndTheFileIsWhole() async throws {
+        try await Fixture.with { f in
+            // Transport stream packets in name only: what the file is checked for is a
+            // sync byte at each segment's start, and the bytes are compared whole.
+            let segments = (0..<4).map { index in [0x47] + FaultServer.randomBytes(count: 20_000 + index, seed: UInt64(index + 1)) }
+            for (index, bytes) in segments.enumerated() { f.server.setFile("seg\(index).ts", bytes) }
+            let uris = [
+                "seg0.ts?fail=503&fail_times=1",  // answered 503 once
+                "seg1.ts?reset_after=5000&reset_times=1",  // cut after 5,000 bytes once
+                "seg2.ts",
+                "seg3.ts",
+            ]
+            let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n" + uris.map { "#EXTINF:2.0,\n\($0)\n" }.joined() + "#EXT-X-ENDLIST\n"
+            f.server.setFile("show.m3u8", Array(playlist.utf8))
+            let summary = try await HLSDownloader(manager: f.manager).download(
+                from: f.server.url("/files/show.m3u8"), to: f.directory.appendingPathComponent("show"))
+            #expect(summary.main.segments == 4 && summary.main.duration == 8)
+            #expect(f.contents("show.ts") == segments.flatMap { $0 })
+            #expect(f.server.requests(path: "/files/seg0.ts").count == 2)
+            // The cut one was asked for again (from its start or where it was cut, as the
+            // manager's checkpoints had it).
+            #expect(f.server.requests(path: "/files/seg1.ts").count == 2)
+            #expect(f.listing() == ["show.ts"])
+        }
     }
 }
