@@ -172,3 +172,31 @@ struct HLSFaultTests {
         }
     }
 }
+
+/// ``HLSTally``: progress counted as the plan grows and resources arrive.
+@Suite("HLS: progress tally")
+struct HLSTallyTests {
+    @Test func segmentsAndSecondsFollowThePlanAndTheResources() throws {
+        // Two byte ranges of one URL (resource 0), then a segment of its own (resource 1).
+        var plan = try HLSPlan(
+            HLSPlanTests.media(
+                "#EXTINF:2,\n#EXT-X-BYTERANGE:10@0\nall.ts\n#EXTINF:3,\n#EXT-X-BYTERANGE:10\nall.ts\n#EXTINF:4,\nb.ts\n",
+                endList: false), url: HLSPlanTests.base)
+        var progress = HLSProgress(file: URL(fileURLWithPath: "/x.ts"), segments: 0, duration: 0, isLive: true)
+        var tally = HLSTally()
+        tally.count(plan, into: &progress)
+        #expect(progress.segments == 3 && progress.duration == 9 && progress.segmentsCompleted == 0)
+        tally.fetched(0, into: &progress)
+        #expect(progress.segmentsCompleted == 2 && progress.durationCompleted == 5)
+        // Fetched twice counts once.
+        tally.fetched(0, into: &progress)
+        #expect(progress.segmentsCompleted == 2)
+        // The live playlist grows by a segment of a resource not fetched yet.
+        try plan.append(HLSPlanTests.media("#EXT-X-MEDIA-SEQUENCE:3\n#EXTINF:5,\nc.ts\n", endList: false), url: HLSPlanTests.base)
+        tally.count(plan, into: &progress)
+        #expect(progress.segments == 4 && progress.duration == 14 && progress.segmentsCompleted == 2)
+        tally.fetched(2, into: &progress)
+        tally.fetched(1, into: &progress)
+        #expect(progress.segmentsCompleted == 4 && progress.durationCompleted == 14)
+    }
+}

@@ -165,8 +165,8 @@ public struct HLSDownloader: Sendable {
         var keys = try await fetchKeys(plan.keys, known: [:], options: options)
         let file = URL(fileURLWithPath: path)
         let isLive = !plan.isComplete
-        var progress = HLSProgress(file: file, segments: plan.segmentCount, duration: plan.duration, isLive: isLive)
-        var done: Set<Int> = []
+        var progress = HLSProgress(file: file, segments: 0, duration: 0, isLive: isLive)
+        var tally = HLSTally()
         var started: Set<Int> = []
         // Resources already staged by an earlier run.
         let staged = try await threadPool.perform { [resources = plan.resources] () throws(DownloadError) -> [Int: Int64] in
@@ -179,12 +179,12 @@ public struct HLSDownloader: Sendable {
             }
             return found
         }
+        tally.count(plan, into: &progress)
         for (index, size) in staged {
-            done.insert(index)
+            tally.fetched(index, into: &progress)
             started.insert(index)
             progress.bytesStaged += size
         }
-        progress.count(plan, done: done)
         events(.started(progress))
         let window = max(16, manager.configuration.maxConcurrentDownloads * 4)
         let request = { [options] (resource: HLSPlan.Resource) -> DownloadRequest in
@@ -199,12 +199,15 @@ public struct HLSDownloader: Sendable {
         let outcome: Result<Void, DownloadError> = await withTaskGroup(of: Fetched.self) { group in
             var inFlight = 0
             var refreshing = false
+            // Resources are planned and started in order: the next to look at.
+            var nextResource = 0
             func fill() {
-                for (index, resource) in plan.resources.enumerated() where !started.contains(index) {
-                    guard inFlight < window else { return }
-                    started.insert(index)
+                while inFlight < window, nextResource < plan.resources.count {
+                    let index = nextResource
+                    nextResource += 1
+                    guard started.insert(index).inserted else { continue }
                     inFlight += 1
-                    let request = request(resource)
+                    let request = request(plan.resources[index])
                     group.addTask {
                         do throws(DownloadError) {
                             let result = try await manager.download(request).result
@@ -245,9 +248,8 @@ public struct HLSDownloader: Sendable {
                 switch next {
                 case .resource(let index, .success(let bytes)):
                     inFlight -= 1
-                    done.insert(index)
                     progress.bytesReceived += bytes
-                    progress.count(plan, done: done)
+                    tally.fetched(index, into: &progress)
                     events(.progress(progress))
                     fill()
                 case .refresh(.success(nil)):
@@ -259,7 +261,7 @@ public struct HLSDownloader: Sendable {
                         let known = keys
                         if try plan.append(media, url: url) > 0 {
                             keys = try await fetchKeys(plan.keys, known: known, options: options)
-                            progress.count(plan, done: done)
+                            tally.count(plan, into: &progress)
                             events(.progress(progress))
                         }
                     } catch {

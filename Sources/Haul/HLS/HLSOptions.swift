@@ -77,21 +77,44 @@ public struct HLSProgress: Sendable, Hashable {
         self.duration = duration
         self.isLive = isLive
     }
+}
 
-    /// Counts the segments of `plan` whose resources are in `done`.
-    mutating func count(_ plan: HLSPlan, done: Set<Int>) {
-        segments = 0
-        duration = 0
-        segmentsCompleted = 0
-        durationCompleted = 0
-        for part in plan.parts {
+/// Counts a recording's segments and seconds, planned and fetched, as its plan grows and
+/// its resources arrive: each step costs what it adds, so a recording of a day's live
+/// segments does not count them all again at each one.
+struct HLSTally: Sendable {
+    /// The segments and seconds each resource carries (several, for byte ranges of one URL).
+    private var perResource: [(segments: Int, seconds: Double)] = []
+    /// How many of the plan's parts are counted.
+    private var countedParts = 0
+    /// The resources fetched (or staged by an earlier run).
+    private(set) var fetched: Set<Int> = []
+
+    /// Counts the parts `plan` added since the last call into `progress`.
+    mutating func count(_ plan: HLSPlan, into progress: inout HLSProgress) {
+        if perResource.count < plan.resources.count {
+            perResource += repeatElement((segments: 0, seconds: 0.0), count: plan.resources.count - perResource.count)
+        }
+        for part in plan.parts[countedParts...] {
             guard case .segment(_, let seconds) = part.kind else { continue }
-            segments += 1
-            duration += seconds
-            if done.contains(part.resource) {
-                segmentsCompleted += 1
-                durationCompleted += seconds
+            perResource[part.resource].segments += 1
+            perResource[part.resource].seconds += seconds
+            progress.segments += 1
+            progress.duration += seconds
+            if fetched.contains(part.resource) {
+                progress.segmentsCompleted += 1
+                progress.durationCompleted += seconds
             }
+        }
+        countedParts = plan.parts.count
+    }
+
+    /// Counts `resource` as fetched into `progress` (once).
+    mutating func fetched(_ resource: Int, into progress: inout HLSProgress) {
+        guard fetched.insert(resource).inserted else { return }
+        if resource < perResource.count {
+            progress.segmentsCompleted += perResource[resource].segments
+            progress.durationCompleted += perResource[resource].seconds
         }
     }
 }
