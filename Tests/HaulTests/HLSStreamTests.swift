@@ -343,6 +343,38 @@ struct HLSStreamTests {
         }
     }
 
+    @Test func aLiveRecordingStartedAgainGoesOnFromItsList() async throws {
+        try await Self.with { nginx, manager, directory in
+            let folder = nginx.root.appendingPathComponent("restart")
+            try await FFmpeg.makeStream(in: folder, seconds: 6)
+            let live = folder.appendingPathComponent("live.m3u8")
+            func window(_ range: Range<Int>, ended: Bool) throws {
+                let text = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXT-X-MEDIA-SEQUENCE:\(range.lowerBound)\n"
+                    + range.map { "#EXTINF:1.000000,\nindex\($0).ts\n" }.joined() + (ended ? "#EXT-X-ENDLIST\n" : "")
+                try text.write(to: live, atomically: true, encoding: .utf8)
+            }
+            try window(0..<3, ended: false)
+            let target = directory.appendingPathComponent("live")
+            // The first run is stopped (cancelled) once it has read the playlist.
+            let (started, startedContinuation) = AsyncStream.makeStream(of: Void.self)
+            let first = Task {
+                try await HLSDownloader(manager: manager).download(from: nginx.url("/restart/live.m3u8"), to: target) { event in
+                    if case .started = event { startedContinuation.yield() }
+                }
+            }
+            var iterator = started.makeAsyncIterator()
+            _ = await iterator.next()
+            first.cancel()
+            #expect(await (try? first.value) == nil)
+            #expect(FileManager.default.fileExists(atPath: target.path + ".ts.haul-hls/plan.json"))
+            // Meanwhile segments 0 and 1 left the playlist, and it ended after 5.
+            try window(2..<6, ended: true)
+            let summary = try await HLSDownloader(manager: manager).download(from: nginx.url("/restart/live.m3u8"), to: target)
+            #expect(summary.main.segments == 6 && summary.main.missedSegments == 0)
+            try await Self.expectSameFrames(summary.main.file, as: nginx.url("/restart/index.m3u8"), extension: "ts", in: directory)
+        }
+    }
+
     @Test func aDurationLimitCutsTheRecording() async throws {
         try await Self.with { nginx, manager, directory in
             try await FFmpeg.makeStream(in: nginx.root.appendingPathComponent("cut"))

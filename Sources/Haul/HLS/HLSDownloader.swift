@@ -1,4 +1,5 @@
 public import Foundation
+import NIOPosix
 
 /// Downloads a stream given as an HLS playlist (`.m3u8`, RFC 8216) into one playable file,
 /// with no re-encoding: MPEG-TS segments concatenated into a `.ts`, fMP4 segments after
@@ -112,29 +113,32 @@ public struct HLSDownloader: Sendable {
         var plan = try HLSPlan(media, url: url, limit: options.maxDuration?.inSeconds)
         // Every rendition's playlist is read, and refused if DRM-protected, before any
         // segment is fetched.
-        var renditionPlans: [(HLSRendition, HLSPlan, URL)] = []
+        var renditionPlans: [(HLSRendition, HLSPlan, HLSMediaPlaylist, URL)] = []
         for (rendition, renditionURL) in renditions {
             let (fetched, finalURL) = try await fetchPlaylist(renditionURL, options: options)
             guard case .media(let renditionMedia) = fetched else {
                 throw DownloadError(.invalidManifest, "\(finalURL.absoluteString): a rendition's playlist is a master playlist")
             }
             renditionPlans.append(
-                (rendition, try HLSPlan(renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds), finalURL))
+                (
+                    rendition, try HLSPlan(renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds),
+                    renditionMedia, finalURL
+                ))
         }
         let main = try await record(
-            &plan, playlistURL: url, into: path, kind: .main, options: options, stop: stop, events: events)
+            &plan, media: media, playlistURL: url, into: path, kind: .main, options: options, stop: stop, events: events)
         outputs.append(main)
         let mainPath = main.file.path
         let stem = mainPath.hasSuffix("." + plan.fileExtension) ? String(mainPath.dropLast(plan.fileExtension.count + 1)) : mainPath
-        for (rendition, var renditionPlan, renditionURL) in renditionPlans {
+        for (rendition, var renditionPlan, renditionMedia, renditionURL) in renditionPlans {
             let label = FileNaming.sanitize(rendition.language.map { "\(rendition.type.rawValue.lowercased())-\($0)" } ?? rendition.name)
                 ?? rendition.type.rawValue.lowercased()
             let renditionPath = "\(stem).\(label)"
             let kind = HLSOutput.Kind.rendition(type: rendition.type.rawValue, name: rendition.name, language: rendition.language)
             outputs.append(
                 try await record(
-                    &renditionPlan, playlistURL: renditionURL, into: renditionPath, kind: kind, options: options,
-                    stop: stop, events: events))
+                    &renditionPlan, media: renditionMedia, playlistURL: renditionURL, into: renditionPath, kind: kind,
+                    options: options, stop: stop, events: events))
         }
         return HLSSummary(outputs: outputs)
     }
@@ -149,17 +153,27 @@ public struct HLSDownloader: Sendable {
     /// Fetches `plan`'s resources (and, for a live playlist, its refreshes) and writes the
     /// output at `path`.
     private func record(
-        _ plan: inout HLSPlan, playlistURL: URL, into path: String, kind: HLSOutput.Kind, options: HLSOptions,
-        stop: HLSRecordingStop?, events: @escaping @Sendable (HLSEvent) -> Void
+        _ plan: inout HLSPlan, media: HLSMediaPlaylist, playlistURL: URL, into path: String, kind: HLSOutput.Kind,
+        options: HLSOptions, stop: HLSRecordingStop?, events: @escaping @Sendable (HLSEvent) -> Void
     ) async throws(DownloadError) -> HLSOutput {
         let path = Self.path(path, for: plan)
         let staging = path + ".haul-hls"
         let threadPool = manager.threadPool
-        try await threadPool.perform { () throws(DownloadError) in
+        let saved = try await threadPool.perform { () throws(DownloadError) -> SavedPlan? in
             guard mkdir(staging, 0o755) == 0 || errno == EEXIST else {
                 throw .fileSystem("create the staging directory", path: staging, errno: errno)
             }
+            return SavedPlan.load(from: staging)
         }
+        // A live recording an earlier run began goes on from its list: the segments that
+        // have left the playlist since are still in it (and staged, or fetched now).
+        if let saved, saved.playlist == playlistURL, !saved.plan.isComplete {
+            var resumed = saved.plan
+            try resumed.append(media, url: playlistURL)
+            plan = resumed
+        }
+        let savesPlan = !plan.isComplete
+        if savesPlan { try await SavedPlan(playlist: playlistURL, plan: plan).save(in: staging, threadPool: threadPool) }
         // Keys are fetched first: a key that cannot be had stops the download before its
         // segments are fetched.
         var keys = try await fetchKeys(plan.keys, known: [:], options: options)
@@ -260,6 +274,7 @@ public struct HLSDownloader: Sendable {
                     do throws(DownloadError) {
                         let known = keys
                         if try plan.append(media, url: url) > 0 {
+                            try await SavedPlan(playlist: playlistURL, plan: plan).save(in: staging, threadPool: threadPool)
                             keys = try await fetchKeys(plan.keys, known: known, options: options)
                             tally.count(plan, into: &progress)
                             events(.progress(progress))
@@ -332,6 +347,39 @@ public struct HLSDownloader: Sendable {
             return (try HLSPlaylist.parse(text, url: result.finalURL), result.finalURL)
         } catch {
             throw DownloadError(.invalidManifest, "\(result.finalURL.absoluteString): \(error.description)")
+        }
+    }
+
+    /// A live recording's plan, saved in its staging directory (`plan.json`) each time it
+    /// grows, so that a run started after a kill records on from the same list.
+    struct SavedPlan: Codable, Sendable {
+        var playlist: URL
+        var plan: HLSPlan
+
+        static let fileName = "plan.json"
+
+        /// The plan saved in `staging`, if one can be read. Blocking.
+        static func load(from staging: String) -> SavedPlan? {
+            guard let data = FileManager.default.contents(atPath: PartialPaths.join(staging, fileName)) else { return nil }
+            return try? JSONDecoder().decode(SavedPlan.self, from: data)
+        }
+
+        /// Writes the plan into `staging`, whole or not at all (a temporary file renamed).
+        func save(in staging: String, threadPool: NIOThreadPool) async throws(DownloadError) {
+            let data: Data
+            do {
+                data = try JSONEncoder().encode(self)
+            } catch {
+                throw DownloadError(.fileSystem, "cannot encode the recording's plan: \(error)")
+            }
+            try await threadPool.perform { () throws(DownloadError) in
+                let path = PartialPaths.join(staging, Self.fileName)
+                do {
+                    try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+                } catch {
+                    throw DownloadError(.fileSystem, "cannot save \(path): \(error.localizedDescription)")
+                }
+            }
         }
     }
 

@@ -9,9 +9,9 @@ import Foundation
 /// A live playlist is planned again at each refresh with ``append(_:)``: segments past
 /// the last one recorded are added, and segments that left the playlist before they were
 /// seen are counted in ``missedSegments``.
-struct HLSPlan: Sendable, Equatable {
+struct HLSPlan: Sendable, Equatable, Codable {
     /// A URL fetched once into the staging directory.
-    struct Resource: Sendable, Hashable {
+    struct Resource: Sendable, Hashable, Codable {
         var url: URL
         /// Its file name in the staging directory: a digest of the URL, so that a run that
         /// starts again finds what an earlier one saved, and its extension.
@@ -19,8 +19,8 @@ struct HLSPlan: Sendable, Equatable {
     }
 
     /// A piece of the output: a resource, or a byte range of one, decrypted if ``key`` is set.
-    struct Part: Sendable, Equatable {
-        enum Kind: Sendable, Equatable {
+    struct Part: Sendable, Equatable, Codable {
+        enum Kind: Sendable, Equatable, Codable {
             /// An fMP4 init section (`EXT-X-MAP`).
             case initialization
             /// A media segment, by its media sequence number.
@@ -39,7 +39,7 @@ struct HLSPlan: Sendable, Equatable {
 
     /// How the segments are packaged, which names the output's extension and what each
     /// decrypted segment is checked to start with.
-    enum Container: String, Sendable, Equatable {
+    enum Container: String, Sendable, Equatable, Codable {
         /// MPEG-2 transport stream segments, concatenated (`.ts`).
         case transportStream = "ts"
         /// Fragmented MP4: an init section then `moof`/`mdat` fragments (`.mp4`).

@@ -102,7 +102,7 @@ struct HLSSegment: Sendable, Equatable {
 }
 
 /// A sub-range of a resource, as given by `EXT-X-BYTERANGE` or the `BYTERANGE` attribute of `EXT-X-MAP`.
-struct HLSByteRange: Sendable, Hashable {
+struct HLSByteRange: Sendable, Hashable, Codable {
     /// The offset of the first byte.
     var offset: Int
     /// The number of bytes.
@@ -112,7 +112,7 @@ struct HLSByteRange: Sendable, Hashable {
 }
 
 /// A media initialization section (`EXT-X-MAP`).
-struct HLSMap: Sendable, Hashable {
+struct HLSMap: Sendable, Hashable, Codable {
     /// The resource holding the initialization section, resolved against the playlist URL.
     var url: URL
     /// The sub-range of the resource, or nil for the whole resource.
@@ -120,9 +120,9 @@ struct HLSMap: Sendable, Hashable {
 }
 
 /// An encryption key (`EXT-X-KEY` or `EXT-X-SESSION-KEY`).
-struct HLSKey: Sendable, Hashable {
+struct HLSKey: Sendable, Hashable, Codable {
     /// The encryption method (`METHOD`); `NONE` is represented by the absence of a key.
-    enum Method: Sendable, Hashable {
+    enum Method: Sendable, Hashable, Codable {
         /// `AES-128`: whole segments encrypted with AES-128-CBC and PKCS7 padding.
         case aes128
         /// `SAMPLE-AES`: individual media samples encrypted.
