@@ -61,7 +61,7 @@ struct Get: AsyncParsableCommand {
     @Option(
         name: .customLong("hls-variant"),
         help: ArgumentHelp(
-            "For a URL ending in .m3u8 (an HLS playlist, downloaded as one playable .ts or .mp4 file): which variant of a master playlist, best, worst, a bandwidth in bits per second (the highest not above it), or WIDTHxHEIGHT. (default: best)",
+            "For a URL ending in .m3u8 (an HLS playlist, downloaded as one playable .ts or .mp4 file): which variant of a master playlist, best, worst, a bandwidth in bits per second (the highest not above it), or WIDTHxHEIGHT; list shows them and downloads nothing. (default: best)",
             valueName: "choice"))
     var hlsVariant: String?
 
@@ -312,7 +312,8 @@ struct Get: AsyncParsableCommand {
     ) throws -> (urls: [URL], settings: HLSEntries.Settings) {
         let urls = self.urls.filter(HLSEntries.isPlaylistURL).compactMap { try? InputFile.httpURL($0) }
         var options = HLSOptions(renditions: hlsRenditions)
-        if let hlsVariant {
+        let listsVariants = hlsVariant?.lowercased() == "list"
+        if let hlsVariant, !listsVariants {
             guard let variant = HLSVariantChoice(argument: hlsVariant) else {
                 throw ValidationError(
                     "--hls-variant '\(hlsVariant)': give best, worst, a bandwidth in bits per second, or WIDTHxHEIGHT (1280x720).")
@@ -350,7 +351,12 @@ struct Get: AsyncParsableCommand {
                 "An HLS stream is downloaded by this process: it cannot go through 'haul serve' or a --queue (stop the service, or give another --journal).")
         }
         if detach { throw ValidationError("--detach is for downloads queued with 'haul serve'; an HLS stream is downloaded here.") }
-        return (urls, HLSEntries.Settings(options: options, output: output, directory: try outputDirectory()))
+        if listsVariants, urls.count != self.urls.count {
+            throw ValidationError("--hls-variant list shows the variants of playlists: give only playlist URLs (ending in .m3u8).")
+        }
+        var settings = HLSEntries.Settings(options: options, output: output, directory: try outputDirectory())
+        settings.listsVariants = listsVariants
+        return (urls, settings)
     }
 
     /// The control files (`URL.zsync` arguments and `--zsync`) and `--seed` files, checked:

@@ -35,6 +35,53 @@ enum HLSEntries {
         /// `-o`: the output's name or path below the directory, when given.
         var output: String?
         var directory: URL
+        /// `--hls-variant list`: show each master playlist's variants, download nothing.
+        var listsVariants = false
+    }
+
+    /// `--hls-variant list`: prints each playlist's variants, one a line (resolution,
+    /// bandwidth, average bandwidth, frame rate, codecs, URL; `--json`: an object each);
+    /// returns the exit code.
+    static func listVariants(_ urls: [URL], settings: Settings, run: RunSettings) async -> Int32 {
+        let manager = DownloadManager(
+            configuration: run.configuration, eventLoopGroup: ProcessResources.eventLoopGroup,
+            threadPool: ProcessResources.threadPool)
+        var failed = false
+        for url in urls {
+            do {
+                let variants = try await HLSDownloader(manager: manager).variants(of: url, options: settings.options)
+                if variants.isEmpty, run.mode != .json {
+                    Console.out("\(url.absoluteString): a media playlist (one stream, no variants)\n")
+                }
+                for variant in variants {
+                    let resolution = variant.resolution.map { "\($0.width)x\($0.height)" }
+                    if run.mode == .json {
+                        var line = JSONLine()
+                        line["playlist"] = .string(url.absoluteString)
+                        line["url"] = .string(variant.url.absoluteString)
+                        line["bandwidth"] = .int(Int64(variant.bandwidth))
+                        if let average = variant.averageBandwidth { line["averageBandwidth"] = .int(Int64(average)) }
+                        if let resolution { line["resolution"] = .string(resolution) }
+                        if let frameRate = variant.frameRate { line["frameRate"] = .double(frameRate) }
+                        if let codecs = variant.codecs { line["codecs"] = .string(codecs) }
+                        Console.out(line.rendered() + "\n")
+                    } else {
+                        let fields = [
+                            (resolution ?? "-").padding(toLength: 10, withPad: " ", startingAt: 0),
+                            "\(variant.bandwidth) b/s".padding(toLength: 14, withPad: " ", startingAt: 0),
+                            variant.frameRate.map { String(format: "%.3g fps", $0) } ?? "-",
+                            variant.codecs ?? "-", variant.url.absoluteString,
+                        ]
+                        Console.out(fields.joined(separator: "  ") + "\n")
+                    }
+                }
+            } catch {
+                Console.err("haul: \(url.absoluteString): \(error.message)\n")
+                failed = true
+            }
+        }
+        await manager.shutdown()
+        return failed ? 1 : 0
     }
 
     /// Downloads each playlist of `urls` in turn; returns the exit code (0 when every
@@ -44,6 +91,7 @@ enum HLSEntries {
     /// the segments planned; during a playlist that is not live it exits at once (130), the
     /// staged segments kept for the same command to continue. A second one exits at once.
     static func run(_ urls: [URL], settings: Settings, run: RunSettings) async -> Int32 {
+        if settings.listsVariants { return await listVariants(urls, settings: settings, run: run) }
         let manager = DownloadManager(
             configuration: run.configuration, eventLoopGroup: ProcessResources.eventLoopGroup,
             threadPool: ProcessResources.threadPool)

@@ -508,6 +508,29 @@ struct HLSCommandTests {
         }
     }
 
+    @Test func variantsAreListed() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-hls-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await NginxServer.with { nginx in
+            let master = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=730400,RESOLUTION=320x240,CODECS=\"avc1.f4000d\"\nv0/index.m3u8\n"
+                + "#EXT-X-STREAM-INF:BANDWIDTH=1170400,RESOLUTION=480x360,FRAME-RATE=25\nv2/index.m3u8\n"
+            try nginx.write(Array(master.utf8), at: "/m/master.m3u8", modified: Date())
+            let journal = directory.appendingPathComponent("journal.sqlite").path
+            let url = nginx.url("/m/master.m3u8").absoluteString
+            let run = try await Haul.run(["get", url, "--hls-variant", "list", "-d", directory.path, "--journal", journal])
+            #expect(run.status == 0, "\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2)
+            #expect(lines[0].hasPrefix("320x240") && lines[0].contains("730400 b/s") && lines[0].contains("avc1.f4000d"))
+            #expect(lines[1].hasPrefix("480x360") && lines[1].contains("25 fps") && lines[1].hasSuffix("/m/v2/index.m3u8"))
+            let json = try await Haul.run(["get", url, "--hls-variant", "list", "--json", "-d", directory.path, "--journal", journal])
+            #expect(json.stdout.split(separator: "\n").count == 2 && json.stdout.contains("\"resolution\":\"480x360\""))
+            // Nothing was downloaded.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).allSatisfy { $0.hasPrefix("journal") })
+        }
+    }
+
     @Test func streamOptionsAreChecked() async throws {
         for (arguments, message) in [
             (["get", "http://127.0.0.1:1/a.m3u8", "--hls-variant", "huge"], "--hls-variant 'huge'"),

@@ -56,6 +56,19 @@ public struct HLSDownloader: Sendable {
     /// How many bytes of a file's start ``looksLikePlaylist(_:)`` needs.
     public static var magicLength: Int { 10 }
 
+    /// The variants a master playlist offers, in its order; empty for a media playlist
+    /// (which has one stream). For showing what ``HLSOptions/variant`` may choose
+    /// (`haul get URL --hls-variant list`).
+    ///
+    /// - Throws: ``DownloadError``: the playlist's fetch errors, or `invalidManifest`.
+    public func variants(of playlistURL: URL, options: HLSOptions = HLSOptions()) async throws(DownloadError) -> [HLSVariant] {
+        guard playlistURL.isWebAddress else {
+            throw .invalid("the playlist URL '\(playlistURL.removingUserInfo.absoluteString)' is not an http or https URL")
+        }
+        guard case .master(let master) = try await fetchPlaylist(playlistURL, options: options).0 else { return [] }
+        return master.variants
+    }
+
     /// The largest playlist fetched into memory.
     static let playlistLimit = 16 << 20
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A parsed HTTP Live Streaming playlist (RFC 8216).
 ///
@@ -206,27 +206,27 @@ struct HLSMasterPlaylist: Sendable, Equatable {
 }
 
 /// A variant stream of a master playlist (`EXT-X-STREAM-INF` and the URI line after it).
-struct HLSVariant: Sendable, Equatable {
+public struct HLSVariant: Sendable, Equatable {
     /// The media playlist URI, resolved against the master playlist URL.
-    var url: URL
+    public internal(set) var url: URL
     /// `BANDWIDTH`: peak bits per second.
-    var bandwidth: Int
+    public internal(set) var bandwidth: Int
     /// `AVERAGE-BANDWIDTH`: average bits per second.
-    var averageBandwidth: Int? = nil
+    public internal(set) var averageBandwidth: Int? = nil
     /// `CODECS`, e.g. `"avc1.4d401f,mp4a.40.2"`.
-    var codecs: String? = nil
+    public internal(set) var codecs: String? = nil
     /// `RESOLUTION`.
-    var resolution: HLSResolution? = nil
+    public internal(set) var resolution: HLSResolution? = nil
     /// `FRAME-RATE`.
-    var frameRate: Double? = nil
+    public internal(set) var frameRate: Double? = nil
     /// `AUDIO`: the group ID of the audio renditions.
-    var audioGroup: String? = nil
+    public internal(set) var audioGroup: String? = nil
     /// `VIDEO`: the group ID of the video renditions.
-    var videoGroup: String? = nil
+    public internal(set) var videoGroup: String? = nil
     /// `SUBTITLES`: the group ID of the subtitle renditions.
-    var subtitlesGroup: String? = nil
+    public internal(set) var subtitlesGroup: String? = nil
     /// `CLOSED-CAPTIONS`: the group ID of the closed-caption renditions (nil for `NONE`).
-    var closedCaptions: String? = nil
+    public internal(set) var closedCaptions: String? = nil
 }
 
 /// An alternative rendition of a master playlist (`EXT-X-MEDIA`).
@@ -260,11 +260,11 @@ struct HLSRendition: Sendable, Equatable {
 }
 
 /// A video resolution, written `<width>x<height>` in playlists.
-struct HLSResolution: Sendable, Hashable {
+public struct HLSResolution: Sendable, Hashable {
     /// The width in pixels.
-    var width: Int
+    public internal(set) var width: Int
     /// The height in pixels.
-    var height: Int
+    public internal(set) var height: Int
 
     /// Parses `"<width>x<height>"` (an upper-case `X` is accepted too); nil if malformed.
     init?(parsing text: some StringProtocol) {
