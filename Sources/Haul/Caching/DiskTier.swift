@@ -605,21 +605,6 @@ private func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferP
     return true
 }
 
-/// Writes all of `bytes`; the errno of a failure, or `nil`.
-private func writeFully(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-    guard let base = bytes.baseAddress else { return nil }
-    var done = 0
-    while done < bytes.count {
-        let count = write(descriptor, base + done, bytes.count - done)
-        if count >= 0 {
-            done += count
-        } else if errno != EINTR {
-            return errno
-        }
-    }
-    return nil
-}
-
 /// Creates `path` as an owner-only directory (its parents as usual) unless it exists.
 private func makeDirectory(_ path: String) throws(DownloadError) {
     if mkdir(path, 0o700) == 0 { return }

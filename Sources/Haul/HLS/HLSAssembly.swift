@@ -119,12 +119,8 @@ enum HLSAssembly {
     }
 
     private static func writeAll(_ bytes: Data, to descriptor: Int32, path: String) throws(DownloadError) {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeBytes { buffer in write(descriptor, buffer.baseAddress! + done, bytes.count - done) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { throw .fileSystem("write", path: path, errno: errno) }
-            done += count
+        if let code = bytes.withUnsafeBytes({ writeFully(descriptor, $0) }) {
+            throw .fileSystem("write", path: path, errno: code)
         }
     }
 
