@@ -245,8 +245,10 @@ struct TLSClientTests {
     /// error naming the refusal, as over HTTP/1.1 (the HTTP/2 path once left a promise
     /// unkept when the connection was never made, which a debug build traps).
     @Test func refusedConnectionOverHTTPSFailsNamingIt() async throws {
-        // Given a port nothing listens on
-        let port = try NginxServer.freePort()
+        // Given a port nothing listens on (held, so that no other test's server takes it:
+        // CI once saw one answer there, and the handshake failed instead)
+        let (port, socket) = try NginxServer.closedPort()
+        defer { close(socket) }
         var configuration = Fixture.testConfiguration()
         configuration.retry = RetryPolicy(maxRetries: 0)
         let manager = DownloadManager(

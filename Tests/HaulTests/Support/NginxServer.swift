@@ -350,21 +350,35 @@ final class NginxServer: ServerProcess {
 
     /// A port that was free a moment ago: bind to port 0 and ask which one the kernel gave.
     static func freePort() throws -> Int {
+        let (port, socket) = try closedPort()
+        close(socket)
+        return port
+    }
+
+    /// A port of 127.0.0.1 that refuses connections for as long as `socket` stays open:
+    /// bound (without `SO_REUSEADDR`) and not listening, so no other test's server can take
+    /// it meanwhile, as one could take a port from ``freePort()``. Close `socket` after.
+    static func closedPort() throws -> (port: Int, socket: Int32) {
         let socket = try openSocket()
-        defer { close(socket) }
         var address = loopback(port: 0)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0 else { throw Failure.failedToStart("cannot bind a probe socket: errno \(errno)") }
+        guard bound == 0 else {
+            close(socket)
+            throw Failure.failedToStart("cannot bind a probe socket: errno \(errno)")
+        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
         }
-        guard named == 0 else { throw Failure.failedToStart("getsockname failed: errno \(errno)") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard named == 0 else {
+            close(socket)
+            throw Failure.failedToStart("getsockname failed: errno \(errno)")
+        }
+        return (Int(UInt16(bigEndian: address.sin_port)), socket)
     }
 
     /// Whether process `pid` itself listens on `port` of 127.0.0.1, not merely someone: a
