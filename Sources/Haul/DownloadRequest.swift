@@ -114,6 +114,12 @@ public struct DownloadRequest: Sendable {
     /// journal does not keep it, so a download restored from one after its scan stopped
     /// midway fetches every byte.
     public var delta: DeltaSource?
+    /// Makes this the download of an HLS stream: ``url`` is its playlist, and the
+    /// destination receives the stream as one playable file (see ``HLSStream``); `nil`
+    /// (the default) for an ordinary download. Only for file destinations and objects:
+    /// `.file`, `.directory` (named after the playlist when no name is given: `show.m3u8`
+    /// is saved as `show.ts`) and `.object`.
+    public var stream: HLSStream?
     /// How the request uses the manager's cache (``DownloadManager/Configuration/cache``);
     /// ``CachePolicy-swift.enum/useProtocolCachePolicy`` by default. Only memory, file and
     /// directory destinations use a cache, and not a delta download

@@ -558,6 +558,7 @@ package final class PostgresJobStore: JobStore, Sendable {
                 headers: request.headers, maxBytesPerSecond: request.maxBytesPerSecond,
                 connections: request.connections, mirrors: request.mirrors, pieces: request.pieces)
             queued.options.delta = request.delta.map { JobRecord.encode(delta: $0, seeds: false) }
+            queued.stream = request.stream
             return queued
         } catch {
             throw DownloadError.queue("\(record.id): \(error.message)")
@@ -699,6 +700,12 @@ package final class PostgresJobStore: JobStore, Sendable {
         request.pieces = decoded.pieces.flatMap(JobRecord.decode(pieces:))
         request.location = decoded.location.flatMap(URL.init(string:))
         request.delta = decoded.delta.flatMap(JobRecord.decode(delta:))
+        if let stream = decoded.stream {
+            guard let options = HLSStream(encoded: stream) else {
+                throw DownloadError.queue("\(key): unreadable stream options '\(stream)'")
+            }
+            request.stream = options
+        }
         return try JobRecord.make(for: request)
     }
 

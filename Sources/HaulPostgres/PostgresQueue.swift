@@ -252,6 +252,8 @@ public struct QueueRequest: Sendable, Hashable {
         /// (`JobRecord.encode(delta:seeds:)`), without seeds: a worker builds on the file
         /// at its own destination, never on files the submitter named.
         var delta: String?
+        /// An HLS stream download's options (`HLSStream.encoded`).
+        var stream: String?
     }
 
     /// What to download (`http` or `https`).
@@ -265,6 +267,13 @@ public struct QueueRequest: Sendable, Hashable {
     /// Attempts the job gets, the first and its retries; at least 1.
     public var maxAttempts: Int
     var options: Options
+
+    /// Makes the job the download of an HLS stream (see `DownloadRequest.stream`): `url`
+    /// is its playlist; `nil` (the default) for an ordinary download.
+    public var stream: HLSStream? {
+        get { options.stream.flatMap(HLSStream.init(encoded:)) }
+        set { options.stream = newValue?.encoded }
+    }
 
     /// A request for `url`. `checksum` is `ALGORITHM=HEX`; neither `url` (a user and
     /// password) nor `headers` (`Authorization`, `Cookie`) may hold credentials: the queue

@@ -206,10 +206,13 @@ struct Get: AsyncParsableCommand {
         let plainURLs = urls.filter {
             !MetalinkEntries.isMetalinkFile($0) && !ZsyncEntries.isControlURL($0) && !HLSEntries.isPlaylistURL($0)
         }
-        let streams = try streamPlan(output: output, headers: headers, secretHeaders: secretHeaders, object: object, backend: backend)
+        let (streamURLs, streamSettings, streamEntries) = try streamPlan(
+            output: output, headers: headers, secretHeaders: secretHeaders, object: object, backend: backend)
+        let streams = (urls: streamURLs, settings: streamSettings)
         let zsync = try zsyncPlan()
         try backend.permit(.init(delta: !zsync.urls.isEmpty))
-        var metalinkEntries: [InputEntry] = []
+        // Streams for a service or the shared queue go there as entries.
+        var metalinkEntries: [InputEntry] = streamEntries
         for path in urls where MetalinkEntries.isMetalinkFile(path) {
             metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
         }
@@ -305,11 +308,12 @@ struct Get: AsyncParsableCommand {
     // MARK: - Validation
 
     /// The playlist URLs among the arguments (`URL.m3u8`) and the stream options, checked:
-    /// streams are downloaded by this process, into a local directory.
+    /// streams are downloaded by this process into a local directory (`urls`), or, through
+    /// a running service or onto the shared queue, given to it as entries (`entries`).
     private func streamPlan(
         output: String?, headers: [(name: String, value: String)], secretHeaders: [(name: String, value: String)],
         object: S3Location?, backend: BackendChoice
-    ) throws -> (urls: [URL], settings: HLSEntries.Settings) {
+    ) throws -> (urls: [URL], settings: HLSEntries.Settings, entries: [InputEntry]) {
         let urls = self.urls.filter(HLSEntries.isPlaylistURL).compactMap { try? InputFile.httpURL($0) }
         var options = HLSOptions(renditions: hlsRenditions)
         let listsVariants = hlsVariant?.lowercased() == "list"
@@ -321,7 +325,9 @@ struct Get: AsyncParsableCommand {
             options.variant = variant
         }
         if let hlsDuration {
-            guard hlsDuration > 0, hlsDuration.isFinite else { throw ValidationError("--hls-duration needs a number of seconds above 0.") }
+            guard hlsDuration > 0, hlsDuration <= HLSStream.longestDuration else {
+                throw ValidationError("--hls-duration needs a number of seconds above 0 (and at most \(Int(HLSStream.longestDuration))).")
+            }
             options.maxDuration = .milliseconds(Int64((hlsDuration * 1000).rounded(.up)))
         }
         let given = hlsVariant != nil || hlsRenditions || hlsDuration != nil
@@ -332,9 +338,8 @@ struct Get: AsyncParsableCommand {
             if given, self.urls.isEmpty {
                 throw ValidationError("--hls-variant, --hls-renditions and --hls-duration are for HLS playlists: give the playlist's URL.")
             }
-            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")))
+            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")), [])
         }
-        if object != nil { throw ValidationError("An HLS stream is saved into a local directory, not an object store (-o/-d s3://).") }
         if output != nil, self.urls.count > 1 {
             throw ValidationError("-o can only be used with a single URL; give each playlist its own 'haul get URL -o NAME'.")
         }
@@ -346,9 +351,22 @@ struct Get: AsyncParsableCommand {
                     "\(other.absoluteString) and \(url.absoluteString) would both be saved as \(stem).ts or .mp4: give each its own 'haul get URL -o NAME'.")
             }
         }
-        guard case .journal(.here) = backend else {
-            throw ValidationError(
-                "An HLS stream is downloaded by this process: it cannot go through 'haul serve' or a --queue (stop the service, or give another --journal).")
+        guard case .journal(.here) = backend, object == nil else {
+            // The service or a worker downloads it, or this process into an object, as a
+            // stream job (DownloadRequest.stream).
+            if listsVariants {
+                throw ValidationError("--hls-variant list shows the variants here: give it without --queue, -o/-d s3://, or with another --journal.")
+            }
+            if object != nil, hlsRenditions {
+                throw ValidationError("--hls-renditions saves renditions beside a file: into an object store (-o/-d s3://), give the stream alone.")
+            }
+            let stream = HLSStream(variant: options.variant, renditions: options.renditions, maxDuration: options.maxDuration)
+            let entries = urls.map { url in
+                var entry = InputEntry(url: url, name: output)
+                entry.stream = stream
+                return entry
+            }
+            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")), entries)
         }
         if detach { throw ValidationError("--detach is for downloads queued with 'haul serve'; an HLS stream is downloaded here.") }
         if listsVariants, urls.count != self.urls.count {
@@ -356,7 +374,7 @@ struct Get: AsyncParsableCommand {
         }
         var settings = HLSEntries.Settings(options: options, output: output, directory: try outputDirectory())
         settings.listsVariants = listsVariants
-        return (urls, settings)
+        return (urls, settings, [])
     }
 
     /// The control files (`URL.zsync` arguments and `--zsync`) and `--seed` files, checked:

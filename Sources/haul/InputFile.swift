@@ -25,6 +25,8 @@ struct InputEntry: Sendable {
     var pieces: PieceChecksums?
     /// The zsync control file it is built from, with its seeds (`URL.zsync`, `--zsync`).
     var delta: DeltaSource?
+    /// The stream of an HLS playlist it is (`URL.m3u8` for a service or the shared queue).
+    var stream: HLSStream?
 
     /// Whether ``name`` is a path below the output directory (a Metalink file's name
     /// with folders), not a plain file name.

@@ -59,6 +59,9 @@ def parse_args():
     parser.add_argument("--screenshot", help="save a screenshot here once the download completed")
     parser.add_argument("--cluster-job", help="the key of a waiting job of the service's shared queue")
     parser.add_argument("--cluster-worker", help="the host of a worker registered in the shared queue")
+    parser.add_argument("--stream-url", help="an HLS playlist to add with a stream variant (its id is its URL)")
+    parser.add_argument("--stream-file", help="the absolute path the stream's file must end up at")
+    parser.add_argument("--stream-sha256", help="the stream file's expected SHA-256, hex")
     return parser.parse_args()
 
 
@@ -194,6 +197,25 @@ class DashboardTest:
         self.speed_limit()
         if self.args.cluster_job:
             self.cluster()
+        if self.args.stream_url:
+            self.stream()
+
+    def stream(self):
+        self.step(10, "add an HLS playlist as a stream, with a variant")
+        self.open_tab("completed")
+        self.click("#add-button")
+        self.visible("#add-urls").send_keys(self.args.stream_url)
+        self.css("#add-hls-variant").send_keys("worst")
+        self.click("#add-submit")
+        self.wait(lambda d: not self.css("#add-dialog").is_displayed(), "the Add dialog did not close")
+        self.id = self.args.stream_url
+        self.wait(self.row_where(lambda r: r.get_attribute("data-state") == "completed"),
+                  "the stream never showed as completed in the Completed tab", timeout=2 * TIMEOUT)
+        if not os.path.isfile(self.args.stream_file):
+            raise StepFailed(f"{self.args.stream_file} does not exist")
+        actual = sha256_of(self.args.stream_file)
+        if actual != self.args.stream_sha256.lower():
+            raise StepFailed(f"{self.args.stream_file} has SHA-256 {actual}, expected {self.args.stream_sha256.lower()}")
 
     def sign_in(self):
         self.step(1, "sign in")

@@ -543,6 +543,7 @@ struct HLSCommandTests {
         for (arguments, message) in [
             (["get", "http://127.0.0.1:1/a.m3u8", "--hls-variant", "huge"], "--hls-variant 'huge'"),
             (["get", "http://127.0.0.1:1/a.m3u8", "--hls-duration", "0"], "--hls-duration"),
+            (["get", "http://127.0.0.1:1/a.m3u8", "--hls-duration", "1e300"], "--hls-duration"),
             (["get", "-i", "/dev/null", "--hls-renditions"], "are for HLS playlists"),
             (["get", "http://127.0.0.1:1/a.m3u8", "http://127.0.0.1:1/b.m3u8", "-o", "x"], "-o can only be used with a single URL"),
             (["get", "http://127.0.0.1:1/a/index.m3u8", "http://127.0.0.1:1/b/index.m3u8"], "would both be saved as index"),

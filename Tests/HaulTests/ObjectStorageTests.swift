@@ -151,6 +151,36 @@ extension HeavyProcessTests {
             }
         }
 
+        /// HLS streams into objects: `-o s3://bucket/key` (the container's extension added)
+        /// and `-d s3://bucket/prefix/` (named after the playlist), assembled in the
+        /// staging directory and uploaded; renditions, which go beside a file, are refused.
+        @Test func aStreamIsAssembledThenPutIntoItsObject() async throws {
+            try await SeaweedFS.with { server, client in
+                try await Self.makeBucket("haul", client: client, server: server)
+                try await CLIFixture.with { f, journal in
+                    let show = HLSJobTests.serveStream(f.server, name: "show", count: 5)
+                    let clip = HLSJobTests.serveStream(f.server, name: "clip", count: 3)
+                    let keyed = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-o", "s3://haul/shows/film", f.server.url("/files/show.m3u8").absoluteString],
+                        environment: server.environment)
+                    #expect(keyed.status == 0, "\(keyed.stderr)")
+                    #expect(try await Self.object("shows/film.ts", bucket: "haul", in: server, client: client) == show)
+                    let prefixed = try await Haul.run(
+                        ["get", "-q", "--journal", journal, "-d", "s3://haul/clips/", f.server.url("/files/clip.m3u8").absoluteString],
+                        environment: server.environment)
+                    #expect(prefixed.status == 0, "\(prefixed.stderr)")
+                    try await Self.expectWhole("clips/clip.ts", clip, in: server, client: client, journal: journal)
+                    let jobs = try await Haul.jobs(journal, all: true)
+                    #expect(Set(jobs.compactMap { $0["destination"] as? String }) == ["s3://haul/shows/film.ts", "s3://haul/clips/clip.ts"])
+                    #expect(HLSJobTests.segmentRequests(f.server, name: "show", count: 5) == Array(repeating: 1, count: 5))
+                    let renditions = try await Haul.run(
+                        ["get", "--journal", journal, "-o", "s3://haul/x", f.server.url("/files/show.m3u8").absoluteString, "--hls-renditions"],
+                        environment: server.environment)
+                    #expect(renditions.status == 2 && renditions.stderr.contains("--hls-renditions"), "\(renditions.stderr)")
+                }
+            }
+        }
+
         @Test func aCompletedObjectIsRevalidatedNotFetchedAgainUntilItChanges() async throws {
             try await SeaweedFS.with { server, client in
                 try await Self.makeBucket("haul", client: client, server: server)

@@ -79,6 +79,27 @@ struct ServiceProcessTests {
         }
     }
 
+    /// `haul get URL.m3u8 --hls-variant worst -o NAME` while a service runs for the
+    /// journal: the service downloads the stream as a job, and `haul get` follows it to
+    /// its end; `--hls-variant list` is refused there (it shows variants here).
+    @Test func aStreamGoesThroughARunningService() async throws {
+        try await CLIFixture.with { f, journal in
+            let directory = f.directory.path
+            let bytes = HLSJobTests.serveStream(f.server, count: 5)
+            let service = try await Service.start(journal: journal, directory: directory)
+            let url = f.server.url("/files/show.m3u8").absoluteString
+
+            let get = try await Haul.run(["get", "--journal", journal, "-d", directory, url, "--hls-variant", "worst", "-o", "film"])
+            #expect(get.status == 0, "\(get.stderr)")
+            #expect(f.contents("film.ts") == bytes)
+            let jobs = try await Haul.jobs(journal, all: true)
+            #expect(jobs.count == 1 && jobs.first?["state"] as? String == "completed", "\(jobs)")
+            let list = try await Haul.run(["get", "--journal", journal, "-d", directory, url, "--hls-variant", "list"])
+            #expect(list.status == 2 && list.stderr.contains("--hls-variant list"), "\(list.stderr)")
+            #expect(await service.stop() == 0)
+        }
+    }
+
     @Test func theCLIGoesThroughARunningServiceAndShowsItsJobs() async throws {
         try await CLIFixture.with { f, journal in
             let directory = f.directory.path
@@ -269,6 +290,7 @@ struct ServiceProcessTests {
         try await CLIFixture.with { f, journal in
             let directory = f.directory.path
             let bytes = f.serve("browser.bin", count: 3_000_000, seed: 7)
+            let stream = HLSJobTests.serveStream(f.server, name: "browser-show", count: 4)
             // With PostgreSQL here, the service shows a shared queue holding a waiting job and a worker.
             var cluster: [String] = []
             var serveArguments: [String] = []
@@ -301,6 +323,8 @@ struct ServiceProcessTests {
                 [
                     script, "--base", "http://\(service.address)", "--url", url, "--file", "\(directory)/browser.bin",
                     "--sha256", sha256(bytes) ?? "", "--name", "browser.bin",
+                    "--stream-url", f.server.url("/files/browser-show.m3u8").absoluteString,
+                    "--stream-file", "\(directory)/browser-show.ts", "--stream-sha256", sha256(stream) ?? "",
                 ] + cluster + (ProcessInfo.processInfo.environment["HAUL_SCREENSHOT"].map { ["--screenshot", $0] } ?? []),
                 environment: environment, executable: URL(fileURLWithPath: "/usr/bin/python3"))
             let run = await python.wait()
@@ -315,6 +339,7 @@ struct ServiceProcessTests {
             #expect(text.contains("PASS"))
             #expect(text.contains("step 8: set and lift the speed limit"), "\(text)")
             if !cluster.isEmpty { #expect(text.contains("step 9: the Cluster tab"), "\(text)") }
+            #expect(text.contains("step 10: add an HLS playlist as a stream"), "\(text)")
         }
     }
 }

@@ -265,12 +265,16 @@ struct ServiceRulesTests {
                 headers: ["X-B": "tab\there", "X-A": "ünïcödé 🎉"], maxBytesPerSecond: 1_048_576, connections: 8,
                 mirrors: ["https://mirror.example/q?a=1", "http://m2.example/\"x\""],
                 pieces: .init(algorithm: "sha-1", length: 1 << 20, hashes: ["a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"]),
-                zsync: false, seeds: ["old \"v1\".bin", "/srv/ünï/v0.bin"]),
+                zsync: false, seeds: ["old \"v1\".bin", "/srv/ünï/v0.bin"],
+                hls: .init(variant: "1280x\"720", renditions: true, duration: 90.5)),
             DownloadInput(url: "http://h/x.zsync", zsync: true, seeds: []),
+            DownloadInput(url: "http://h/a.m3u8", hls: .init()),
+            DownloadInput(url: "http://h/b.m3u8", hls: .init(enabled: false)),
+            DownloadInput(url: "http://h/c.m3u8", hls: .init(variant: "worst")),
             DownloadInput(url: "http://h/", expectedSize: 0, headers: [:]),
         ]
         // Every field is written: one added to DownloadInput must be added to the body too
-        #expect(Mirror(reflecting: inputs[1]).children.count == 13)
+        #expect(Mirror(reflecting: inputs[1]).children.count == 14)
         #expect(Mirror(reflecting: inputs[1]).children.allSatisfy { "\($0.value)" != "nil" })
         let json = ServiceClient.addBody(inputs)
         #expect(try JSONDecoder().decode(Body.self, from: Data(json)) == Body(downloads: inputs))

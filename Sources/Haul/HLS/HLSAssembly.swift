@@ -11,7 +11,8 @@ import _CryptoExtras
 
 /// Writes a stream's output from its staged resources: each part of the plan in order,
 /// decrypted where it has a key, checked to start as its container says, then made durable
-/// and renamed into place. Blocking: runs on the manager's I/O threads.
+/// (``write(_:keys:staging:)``), and later renamed into place (``commit(_:to:)``).
+/// Blocking: runs on the manager's I/O threads.
 enum HLSAssembly {
     /// What was written.
     struct Written: Sendable, Equatable {
@@ -20,18 +21,21 @@ enum HLSAssembly {
         var bytes: Int64
     }
 
-    /// Writes `plan`'s output to `path` from the files in `staging`, with `keys` (the
-    /// 16-byte key of each AES-128 key of the plan).
+    /// Where ``write(_:keys:staging:)`` writes the output in `staging`.
+    static func assembled(in staging: String) -> String {
+        PartialPaths.join(staging, "assembled")
+    }
+
+    /// Writes `plan`'s output from the files in `staging` into ``assembled(in:)``, with
+    /// `keys` (the 16-byte key of each AES-128 key of the plan), and makes it durable.
     ///
     /// - Throws: ``DownloadError/Code/checksumMismatch`` for a segment that does not
     ///   decrypt, or does not start as its container's segments do (its staged file is
     ///   deleted, so that the next run fetches it again);
     ///   ``DownloadError/Code/sizeMismatch`` for a byte range past its resource's end;
     ///   ``DownloadError/Code/fileSystem``.
-    static func assemble(
-        _ plan: HLSPlan, keys: [HLSKey: [UInt8]], staging: String, to path: String
-    ) throws(DownloadError) -> Written {
-        let temporary = path + PartialPaths.partialSuffix
+    static func write(_ plan: HLSPlan, keys: [HLSKey: [UInt8]], staging: String) throws(DownloadError) -> Written {
+        let temporary = assembled(in: staging)
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard descriptor >= 0 else { throw .fileSystem("create", path: temporary, errno: errno) }
         var written = Written(segments: 0, duration: 0, bytes: 0)
@@ -71,7 +75,7 @@ enum HLSAssembly {
             guard written.segments == plan.segmentCount, abs(written.duration - plan.duration) < 0.001 else {
                 throw DownloadError(
                     .sizeMismatch,
-                    "\(path): \(written.segments) segments (\(written.duration) s) written of \(plan.segmentCount) (\(plan.duration) s)")
+                    "\(plan.resources.first?.url.absoluteString ?? staging): \(written.segments) segments (\(written.duration) s) written of \(plan.segmentCount) (\(plan.duration) s)")
             }
             guard durableSync(descriptor) == 0 else { throw .fileSystem("write", path: temporary, errno: errno) }
         } catch {
@@ -80,13 +84,19 @@ enum HLSAssembly {
             throw error
         }
         close(descriptor)
+        return written
+    }
+
+    /// Renames the output ``write(_:keys:staging:)`` wrote in `staging` to `path`, and
+    /// makes the rename durable.
+    static func commit(_ staging: String, to path: String) throws(DownloadError) {
+        let temporary = assembled(in: staging)
         guard rename(temporary, path) == 0 else {
             let code = errno
             unlink(temporary)
             throw .fileSystem("move into place", path: path, errno: code)
         }
         FileTree.syncDirectory(PathText.directory(of: path))
-        return written
     }
 
     /// The bytes of `file`, or of its `range`.

@@ -39,10 +39,28 @@ import NIOPosix
 public struct HLSDownloader: Sendable {
     /// The manager that fetches playlists, keys and segments.
     public let manager: DownloadManager
+    /// How the playlists, keys and segments are fetched.
+    let fetcher: HLSFetcher
 
     /// Creates a downloader that fetches through `manager`.
     public init(manager: DownloadManager) {
+        self.init(manager: manager, fetcher: .through(manager))
+    }
+
+    /// Creates a downloader that fetches with `fetcher` (a stream job's own transfers).
+    init(manager: DownloadManager, fetcher: HLSFetcher) {
         self.manager = manager
+        self.fetcher = fetcher
+    }
+
+    /// Where a recording stages its resources.
+    enum Staging: Sendable {
+        /// Beside each file, in `FILE.haul-hls` (``download(from:to:options:until:events:)``).
+        case besideEachFile
+        /// In subdirectories of one directory: `main` for the stream, one named after each
+        /// rendition (a stream job's, beside its partial path, which removing the partial
+        /// removes too).
+        case under(String)
     }
 
     /// Whether `bytes`, the start of a file, begin as a playlist does: with `#EXTM3U`
@@ -96,6 +114,18 @@ public struct HLSDownloader: Sendable {
         until stop: HLSRecordingStop? = nil,
         events: @escaping @Sendable (HLSEvent) -> Void = { _ in }
     ) async throws(DownloadError) -> HLSSummary {
+        try await download(from: playlistURL, to: file, options: options, staging: .besideEachFile, until: stop, events: events)
+    }
+
+    /// ``download(from:to:options:until:events:)``, staging as `staging` says.
+    func download(
+        from playlistURL: URL,
+        to file: URL,
+        options: HLSOptions,
+        staging: Staging,
+        until stop: HLSRecordingStop? = nil,
+        events: @escaping @Sendable (HLSEvent) -> Void = { _ in }
+    ) async throws(DownloadError) -> HLSSummary {
         guard playlistURL.isWebAddress else {
             throw .invalid("the playlist URL '\(playlistURL.removingUserInfo.absoluteString)' is not an http or https URL")
         }
@@ -138,21 +168,55 @@ public struct HLSDownloader: Sendable {
                     renditionMedia, finalURL
                 ))
         }
+        if case .under(let root) = staging {
+            try await fetcher.threadPool.perform { () throws(DownloadError) in
+                guard mkdir(root, 0o755) == 0 || errno == EEXIST else {
+                    throw .fileSystem("create the staging directory", path: root, errno: errno)
+                }
+            }
+        }
+        func stagingDirectory(_ name: String, for output: String) -> String {
+            switch staging {
+            case .besideEachFile: output + ".haul-hls"
+            case .under(let root): PartialPaths.join(root, name)
+            }
+        }
+        let mainPath = Self.path(path, for: plan)
+        // Every output is written and made durable first; then, once the fetcher confirms
+        // (a shared queue's job still held), all go into place.
+        var written: [(output: HLSOutput, staging: String)] = []
+        let mainStaging = stagingDirectory("main", for: mainPath)
         let main = try await record(
-            &plan, media: media, playlistURL: url, into: path, kind: .main, options: options, stop: stop, events: events)
-        outputs.append(main)
-        let mainPath = main.file.path
+            &plan, media: media, playlistURL: url, into: mainPath, staging: mainStaging,
+            kind: .main, options: options, stop: stop, events: events)
+        written.append((main, mainStaging))
         let stem = mainPath.hasSuffix("." + plan.fileExtension) ? String(mainPath.dropLast(plan.fileExtension.count + 1)) : mainPath
         for (rendition, var renditionPlan, renditionMedia, renditionURL) in renditionPlans {
             let label = FileNaming.sanitize(rendition.language.map { "\(rendition.type.rawValue.lowercased())-\($0)" } ?? rendition.name)
                 ?? rendition.type.rawValue.lowercased()
-            let renditionPath = "\(stem).\(label)"
+            let renditionPath = Self.path("\(stem).\(label)", for: renditionPlan)
             let kind = HLSOutput.Kind.rendition(type: rendition.type.rawValue, name: rendition.name, language: rendition.language)
-            outputs.append(
-                try await record(
-                    &renditionPlan, media: renditionMedia, playlistURL: renditionURL, into: renditionPath, kind: kind,
-                    options: options, stop: stop, events: events))
+            let renditionStaging = stagingDirectory(label, for: renditionPath)
+            let output = try await record(
+                &renditionPlan, media: renditionMedia, playlistURL: renditionURL, into: renditionPath,
+                staging: renditionStaging, kind: kind, options: options, stop: stop, events: events)
+            written.append((output, renditionStaging))
         }
+        try await fetcher.confirm(main.byteCount)
+        try await fetcher.threadPool.perform { [written] () throws(DownloadError) in
+            for (output, directory) in written {
+                try HLSAssembly.commit(directory, to: output.file.path)
+                try? FileManager.default.removeItem(atPath: directory)
+            }
+            if case .under(let root) = staging {
+                // Each output's directory is gone; the root holds nothing now.
+                guard rmdir(root) == 0 || errno == ENOENT else {
+                    throw .fileSystem("remove the staging directory", path: root, errno: errno)
+                }
+            }
+        }
+        outputs = written.map(\.output)
+        for output in outputs { events(.saved(output)) }
         return HLSSummary(outputs: outputs)
     }
 
@@ -163,15 +227,14 @@ public struct HLSDownloader: Sendable {
         case refresh(Result<(HLSMediaPlaylist, URL)?, DownloadError>)
     }
 
-    /// Fetches `plan`'s resources (and, for a live playlist, its refreshes) and writes the
-    /// output at `path`.
+    /// Fetches `plan`'s resources (and, for a live playlist, its refreshes) into `staging`
+    /// and writes the output there, durable, for ``HLSAssembly/commit(_:to:)`` to put at
+    /// `path`.
     private func record(
-        _ plan: inout HLSPlan, media: HLSMediaPlaylist, playlistURL: URL, into path: String, kind: HLSOutput.Kind,
-        options: HLSOptions, stop: HLSRecordingStop?, events: @escaping @Sendable (HLSEvent) -> Void
+        _ plan: inout HLSPlan, media: HLSMediaPlaylist, playlistURL: URL, into path: String, staging: String,
+        kind: HLSOutput.Kind, options: HLSOptions, stop: HLSRecordingStop?, events: @escaping @Sendable (HLSEvent) -> Void
     ) async throws(DownloadError) -> HLSOutput {
-        let path = Self.path(path, for: plan)
-        let staging = path + ".haul-hls"
-        let threadPool = manager.threadPool
+        let threadPool = fetcher.threadPool
         let saved = try await threadPool.perform { () throws(DownloadError) -> SavedPlan? in
             guard mkdir(staging, 0o755) == 0 || errno == EEXIST else {
                 throw .fileSystem("create the staging directory", path: staging, errno: errno)
@@ -213,7 +276,7 @@ public struct HLSDownloader: Sendable {
             progress.bytesStaged += size
         }
         events(.started(progress))
-        let window = max(16, manager.configuration.maxConcurrentDownloads * 4)
+        let window = fetcher.window
         let request = { [options] (resource: HLSPlan.Resource) -> DownloadRequest in
             var request = DownloadRequest(
                 url: resource.url, destination: .file(URL(fileURLWithPath: PartialPaths.join(staging, resource.fileName))),
@@ -222,7 +285,7 @@ public struct HLSDownloader: Sendable {
             request.isJournaled = false
             return request
         }
-        let manager = self.manager
+        let fetch = fetcher.fetch
         let outcome: Result<Void, DownloadError> = await withTaskGroup(of: Fetched.self) { group in
             var inFlight = 0
             var refreshing = false
@@ -237,7 +300,7 @@ public struct HLSDownloader: Sendable {
                     let request = request(plan.resources[index])
                     group.addTask {
                         do throws(DownloadError) {
-                            let result = try await manager.download(request).result
+                            let result = try await fetch(request)
                             return .resource(index, .success(result.byteCount))
                         } catch {
                             return .resource(index, .failure(error))
@@ -308,15 +371,11 @@ public struct HLSDownloader: Sendable {
         }
         try outcome.get()
         let written = try await threadPool.perform { [plan, keys] () throws(DownloadError) -> HLSAssembly.Written in
-            let written = try HLSAssembly.assemble(plan, keys: keys, staging: staging, to: path)
-            try? FileManager.default.removeItem(atPath: staging)
-            return written
+            try HLSAssembly.write(plan, keys: keys, staging: staging)
         }
-        let output = HLSOutput(
+        return HLSOutput(
             file: file, kind: kind, segments: written.segments, duration: written.duration, byteCount: written.bytes,
             bytesTransferred: progress.bytesReceived, missedSegments: plan.missedSegments)
-        events(.saved(output))
-        return output
     }
 
     /// Fetches the keys of `wanted` that are not in `known`; each must be 16 bytes.
@@ -329,7 +388,7 @@ public struct HLSDownloader: Sendable {
             var request = DownloadRequest(url: url, destination: .memory(limit: 4096), headers: options.headers)
             request.sensitiveHeaderNames = options.sensitiveHeaderNames
             request.cachePolicy = .reloadIgnoringCache
-            let result = try await manager.download(request).result
+            let result = try await fetcher.fetch(request)
             let bytes = [UInt8](result.data ?? Data())
             guard bytes.count == 16 else {
                 throw DownloadError(
@@ -348,7 +407,7 @@ public struct HLSDownloader: Sendable {
         request.sensitiveHeaderNames = options.sensitiveHeaderNames
         request.priority = options.priority
         if reload { request.cachePolicy = .reloadIgnoringCache }
-        let result = try await manager.download(request).result
+        let result = try await fetcher.fetch(request)
         let data = result.data ?? Data()
         guard HLSPlaylist.looksLikePlaylist(contentType: nil, firstBytes: data.prefix(16)) else {
             throw DownloadError(.invalidManifest, "\(result.finalURL.absoluteString): not an HLS playlist (no #EXTM3U)")
@@ -405,5 +464,28 @@ public struct HLSDownloader: Sendable {
         variants.map { variant in
             variant.resolution.map { "\($0.width)x\($0.height) at \(variant.bandwidth) b/s" } ?? "\(variant.bandwidth) b/s"
         }.joined(separator: ", ")
+    }
+}
+
+/// How ``HLSDownloader`` fetches a stream's playlists, keys and segments: as downloads of
+/// its manager (``HLSDownloader/download(from:to:options:until:events:)``), or as a stream
+/// job's own transfers (``HLSJobTransfer``).
+struct HLSFetcher: Sendable {
+    /// Fetches one request to its end (retries, resume and verification included).
+    let fetch: @Sendable (DownloadRequest) async throws(DownloadError) -> DownloadResult
+    /// Where blocking file work runs.
+    let threadPool: NIOThreadPool
+    /// How many resources may be in flight at once (the per-host caps bound them further).
+    let window: Int
+    /// Called with the stream file's size once every file is written and durable, before
+    /// any goes into place: throws when they must not (a shared queue's job that another
+    /// worker took over).
+    var confirm: @Sendable (Int64) async throws(DownloadError) -> Void = { _ in }
+
+    /// Fetches as downloads of `manager`, each taking a slot.
+    static func through(_ manager: DownloadManager) -> HLSFetcher {
+        HLSFetcher(
+            fetch: { request throws(DownloadError) in try await manager.download(request).result },
+            threadPool: manager.threadPool, window: max(16, manager.configuration.maxConcurrentDownloads * 4))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Which variant of a stream's master playlist to download (`haul get --hls-variant`).
-public enum HLSVariantChoice: Sendable, Equatable, CustomStringConvertible {
+public enum HLSVariantChoice: Sendable, Hashable, CustomStringConvertible {
     /// The highest bandwidth (ties broken by the larger resolution).
     case best
     /// The lowest bandwidth (ties broken by the smaller resolution).

@@ -123,7 +123,7 @@ extension DownloadManager {
                 job.request.location = location
                 job.core.location = location
                 if let mirrors { job.request.mirrors = mirrors }
-                if job.paths != nil { store?.recordSources(id, location: location, mirrors: job.request.mirrors) }
+                if job.hasRow { store?.recordSources(id, location: location, mirrors: job.request.mirrors) }
                 // A running transfer stops (its partial checkpointed) and starts again from
                 // the new addresses.
                 if job.isRunning, let task = job.task {

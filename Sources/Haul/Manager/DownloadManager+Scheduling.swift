@@ -92,11 +92,11 @@ extension DownloadManager {
         job.generation += 1
         let generation = job.generation
         let checkpointer = store.flatMap { store in
-            job.paths.map { _ in Checkpointer(id: job.id, store: store, meter: job.core.meter) }
+            job.hasRow ? Checkpointer(id: job.id, store: store, meter: job.core.meter) : nil
         }
         // A download into memory has no row: a write for it would be refused, and a refused
         // write tells the manager that another process holds the job (it stops it).
-        if job.paths != nil { store?.recordStarted(job.id) }
+        if job.hasRow { store?.recordStarted(job.id) }
         let operation = TransferOperation(
             TransferOperation.Download(
                 request: job.request, paths: job.paths, endpoint: job.endpoint, core: job.core,
@@ -110,8 +110,13 @@ extension DownloadManager {
             limit: job.request.maxBytesPerSecond ?? configuration.maxBytesPerSecondPerDownload)
         job.core.emit(.started)
         let id = job.id
+        // A stream's transfer records it segment by segment (see `HLSJobTransfer`).
+        let stream =
+            job.request.stream == nil
+            ? nil
+            : HLSJobTransfer(operation, manager: self, eventLoopGroup: resources.eventLoopGroup, rateLimiter: rateLimiter)
         job.task = Task {
-            let outcome = await operation.run()
+            let outcome = if let stream { await stream.run() } else { await operation.run() }
             self.transferEnded(id: id, generation: generation, outcome: outcome)
         }
     }
@@ -195,14 +200,14 @@ extension DownloadManager {
             if result.isUnchanged { finished.unchanged += 1 }
             finished.completedBytes = Self.saturatingSum(finished.completedBytes, result.byteCount)
             finished.totalBytes = Self.saturatingSum(finished.totalBytes ?? 0, result.byteCount)
-            if !journaled, job.paths != nil {
+            if !journaled, job.hasRow {
                 store?.recordCompleted(
                     job.id, bytes: result.byteCount, transferred: result.bytesTransferred, unchanged: result.isUnchanged,
                     finalURL: result.finalURL.absoluteString, path: result.savedAt, file: file)
             }
         case .failure(let error):
             finished.failed += 1
-            if !journaled, job.paths != nil {
+            if !journaled, job.hasRow {
                 // In the same words as the event (JobCore.emit).
                 let error = error.naming(download: job.request.url)
                 switch JobLifecycle.failedEnd(error) {
@@ -216,7 +221,7 @@ extension DownloadManager {
     }
 
     func record(_ job: Job, _ change: StateChange, errorCode: String? = nil, error: String? = nil) {
-        guard job.paths != nil else { return }
+        guard job.hasRow else { return }
         store?.recordState(job.id, change, errorCode: errorCode, error: error)
     }
 }

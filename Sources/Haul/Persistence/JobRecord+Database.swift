@@ -64,13 +64,14 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         bytesTransferred = row["bytesTransferred"]
         unchanged = row["unchanged"]
         delta = row["delta"]
+        stream = row["stream"]
     }
 
     /// Every column, in the order ``init(selected:)`` reads them: a query that selects
     /// them so is decoded by position, without looking each column up by name (which
     /// lowercases and hashes its name, for every column of every row).
     package static let selection = """
-        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location, fileTag, bytesTransferred, unchanged, delta
+        id, url, finalURL, destinationKind, destinationPath, destinationName, partialPath, state, priority, attempts, bytesCommitted, totalBytes, validator, expectedSize, checksum, headers, lastError, createdAt, updatedAt, finishedAt, owner, session, bootID, command, errorCode, bytesPerSecond, filePath, fileSize, fileModified, fileValidator, credentials, maxBytesPerSecond, connections, mirrors, pieces, location, fileTag, bytesTransferred, unchanged, delta, stream
         """
 
     /// How many columns ``selection`` names.
@@ -122,5 +123,6 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         bytesTransferred = row[37]
         unchanged = row[38]
         delta = row[39]
+        stream = row[40]
     }
 }

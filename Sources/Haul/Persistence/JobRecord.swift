@@ -84,6 +84,10 @@ package struct JobRecord: Codable, Hashable, Sendable {
     /// download needs the control file again (the block table says what to verify), and
     /// its address may no longer answer.
     package var delta: String?
+    // Added by migration v14.
+    /// The request's stream options (``DownloadRequest/stream``) as
+    /// ``HLSStream/encoded`` writes them; `nil` for any other download.
+    package var stream: String?
 
     /// A new queued record for `request`; `nil` for memory destinations, which are not journaled.
     init?(request: DownloadRequest, paths: PartialPaths?, now: Date = Date()) {
@@ -149,6 +153,7 @@ package struct JobRecord: Codable, Hashable, Sendable {
         location = request.location?.absoluteString
         bytesTransferred = nil
         delta = request.delta.map { Self.encode(delta: $0) }
+        stream = request.stream?.encoded
     }
 
     /// Whether another live process holds this row: it runs it or has it in memory, or
@@ -212,6 +217,12 @@ package struct JobRecord: Codable, Hashable, Sendable {
                 throw .invalid("journal entry \(id) has an unreadable zsync control file")
             }
             request.delta = decoded
+        }
+        if let stream {
+            guard let decoded = HLSStream(encoded: stream) else {
+                throw .invalid("journal entry \(id) has unreadable stream options '\(stream)'")
+            }
+            request.stream = decoded
         }
         return request
     }

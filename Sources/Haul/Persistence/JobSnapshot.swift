@@ -97,6 +97,9 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
         bytesPerSecond = record.state == .running ? record.bytesPerSecond : 0
         if record.destinationKind == "file" {
             destination = record.destinationPath
+        } else if record.stream != nil, record.state == .completed, let saved = record.filePath {
+            // Where a stream was saved, with its container's extension.
+            destination = saved
         } else if record.destinationKind == "object" {
             // The object's URL: the key, or the prefix and the name the staged file took.
             if record.destinationPath.hasSuffix("/") {
@@ -106,6 +109,9 @@ public struct JobSnapshot: Sendable, Hashable, Codable {
             } else {
                 destination = record.destinationPath
             }
+        } else if record.state == .completed, let saved = record.filePath {
+            // Where it was saved (a stream's file has its container's extension).
+            destination = saved
         } else {
             let name =
                 record.destinationName

@@ -171,6 +171,13 @@ extension Journal {
                 table.add(column: "delta", .text)
             }
         },
+        SchemaMigration("v14: stream downloads") { db in
+            // An HLS stream download's options (`DownloadRequest.stream`), so that `haul
+            // resume` and a restarted service resume it as a stream. NULL for any other.
+            try db.alter(table: "job") { table in
+                table.add(column: "stream", .text)
+            }
+        },
     ]
 
     /// The schema that ``migrations`` build, as SQLite words it after running them (the
@@ -223,6 +230,7 @@ extension Journal {
                 #""bytesTransferred" INTEGER"#,
                 #""unchanged" BOOLEAN NOT NULL DEFAULT 0"#,
                 #""delta" TEXT"#,
+                #""stream" TEXT"#,
             ]),
         #"CREATE INDEX "job_by_state" ON "job"("state", "priority")"#,
         #"CREATE INDEX "job_commands" ON "job"("owner") WHERE "command" IS NOT NULL"#,

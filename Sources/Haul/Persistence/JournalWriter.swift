@@ -245,7 +245,7 @@ final class JournalWriter: Sendable {
                         finishedAt = CASE WHEN ? THEN ? ELSE NULL END, bytesPerSecond = 0
                     WHERE id = ? AND owner = ?
                     """).execute(arguments: [state.rawValue, errorCode, error, now, finished, now, id, me])
-        case .completed(let id, let bytes, let transferred, let unchanged, let finalURL, _, let file):
+        case .completed(let id, let bytes, let transferred, let unchanged, let finalURL, let path, let file):
             try db.cachedStatement(
                 sql: """
                     UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, finalURL = ?,
@@ -256,7 +256,7 @@ final class JournalWriter: Sendable {
                     """
             ).execute(
                 arguments: [
-                    bytes, bytes, finalURL, now, now, file?.path, file?.size, file?.modified,
+                    bytes, bytes, finalURL, now, now, file?.path ?? path, file?.size, file?.modified,
                     JobRecord.encode(validator: file?.validator), file?.objectTag, transferred, unchanged, id, me,
                 ])
         case .checkpoint(let id, let bytes, let total, let validator, let rate, let bootID):
@@ -406,7 +406,7 @@ final class JournalWriter: Sendable {
                 record.partialPath, record.state == .paused ? JobState.paused.rawValue : JobState.queued.rawValue,
                 record.priority, record.totalBytes, record.expectedSize, record.checksum,
                 record.headers, created, updated, record.owner, record.session,
-                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, record.delta, force, force, force, force, force, me,
+                record.credentials, record.maxBytesPerSecond, record.connections, record.mirrors, record.pieces, record.location, record.delta, record.stream, force, force, force, force, force, me,
                 me,
             ])
         return db.changesCount > 0
@@ -417,8 +417,8 @@ final class JournalWriter: Sendable {
         INSERT INTO job (id, url, destinationKind, destinationPath, destinationName, partialPath, state,
             priority, attempts, bytesCommitted, totalBytes, expectedSize, checksum, headers, createdAt,
             updatedAt, owner, session, bytesPerSecond, credentials, maxBytesPerSecond, connections, mirrors,
-            pieces, location, delta)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+            pieces, location, delta, stream)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(id) DO UPDATE SET
             bytesCommitted = CASE
                 WHEN job.state IN ('completed', 'cancelled') OR job.url != excluded.url
@@ -443,6 +443,7 @@ final class JournalWriter: Sendable {
             credentials = excluded.credentials, maxBytesPerSecond = excluded.maxBytesPerSecond,
             connections = excluded.connections, mirrors = excluded.mirrors,
             pieces = excluded.pieces, location = excluded.location, delta = excluded.delta,
+            stream = excluded.stream,
             bytesTransferred = NULL, unchanged = 0
         WHERE NOT \(Journal.heldElsewhereSQL)
         """

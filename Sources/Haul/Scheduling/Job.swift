@@ -5,6 +5,12 @@ final class Job {
     let core: JobCore
     var request: DownloadRequest
     let paths: PartialPaths?
+    /// Whether the job has a row in the manager's store: a file or object destination,
+    /// journaled (an HLS stream's segments fetched through the manager are not,
+    /// ``DownloadRequest/isJournaled``). Nothing is recorded for a job without one: a write
+    /// for a row that is not there would be refused, and a refused write tells the manager
+    /// that another process holds the job (it stops it).
+    var hasRow: Bool { paths != nil && request.isJournaled }
     /// The host and port, whose key is that of the per-host cap.
     let endpoint: HostReachability.Endpoint
     /// Where it stands (see ``JobLifecycle``).

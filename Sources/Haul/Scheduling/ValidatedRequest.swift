@@ -34,12 +34,37 @@ struct ValidatedRequest: Sendable {
         if let connections = request.connections, !(1...64).contains(connections) {
             throw .invalid("\(request.url.absoluteString): connections must be between 1 and 64, not \(connections)")
         }
+        var request = request
+        if request.stream != nil {
+            // A stream is named after its playlist, not the playlist's file name.
+            switch request.destination {
+            case .directory(let folder, nil):
+                request.destination = .directory(folder, name: HLSStream.suggestedName(for: request.url))
+            case .object(let bucket, let key, let staging) where key.isEmpty || key.hasSuffix("/"):
+                request.destination = .object(bucket: bucket, key: key + HLSStream.suggestedName(for: request.url), staging: staging)
+            default:
+                break
+            }
+            if case .object = request.destination, request.stream?.renditions == true {
+                throw .invalid(
+                    "\(request.url.absoluteString): a stream's renditions are saved beside its file; into an object, give the stream alone"
+                )
+            }
+            guard request.delta == nil, request.mirrors.isEmpty, request.pieces == nil, request.checksum == nil else {
+                throw .invalid(
+                    "\(request.url.absoluteString): a stream (HLS) is checked segment by segment: it takes no mirrors, checksum, pieces or zsync"
+                )
+            }
+        }
         self.request = request
         self.paths = try PartialPaths(
             destination: request.destination, url: request.url, checkedDirectories: checkedDirectories)
         if request.delta != nil, paths?.fixedDestination == nil || paths?.object != nil {
             throw .invalid(
                 "\(request.url.absoluteString): a delta download (zsync) goes into a named file (.file, or .directory with a name)")
+        }
+        if request.stream != nil, paths?.fixedDestination == nil {
+            throw .invalid("\(request.url.absoluteString): a stream (HLS) goes into a named file or object")
         }
         self.endpoint = HostReachability.Endpoint(
             host: host, port: request.url.port ?? (scheme == "https" ? 443 : 80))

@@ -255,6 +255,9 @@ package final class PartialFile: Sendable {
         _ = unlink(base + PartialPaths.metadataSuffix)
         _ = unlink(base + PartialPaths.metadataSuffix + ".tmp")
         _ = unlink(base + PartialPaths.seedSuffix)
+        // A stream's staged resources (a directory only stream downloads make).
+        let staging = base + PartialPaths.streamSuffix
+        if access(staging, F_OK) == 0 { try? FileManager.default.removeItem(atPath: staging) }
     }
 
     /// Removes the partial files in `directories` that none of `live` (partial paths of

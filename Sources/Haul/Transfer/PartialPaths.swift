@@ -29,6 +29,9 @@ final class PartialPaths: Hashable, Sendable {
     static let metadataSuffix = ".haul-meta"
     static let uploadSuffix = ".haul-upload"
     static let seedSuffix = ".haul-seed"
+    /// The staging directory of a stream download (``DownloadRequest/stream``): its
+    /// playlists' resources, fetched and not yet assembled (see ``HLSJobTransfer``).
+    static let streamSuffix = ".haul-hls"
 
     /// Where a delta download (``DownloadRequest/delta``) moves a partial file that has no
     /// record of what it holds, to scan it as a seed while the new partial is written.

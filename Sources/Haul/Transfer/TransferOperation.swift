@@ -627,6 +627,25 @@ package final class TransferOperation: Sendable {
         )
     }
 
+    /// Puts the file at `path`, complete and durable (a stream's, which ``HLSJobTransfer``
+    /// assembled beside the partial path), into `object`, as a download's verified staged
+    /// file is; the file is removed once the object is in place.
+    func upload(assembled path: String, to object: S3Location, finalURL: URL) async throws(DownloadError) -> DownloadResult {
+        guard let paths else { throw .invalid("\(object): no staging directory for the upload") }
+        let (file, size) = try await io { () throws(DownloadError) -> (PartialFile, Int64) in
+            let file = try PartialFile(path: path)
+            guard let attributes = file.attributes() else {
+                file.close()
+                throw .fileSystem("read", path: path, errno: errno)
+            }
+            return (file, attributes.size)
+        }
+        let (result, _) = try await upload(
+            file: file, paths: paths, to: object, size: size, validator: nil, body: nil, finalURL: finalURL)
+        try await io { () throws(DownloadError) in _ = unlink(path) }
+        return result
+    }
+
     /// Puts the verified, staged file into its object (``ObjectUpload``), then removes the
     /// staged file: the object appears only now, complete.
     private func upload(

@@ -130,6 +130,22 @@ package final class ServiceClient: Sendable {
                 raw("]}")
             }
             if let zsync = input.zsync { raw(zsync ? #","zsync":true"# : #","zsync":false"#) }
+            if let hls = input.hls {
+                raw(#","hls":"#)
+                if hls.enabled, hls.variant != nil || hls.renditions != nil || hls.duration != nil {
+                    var fields: [String] = []
+                    if let renditions = hls.renditions { fields.append(#""renditions":\#(renditions)"#) }
+                    if let variant = hls.variant {
+                        var field: [UInt8] = Array(#""variant":"#.utf8)
+                        JSONText.appendQuoted(variant, to: &field)
+                        fields.append(String(decoding: field, as: UTF8.self))
+                    }
+                    if let duration = hls.duration { fields.append(#""duration":\#(duration)"#) }
+                    json += ("{" + fields.joined(separator: ",") + "}").utf8
+                } else {
+                    raw(hls.enabled ? "true" : "false")
+                }
+            }
             if let seeds = input.seeds {
                 raw(#","seeds":["#)
                 for (offset, seed) in seeds.enumerated() {

@@ -581,8 +581,13 @@ function finishRemove(answer) {
 // The API's field names and the form controls that hold them.
 const ADD_FIELDS = {
   url: "add-urls", directory: "add-directory", name: "add-name",
-  checksum: "add-checksum", headers: "add-headers", priority: "add-priority",
+  checksum: "add-checksum", headers: "add-headers", priority: "add-priority", hls: "add-hls-variant",
 };
+
+/** Whether a URL names an HLS playlist (the service saves its stream as one file). */
+function isPlaylistURL(url) {
+  return /\.m3u8?(?:[?#]|$)/i.test(url);
+}
 let addLines = []; // index in the request's downloads -> line number in the URL box
 
 function openAdd() {
@@ -654,8 +659,16 @@ function readAddForm() {
   }
   if (Object.keys(headers).length) common.headers = headers;
   const name = $("#add-name").value.trim();
+  // A playlist's stream options, sent only for playlists and only when not the defaults.
+  const hls = {};
+  const variant = $("#add-hls-variant").value.trim();
+  if (variant) hls.variant = variant;
+  if ($("#add-hls-renditions").checked) hls.renditions = true;
+  const streamOptions = Object.keys(hls).length ? { hls } : {};
   return {
-    downloads: urls.map((url) => ({ url, ...common, ...(name && urls.length === 1 ? { name } : {}) })),
+    downloads: urls.map((url) => ({
+      url, ...common, ...(name && urls.length === 1 ? { name } : {}), ...(isPlaylistURL(url) ? streamOptions : {}),
+    })),
   };
 }
 

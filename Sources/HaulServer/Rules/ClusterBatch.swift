@@ -56,11 +56,13 @@ package enum ClusterBatch {
         }
         let priority = input.priority.flatMap { priorities[$0] } ?? 0
         do throws(QueueError) {
-            return try QueueRequest(
+            var request = try QueueRequest(
                 url: fields.url, name: fields.name, priority: priority, expectedSize: input.expectedSize,
                 checksum: input.checksum, headers: fields.headers,
                 maxBytesPerSecond: input.maxBytesPerSecond, connections: input.connections, mirrors: fields.mirrors,
                 pieces: fields.pieces)
+            request.stream = fields.stream
+            return request
         } catch {
             // The checks above cover QueueRequest's own; this names the input if that changes.
             throw FieldError(field: field, message: error.message)

@@ -62,13 +62,66 @@ package struct DownloadInput: Sendable, Codable, Equatable {
     /// target (older versions), inside the download roots. The file already at the
     /// destination is scanned too.
     package var seeds: [String]?
+    /// Whether `url` is an HLS playlist whose stream is to be downloaded into one file
+    /// (``DownloadRequest/stream``), and how: `true`, `false`, or
+    /// `{"variant": "best", "renditions": false, "duration": 600}`. When absent, a `url`
+    /// whose path ends in `.m3u8` or `.m3u` is one, with the defaults.
+    package var hls: StreamInput?
+
+    /// An input's `hls`: a yes or no, or the stream's options.
+    package struct StreamInput: Sendable, Codable, Equatable {
+        /// `false` for `"hls": false`: the playlist itself is saved.
+        package var enabled: Bool
+        /// `best` (the default), `worst`, a bandwidth in bits per second, or `WIDTHxHEIGHT`.
+        package var variant: String?
+        /// Whether the variant's audio and video renditions are saved beside the file.
+        package var renditions: Bool?
+        /// The most media to record, in seconds.
+        package var duration: Double?
+
+        package init(enabled: Bool = true, variant: String? = nil, renditions: Bool? = nil, duration: Double? = nil) {
+            self.enabled = enabled
+            self.variant = variant
+            self.renditions = renditions
+            self.duration = duration
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case variant, renditions, duration
+        }
+
+        package init(from decoder: any Decoder) throws {
+            if let flag = try? decoder.singleValueContainer().decode(Bool.self) {
+                self.init(enabled: flag)
+                return
+            }
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            self.init(
+                variant: try container.decodeIfPresent(String.self, forKey: .variant),
+                renditions: try container.decodeIfPresent(Bool.self, forKey: .renditions),
+                duration: try container.decodeIfPresent(Double.self, forKey: .duration))
+        }
+
+        package func encode(to encoder: any Encoder) throws {
+            guard enabled, variant != nil || renditions != nil || duration != nil else {
+                var container = encoder.singleValueContainer()
+                try container.encode(enabled)
+                return
+            }
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(variant, forKey: .variant)
+            try container.encodeIfPresent(renditions, forKey: .renditions)
+            try container.encodeIfPresent(duration, forKey: .duration)
+        }
+    }
 
     package init(
         url: String, directory: String? = nil, name: String? = nil, priority: String? = nil, checksum: String? = nil,
         expectedSize: Int64? = nil, headers: [String: String]? = nil, maxBytesPerSecond: Int? = nil,
         connections: Int? = nil, mirrors: [String]? = nil, pieces: Pieces? = nil, zsync: Bool? = nil,
-        seeds: [String]? = nil
+        seeds: [String]? = nil, hls: StreamInput? = nil
     ) {
+        self.hls = hls
         self.zsync = zsync
         self.seeds = seeds
         self.mirrors = mirrors
@@ -86,7 +139,7 @@ package struct DownloadInput: Sendable, Codable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case url, urls, directory, name, priority, checksum, expectedSize, headers, maxBytesPerSecond, connections,
-            pieces, zsync, seeds
+            pieces, zsync, seeds, hls
     }
 
     package init(from decoder: any Decoder) throws {
@@ -114,6 +167,7 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         pieces = try container.decodeIfPresent(Pieces.self, forKey: .pieces)
         zsync = try container.decodeIfPresent(Bool.self, forKey: .zsync)
         seeds = try container.decodeIfPresent([String].self, forKey: .seeds)
+        hls = try container.decodeIfPresent(StreamInput.self, forKey: .hls)
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -131,11 +185,20 @@ package struct DownloadInput: Sendable, Codable, Equatable {
         try container.encodeIfPresent(pieces, forKey: .pieces)
         try container.encodeIfPresent(zsync, forKey: .zsync)
         try container.encodeIfPresent(seeds, forKey: .seeds)
+        try container.encodeIfPresent(hls, forKey: .hls)
     }
 
     /// Whether this input asks for a delta download: `zsync`, or a `url` ending in `.zsync`.
     package var isDelta: Bool {
         zsync ?? (URL(string: url)?.path.lowercased().hasSuffix(".zsync") ?? false)
+    }
+
+    /// Whether this input asks for a stream download: `hls`, or a `url` whose path ends in
+    /// `.m3u8` or `.m3u`.
+    package var isStream: Bool {
+        if let hls { return hls.enabled }
+        guard let path = URL(string: url)?.path.lowercased() else { return false }
+        return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
     }
 }
 
@@ -311,6 +374,7 @@ package struct DownloadBatch: Sendable {
         request.connections = input.connections
         request.mirrors = fields.mirrors
         request.pieces = fields.pieces
+        request.stream = fields.stream
         return request
     }
 
@@ -324,6 +388,8 @@ package struct DownloadBatch: Sendable {
         var headers: [(name: String, value: String)]
         var mirrors: [URL] = []
         var pieces: PieceChecksums?
+        /// A stream download's options (``DownloadInput/isStream``).
+        var stream: HLSStream?
     }
 
     static func checkedFields(of input: DownloadInput, field: String) throws(FieldError) -> CheckedFields {
@@ -406,7 +472,45 @@ package struct DownloadBatch: Sendable {
         }
         return CheckedFields(
             url: url, name: name, priority: priority, checksum: checksum, headers: headers, mirrors: mirrors,
-            pieces: pieces)
+            pieces: pieces, stream: try stream(of: input, field: field))
+    }
+
+    /// The stream options of `input`, checked; `nil` unless it asks for a stream download.
+    static func stream(of input: DownloadInput, field: String) throws(FieldError) -> HLSStream? {
+        guard input.isStream else { return nil }
+        if input.hls == nil, input.zsync == true { return nil }
+        let given = input.hls ?? DownloadInput.StreamInput()
+        var stream = HLSStream(renditions: given.renditions ?? false)
+        if let variant = given.variant {
+            guard let choice = HLSVariantChoice(argument: variant) else {
+                throw FieldError(
+                    field: "\(field).hls.variant",
+                    message: "'\(variant)' is not best, worst, a bandwidth (bits per second) or WIDTHxHEIGHT")
+            }
+            stream.variant = choice
+        }
+        if let duration = given.duration {
+            guard duration > 0, duration <= HLSStream.longestDuration else {
+                throw FieldError(
+                    field: "\(field).hls.duration",
+                    message: "must be a number of seconds, more than 0 and at most \(Int(HLSStream.longestDuration))")
+            }
+            stream.maxDuration = .seconds(duration)
+        }
+        let conflicting: [(String, Bool)] = [
+            ("urls", input.mirrors != nil), ("checksum", input.checksum != nil), ("pieces", input.pieces != nil),
+            ("zsync", input.zsync == true), ("seeds", input.seeds != nil),
+        ]
+        if let (name, _) = conflicting.first(where: \.1) {
+            throw FieldError(
+                field: "\(field).\(name)", message: "a stream (hls) is checked segment by segment: it takes no \(name)")
+        }
+        if let directory = input.directory, isObjectAddress(directory), stream.renditions {
+            throw FieldError(
+                field: "\(field).hls.renditions",
+                message: "renditions are saved beside a stream's file: into an object, give the stream alone")
+        }
+        return stream
     }
 
     /// The resolved directory for `given`, inside a root.

@@ -105,6 +105,7 @@ struct JournalBackend: ResumingBackend {
         request.mirrors = entry.mirrors
         request.pieces = entry.pieces
         request.delta = entry.delta
+        request.stream = entry.stream
         request.forceDownload = batch.force
         request.sensitiveHeaderNames = Set(batch.secretHeaders.map(\.name))
         request.storesCredentials = batch.storesCredentials

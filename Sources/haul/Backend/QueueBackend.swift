@@ -15,9 +15,11 @@ struct QueueBackend: CommandBackend {
     /// error that refuses it; `validate()` asks this of every entry before any is queued.
     static func request(for entry: InputEntry, headers: [(name: String, value: String)]) throws -> QueueRequest {
         do {
-            return try QueueRequest(
+            var request = try QueueRequest(
                 url: entry.url, name: entry.name, expectedSize: entry.expectedSize, checksum: entry.checksum?.description,
                 headers: headers, mirrors: entry.mirrors, pieces: entry.pieces)
+            request.stream = entry.stream
+            return request
         } catch {
             throw ValidationError("\(error.message); nothing was queued")
         }

@@ -92,6 +92,14 @@ struct ServiceBackend: ResumingBackend {
                 maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload, zsync: true,
                 seeds: delta.seeds.isEmpty ? nil : delta.seeds.map(\.path))
         }
+        if let stream = entry.stream {
+            return DownloadInput(
+                url: entry.url.absoluteString, directory: directory, name: name, headers: headers,
+                maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
+                hls: DownloadInput.StreamInput(
+                    variant: stream.variant.description, renditions: stream.renditions,
+                    duration: stream.maxDuration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }))
+        }
         return DownloadInput(
             url: entry.url.absoluteString, directory: directory, name: name,
             checksum: entry.checksum?.description, expectedSize: entry.expectedSize, headers: headers,
