@@ -67,7 +67,7 @@ struct Get: AsyncParsableCommand {
 
     @Flag(
         name: .customLong("hls-renditions"),
-        help: "Also download the chosen variant's audio and video renditions (EXT-X-MEDIA), each into a file beside the stream's.")
+        help: "Also download the chosen variant's audio, video and subtitle renditions (EXT-X-MEDIA), each into a file beside the stream's (subtitles as one WebVTT file).")
     var hlsRenditions = false
 
     @Option(

@@ -28,7 +28,8 @@ struct HLSPlanTests {
         ("#EXTINF:4,\na\n", .transportStream, "ts"),
         ("#EXT-X-MAP:URI=\"init.mp4\"\n#EXTINF:4,\na.m4s\n", .fragmentedMP4, "mp4"),
         ("#EXTINF:4,\na.aac\n", .packed, "aac"),
-        ("#EXTINF:4,\na.vtt\n", .packed, "vtt"),
+        ("#EXTINF:4,\na.vtt\n", .webVTT, "vtt"),
+        ("#EXTINF:4,\na.webvtt\n", .webVTT, "vtt"),
     ])
     func containerAndExtension(body: String, container: HLSPlan.Container, ext: String) throws {
         let plan = try HLSPlan(Self.media(body), url: Self.base)

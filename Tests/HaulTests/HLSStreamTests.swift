@@ -298,6 +298,63 @@ struct HLSStreamTests {
         }
     }
 
+    /// Subtitles cut by ffmpeg into WebVTT segments (one empty, none repeating a header's
+    /// cues) become one WebVTT file whose cues are the source's, as ffmpeg decodes both;
+    /// `ffmpeg -i PLAYLIST -c copy` itself writes the segments end to end, a `WEBVTT`
+    /// header in the middle of its file at each segment.
+    @Test func aSubtitleRenditionFromFFmpegIsOneWebVTTFile() async throws {
+        try await Self.with { nginx, manager, directory in
+            let folder = nginx.root.appendingPathComponent("subs")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let srt = """
+                1
+                00:00:00,500 --> 00:00:01,500
+                First line
+
+                2
+                00:00:01,800 --> 00:00:03,200
+                Spanning a boundary
+
+                3
+                00:00:04,100 --> 00:00:05,000
+                Last line
+
+                """
+            try srt.write(to: folder.appendingPathComponent("subs.srt"), atomically: true, encoding: .utf8)
+            try await FFmpeg.run(
+                [
+                    "-f", "lavfi", "-i", "testsrc=size=160x120:rate=25", "-i", "subs.srt", "-t", "6", "-map", "0:v", "-map", "1:s",
+                    "-c:v", "libx264", "-preset", "ultrafast", "-g", "25", "-c:s", "webvtt", "-f", "hls", "-hls_time", "1",
+                    "-hls_playlist_type", "vod", "-var_stream_map", "v:0,s:0,sgroup:subs", "-master_pl_name", "ffmpeg.m3u8",
+                    "out_%v.m3u8",
+                ], in: folder)
+            // This ffmpeg's master playlist names the subtitles only: the variant is added.
+            let master = """
+                #EXTM3U
+                #EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="English",LANGUAGE="en",URI="out_0_vtt.m3u8"
+                #EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=160x120,SUBTITLES="subs"
+                out_0.m3u8
+
+                """
+            try master.write(to: folder.appendingPathComponent("master.m3u8"), atomically: true, encoding: .utf8)
+            let summary = try await HLSDownloader(manager: manager).download(
+                from: nginx.url("/subs/master.m3u8"), to: directory.appendingPathComponent("show"),
+                options: HLSOptions(renditions: true))
+            #expect(summary.outputs.map(\.file.lastPathComponent) == ["show.ts", "show.subtitles-en.vtt"])
+            try await Self.expectSameFrames(summary.main.file, as: nginx.url("/subs/out_0.m3u8"), extension: "ts", in: directory)
+            func cues(_ source: String) async throws -> String {
+                let output = directory.appendingPathComponent("cues-\(UUID().uuidString).vtt")
+                try await FFmpeg.run(["-i", source, "-f", "webvtt", output.path], in: directory)
+                return try String(contentsOf: output, encoding: .utf8)
+            }
+            let saved = summary.outputs[1].file
+            #expect(try String(contentsOf: saved, encoding: .utf8).components(separatedBy: "WEBVTT").count == 2)
+            let expected = try await cues(folder.appendingPathComponent("subs.srt").path)
+            #expect(expected.contains("Spanning a boundary"))
+            #expect(try await cues(saved.path) == expected)
+        }
+    }
+
     @Test func aLivePlaylistIsRecordedUntilItEnds() async throws {
         try await Self.with { nginx, manager, directory in
             let folder = nginx.root.appendingPathComponent("live")

@@ -39,6 +39,7 @@ enum HLSAssembly {
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard descriptor >= 0 else { throw .fileSystem("create", path: temporary, errno: errno) }
         var written = Written(segments: 0, duration: 0, bytes: 0)
+        var subtitles = plan.container == .webVTT ? WebVTTJoiner() : nil
         do throws(DownloadError) {
             for part in plan.parts {
                 let resource = plan.resources[part.resource]
@@ -62,6 +63,15 @@ enum HLSAssembly {
                     unlink(file)
                     throw DownloadError(
                         .checksumMismatch, "\(resource.url.absoluteString): \(problem); it is fetched again next time")
+                }
+                if subtitles != nil {
+                    do throws(WebVTTJoiner.Problem) {
+                        bytes = try subtitles!.append(bytes)
+                    } catch {
+                        unlink(file)
+                        throw DownloadError(
+                            .checksumMismatch, "\(resource.url.absoluteString): \(error.description); it is fetched again next time")
+                    }
                 }
                 try writeAll(bytes, to: descriptor, path: temporary)
                 written.bytes += Int64(bytes.count)
@@ -152,7 +162,8 @@ enum HLSAssembly {
                 return "the fragment does not start with an MP4 box"
             }
             return nil
-        case .packed:
+        case .packed, .webVTT:
+            // A WebVTT segment is checked as it is joined (``WebVTTJoiner``).
             return nil
         }
     }

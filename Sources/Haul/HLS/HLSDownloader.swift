@@ -143,7 +143,8 @@ public struct HLSDownloader: Sendable {
             }
             if options.renditions {
                 renditions = master.renditions(for: variant).compactMap { rendition in
-                    guard rendition.type == .audio || rendition.type == .video, let url = rendition.url else { return nil }
+                    // Closed captions are carried in the video itself; the others have a playlist.
+                    guard rendition.type != .closedCaptions, let url = rendition.url else { return nil }
                     return (rendition, url)
                 }
             }
@@ -164,7 +165,10 @@ public struct HLSDownloader: Sendable {
             }
             renditionPlans.append(
                 (
-                    rendition, try HLSPlan(renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds),
+                    rendition,
+                    try HLSPlan(
+                        renditionMedia, url: finalURL, limit: options.maxDuration?.inSeconds,
+                        subtitles: rendition.type == .subtitles),
                     renditionMedia, finalURL
                 ))
         }

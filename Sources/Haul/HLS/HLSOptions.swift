@@ -5,10 +5,11 @@ public struct HLSOptions: Sendable {
     /// Which variant of a master playlist to download; ``HLSVariantChoice/best`` (the
     /// highest bandwidth) by default. A media playlist has no variants.
     public var variant: HLSVariantChoice
-    /// Whether the chosen variant's audio and video renditions (`EXT-X-MEDIA` with a URI)
-    /// are downloaded too, each into a file beside the stream's, named after it with the
-    /// rendition's type and language (`show.audio-en.ts`). Off by default. Subtitle
-    /// renditions are not downloaded.
+    /// Whether the chosen variant's audio, video and subtitle renditions (`EXT-X-MEDIA`
+    /// with a URI) are downloaded too, each into a file beside the stream's, named after it
+    /// with the rendition's type and language (`show.audio-en.ts`, `show.subtitles-fr.vtt`:
+    /// a subtitle rendition's WebVTT segments joined into one WebVTT file). Off by default.
+    /// Closed captions travel inside the video and need nothing more.
     public var renditions: Bool
     /// The most media to record: a live playlist stops being refreshed once this much is
     /// planned, and a playlist of any kind is cut after the first segment that reaches it.

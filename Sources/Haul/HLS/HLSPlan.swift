@@ -44,9 +44,10 @@ struct HLSPlan: Sendable, Equatable, Codable {
         case transportStream = "ts"
         /// Fragmented MP4: an init section then `moof`/`mdat` fragments (`.mp4`).
         case fragmentedMP4 = "mp4"
-        /// Packed audio (AAC, MP3, AC-3) or WebVTT: concatenated, named by the segments'
-        /// extension.
+        /// Packed audio (AAC, MP3, AC-3): concatenated, named by the segments' extension.
         case packed = "bin"
+        /// WebVTT subtitles: joined into one WebVTT file (``WebVTTJoiner``).
+        case webVTT = "vtt"
     }
 
     private(set) var resources: [Resource] = []
@@ -74,18 +75,20 @@ struct HLSPlan: Sendable, Equatable, Codable {
     /// - Throws: ``DownloadError/Code/drmProtected`` when any segment's key needs a DRM
     ///   system; ``DownloadError/Code/invalidManifest`` for a playlist with no segments, or
     ///   an AES-128 key without a URI.
-    init(_ playlist: HLSMediaPlaylist, url: URL, limit: Double? = nil) throws(DownloadError) {
+    /// `subtitles`: the playlist is a subtitle rendition's, whose segments are WebVTT
+    /// whatever their names.
+    init(_ playlist: HLSMediaPlaylist, url: URL, limit: Double? = nil, subtitles: Bool = false) throws(DownloadError) {
         self.limit = limit
         guard let first = playlist.segments.first else {
             if playlist.hasEndList {
                 throw DownloadError(.invalidManifest, "\(url.absoluteString): the playlist lists no segments")
             }
-            container = .transportStream
-            fileExtension = Container.transportStream.rawValue
+            container = subtitles ? .webVTT : .transportStream
+            fileExtension = container.rawValue
             targetDuration = playlist.targetDuration
             return
         }
-        (container, fileExtension) = Self.container(of: playlist, first: first)
+        (container, fileExtension) = subtitles ? (.webVTT, Container.webVTT.rawValue) : Self.container(of: playlist, first: first)
         try append(playlist, url: url)
     }
 
@@ -156,9 +159,10 @@ struct HLSPlan: Sendable, Equatable, Codable {
     /// a transport stream unless the first segment's extension names packed audio or text.
     static func container(of playlist: HLSMediaPlaylist, first: HLSSegment) -> (Container, String) {
         if playlist.isFragmentedMP4 { return (.fragmentedMP4, Container.fragmentedMP4.rawValue) }
-        let packed = ["aac", "mp3", "ac3", "ec3", "vtt", "webvtt"]
+        let packed = ["aac", "mp3", "ac3", "ec3"]
         let ext = safeExtension(of: first.url, default: "ts")
         if packed.contains(ext) { return (.packed, ext) }
+        if ext == "vtt" || ext == "webvtt" { return (.webVTT, Container.webVTT.rawValue) }
         return (.transportStream, Container.transportStream.rawValue)
     }
 

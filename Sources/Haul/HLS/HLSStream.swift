@@ -21,7 +21,7 @@ public struct HLSStream: Sendable, Hashable {
     /// Which variant of a master playlist to download; ``HLSVariantChoice/best`` by
     /// default.
     public var variant: HLSVariantChoice
-    /// Whether the chosen variant's audio and video renditions are saved beside the file
+    /// Whether the chosen variant's audio, video and subtitle renditions are saved beside the file
     /// (see ``HLSOptions/renditions``).
     public var renditions: Bool
     /// The most media to record (see ``HLSOptions/maxDuration``); `nil` for all of it.
