@@ -402,6 +402,9 @@ struct JournalTests {
         #expect(applied.contains("v7: speed limits"))
         #expect(applied.contains("v9: sources and pieces"))
         #expect(applied.contains("v8: connections"))
+        #expect(applied.contains("v14: stream downloads"))
+        // A row from before streams is no stream
+        #expect(try journal.record("old")?.request().stream == nil)
         let job = try #require(try journal.job("old"))
         #expect(job.state == .paused)
         #expect(job.bytes == 4096)
