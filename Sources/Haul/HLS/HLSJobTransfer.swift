@@ -120,11 +120,7 @@ final class HLSJobTransfer: Sendable {
     /// Fetches `request` to its end as a transfer of this job.
     private func fetch(_ request: DownloadRequest) async throws(DownloadError) -> DownloadResult {
         let validated = try ValidatedRequest(request)
-        var endpoint = validated.endpoint
-        if let proxy = environment.clients.proxy(for: request.url) {
-            endpoint.proxyHost = proxy.host
-            endpoint.proxyPort = proxy.port
-        }
+        let endpoint = validated.endpoint(through: environment.clients)
         // Its bytes count against the job's speed limits (the job's ID and host).
         let core = JobCore(
             id: download.core.id, url: request.url, managerEvents: unheard, eventLoopGroup: eventLoopGroup,

@@ -512,12 +512,7 @@ public actor DownloadManager {
     func add(_ validated: ValidatedRequest) -> Job {
         let request = validated.request
         let paths = validated.paths
-        var endpoint = validated.endpoint
-        // Through a proxy, reaching the proxy is what counts.
-        if let proxy = clients.proxy(for: request.url) {
-            endpoint.proxyHost = proxy.host
-            endpoint.proxyPort = proxy.port
-        }
+        let endpoint = validated.endpoint(through: clients)
         let job = Job(
             core: JobCore(
                 id: request.id, url: request.url, managerEvents: managerEvents, eventLoopGroup: resources.eventLoopGroup,

@@ -12,6 +12,17 @@ struct ValidatedRequest: Sendable {
     /// Its host and port (before any proxy is taken into account).
     let endpoint: HostReachability.Endpoint
 
+    /// ``endpoint``, or its proxy's when `clients` send the request through one: reaching
+    /// the proxy is what counts for reachability.
+    func endpoint(through clients: HTTPClients) -> HostReachability.Endpoint {
+        var endpoint = self.endpoint
+        if let proxy = clients.proxy(for: request.url) {
+            endpoint.proxyHost = proxy.host
+            endpoint.proxyPort = proxy.port
+        }
+        return endpoint
+    }
+
     /// Checks `request`: an `http` or `https` URL with a host, and a destination whose
     /// directory exists (a directory in `checkedDirectories` is taken as checked already:
     /// a batch's requests mostly share one).

@@ -98,7 +98,7 @@ struct ServiceBackend: ResumingBackend {
                 maxBytesPerSecond: batch.run.configuration.maxBytesPerSecondPerDownload,
                 hls: DownloadInput.StreamInput(
                     variant: stream.variant.description, renditions: stream.renditions,
-                    duration: stream.maxDuration.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }))
+                    duration: stream.maxDuration?.inSeconds))
         }
         return DownloadInput(
             url: entry.url.absoluteString, directory: directory, name: name,
