@@ -56,15 +56,16 @@ enum Pause: ControlVerb {
     static let action = ControlAction.pause
     static let allFlag = "all"
     static let allHelp = "Pause every queued, running or waiting download."
-    static let configuration = CommandConfiguration(
-        commandName: "pause",
-        abstract: "Pause downloads, keeping their partial files.",
-        discussion: """
-            A download that a running haul is working on is paused by that process within \
-            about a second. 'haul resume' continues paused downloads. Prints one line per \
-            download: "paused ID", "asked the running haul to pause ID", "ID is already \
-            STATE", or "no job ID" on standard error (exit status 1).
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "pause",
+            abstract: "Pause downloads, keeping their partial files.",
+            discussion: """
+                A download that a running haul is working on is paused by that process within \
+                about a second. 'haul resume' continues paused downloads. Prints one line per \
+                download: "paused ID", "asked the running haul to pause ID", "ID is already \
+                STATE", or "no job ID" on standard error (exit status 1).
+                """))
 }
 
 /// `haul cancel`: cancels downloads and deletes their partial files.
@@ -72,15 +73,16 @@ enum Cancel: ControlVerb {
     static let action = ControlAction.cancel
     static let allFlag = "all"
     static let allHelp = "Cancel every unfinished (queued, running, paused or waiting) download."
-    static let configuration = CommandConfiguration(
-        commandName: "cancel",
-        abstract: "Cancel downloads and delete their partial files.",
-        discussion: """
-            A download that a running haul is working on is cancelled by that process \
-            within about a second. Prints one line per download: "cancelled ID", "asked the \
-            running haul to cancel ID", "ID is already STATE", or "no job ID" on standard \
-            error (exit status 1).
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "cancel",
+            abstract: "Cancel downloads and delete their partial files.",
+            discussion: """
+                A download that a running haul is working on is cancelled by that process \
+                within about a second. Prints one line per download: "cancelled ID", "asked the \
+                running haul to cancel ID", "ID is already STATE", or "no job ID" on standard \
+                error (exit status 1).
+                """))
 }
 
 /// `haul retry`: queues failed (or cancelled, or paused) downloads again.
@@ -88,28 +90,30 @@ enum Retry: ControlVerb {
     static let action = ControlAction.retry
     static let allFlag = "all-failed"
     static let allHelp = "Retry every failed download."
-    static let configuration = CommandConfiguration(
-        commandName: "retry",
-        abstract: "Queue failed, cancelled or paused downloads again.",
-        discussion: """
-            Retried downloads continue from their partial files, if any, when 'haul resume' \
-            runs (a paused download that a running haul holds is resumed by that process). \
-            Prints one line per download: "queued ID", "asked the running haul to resume \
-            ID", "ID is already STATE", or "no job ID" on standard error (exit status 1).
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "retry",
+            abstract: "Queue failed, cancelled or paused downloads again.",
+            discussion: """
+                Retried downloads continue from their partial files, if any, when 'haul resume' \
+                runs (a paused download that a running haul holds is resumed by that process). \
+                Prints one line per download: "queued ID", "asked the running haul to resume \
+                ID", "ID is already STATE", or "no job ID" on standard error (exit status 1).
+                """))
 }
 
 /// `haul clean`: forgets finished downloads and deletes orphaned partial files.
 struct Clean: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "clean",
-        abstract: "Remove finished downloads from the journal and delete orphaned partial files.",
-        discussion: """
-            Deletes the journal's completed, failed and cancelled jobs, and every \
-            NAME.haul-partial file (with its NAME.haul-meta) in the journal's download \
-            directories that no unfinished download uses. Prints "removed N finished jobs \
-            and M orphaned partial files".
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "clean",
+            abstract: "Remove finished downloads from the journal and delete orphaned partial files.",
+            discussion: """
+                Deletes the journal's completed, failed and cancelled jobs, and every \
+                NAME.haul-partial file (with its NAME.haul-meta) in the journal's download \
+                directories that no unfinished download uses. Prints "removed N finished jobs \
+                and M orphaned partial files".
+                """))
 
     @OptionGroup var journalOptions: JournalOptions
 

@@ -4,32 +4,33 @@ import Haul
 
 /// `haul get`: downloads URLs into a directory, resuming partial downloads.
 struct Get: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "get",
-        abstract: "Download URLs into a directory.",
-        discussion: """
-            Every download is recorded in the journal (--journal). Partial downloads are kept \
-            as NAME.haul-partial next to the destination: after Ctrl-C, a full disk or \
-            'haul pause', run 'haul resume' (or the same command again) to continue them.
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "get",
+            abstract: "Download URLs into a directory.",
+            discussion: """
+                Every download is recorded in the journal (--journal). Partial downloads are kept \
+                as NAME.haul-partial next to the destination: after Ctrl-C, a full disk or \
+                'haul pause', run 'haul resume' (or the same command again) to continue them.
 
-            An input file (-i) lists one URL per line; blank lines and lines starting with # \
-            are ignored. Indented lines under a URL set options for it: out=NAME (the file \
-            name) and checksum=sha-256=HEX (or sha-1=HEX, md5=HEX). The file is read as a \
-            stream, so it may list millions of URLs; every line is checked before anything \
-            is downloaded.
+                An input file (-i) lists one URL per line; blank lines and lines starting with # \
+                are ignored. Indented lines under a URL set options for it: out=NAME (the file \
+                name) and checksum=sha-256=HEX (or sha-1=HEX, md5=HEX). The file is read as a \
+                stream, so it may list millions of URLs; every line is checked before anything \
+                is downloaded.
 
-            A download that another running haul is working on (same journal) is followed to \
-            its end, with its progress; a dead one's downloads are taken over at once, \
-            partial files and all. Running the same download again once it completed sends \
-            a conditional request, and nothing is transferred if the file is unchanged \
-            (--force downloads it again).
+                A download that another running haul is working on (same journal) is followed to \
+                its end, with its progress; a dead one's downloads are taken over at once, \
+                partial files and all. Running the same download again once it completed sends \
+                a conditional request, and nothing is transferred if the file is unchanged \
+                (--force downloads it again).
 
-            Exit status: 0 when every download completed (or was unchanged) and was \
-            verified at its destination, 1 when any failed or (--no-wait) is run by another \
-            process, 2 for invalid arguments, 3 when none failed but some were left paused \
-            ('haul pause' or a full disk; 'haul resume' finishes them), 130 after Ctrl-C \
-            (143 after SIGTERM).
-            """)
+                Exit status: 0 when every download completed (or was unchanged) and was \
+                verified at its destination, 1 when any failed or (--no-wait) is run by another \
+                process, 2 for invalid arguments, 3 when none failed but some were left paused \
+                ('haul pause' or a full disk; 'haul resume' finishes them), 130 after Ctrl-C \
+                (143 after SIGTERM).
+                """))
 
     @Argument(
         help: ArgumentHelp(

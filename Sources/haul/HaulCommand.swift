@@ -35,8 +35,15 @@ struct HaulCommand: AsyncParsableCommand {
     static func main() async {
         MemoryTuning.keepFreedMemory()
         ProcessResources.startEarly(for: CommandLine.arguments)
+        let arguments = Self.arguments(CommandLine.arguments.dropFirst())
+        let direct = directSubcommand(of: arguments)
         do {
-            var command = try await asyncParseAsRoot(Self.arguments(CommandLine.arguments.dropFirst()))
+            var command: any ParsableCommand
+            if let direct {
+                command = try direct.parseAsRoot(Array(arguments.dropFirst()))
+            } else {
+                command = try await asyncParseAsRoot(arguments)
+            }
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -44,9 +51,59 @@ struct HaulCommand: AsyncParsableCommand {
             }
         } catch {
             guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
-            Console.err(fullMessage(for: error) + "\n")
+            Console.err(usageMessage(for: error, parsedBy: direct) + "\n")
             Foundation.exit(usageExitCode)
         }
+    }
+}
+
+extension HaulCommand {
+    /// The subcommand whose own parser takes `arguments` (after its name), when there are
+    /// some and they ask nothing of the root: no help, version, completion script or dump.
+    ///
+    /// Parsing from the root costs every run about a tenth of its start-up: before the
+    /// real parse, ArgumentParser parses the arguments twice more, as two throwaway
+    /// commands, to look for `--generate-completion-script`, and each new command type
+    /// means the runtime's conformance lookups walk every record in the binary. A
+    /// subcommand entered as the root skips that check, because its configuration names
+    /// `haul` as its super-command (``subcommandConfiguration``); it parses, validates and
+    /// names itself (`haul get`) exactly as it does under the root. Anything the root
+    /// answers itself goes through the root.
+    static func directSubcommand(of arguments: [String]) -> (any ParsableCommand.Type)? {
+        // Without arguments, ArgumentParser words a subcommand's usage error differently as
+        // the root: the root parses it.
+        guard arguments.count > 1, let first = arguments.first,
+            let subcommand = configuration.subcommands.first(where: { $0._commandName == first })
+        else { return nil }
+        // Going through the root is always right, only slower: anything that may be help
+        // (`-h` among other short flags too), the version, or a completion script or dump.
+        let asksTheRoot = arguments.dropFirst().contains { argument in
+            if argument.hasPrefix("--") {
+                return argument == "--help" || argument == "--version"
+                    || argument.hasPrefix("--generate-completion-script") || argument.hasPrefix("--experimental")
+            }
+            return argument.hasPrefix("-") && argument.contains("h")
+        }
+        return asksTheRoot ? nil : subcommand
+    }
+
+    /// The message for a usage error, as the root's parse words it: a subcommand parsed
+    /// as the root names itself without `haul` in the line that points to its help (the
+    /// usage line above it already says `haul get`).
+    static func usageMessage(for error: any Error, parsedBy direct: (any ParsableCommand.Type)?) -> String {
+        let message = fullMessage(for: error)
+        guard let direct, let root = configuration.commandName else { return message }
+        let name = direct._commandName
+        return message.replacingOccurrences(of: "See '\(name) ", with: "See '\(root) \(name) ")
+    }
+
+    /// A subcommand's configuration: `configuration`, with `haul` as its super-command,
+    /// which lets ``directSubcommand(of:)`` enter it directly. Under the root, where every
+    /// help and usage text is made, the root's own configuration is what counts.
+    static func subcommandConfiguration(_ configuration: CommandConfiguration) -> CommandConfiguration {
+        var configuration = configuration
+        configuration._superCommandName = "haul"
+        return configuration
     }
 }
 

@@ -36,15 +36,16 @@ import Haul
 ///                           network (the rest were resumed); else null
 ///     unchanged    boolean  its last run found the content unchanged (a 304)
 struct List: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "list",
-        abstract: "Show the downloads in the journal.",
-        discussion: """
-            By default shows unfinished (queued, running, paused, waiting) and failed \
-            downloads, oldest first; --all adds completed and cancelled ones. FILE is where \
-            each one goes: a path below the current directory, or the whole path (--json \
-            gives it in full as destination).
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "list",
+            abstract: "Show the downloads in the journal.",
+            discussion: """
+                By default shows unfinished (queued, running, paused, waiting) and failed \
+                downloads, oldest first; --all adds completed and cancelled ones. FILE is where \
+                each one goes: a path below the current directory, or the whole path (--json \
+                gives it in full as destination).
+                """))
 
     @Flag(help: "Include completed and cancelled downloads.")
     var all = false

@@ -7,23 +7,24 @@ import Haul
 /// Walks DIR (see `ManifestBuilder` for what is left out), hashes every file and writes the
 /// manifest, sorted by path, to standard output or, atomically, to `-o FILE`.
 struct ManifestCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "manifest",
-        abstract: "Write the sync manifest of a directory.",
-        discussion: """
-            Lists every regular file below DIR with its size, SHA-256, modification time and \
-            mode. Each url is the file's percent-encoded relative path, which resolves against \
-            the manifest's own URL; --base-url makes them absolute (base URL + '/' + path). \
-            Symbolic links leading outside DIR, *.haul-partial and *.haul-meta files and \
-            .haul-* entries are skipped.
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "manifest",
+            abstract: "Write the sync manifest of a directory.",
+            discussion: """
+                Lists every regular file below DIR with its size, SHA-256, modification time and \
+                mode. Each url is the file's percent-encoded relative path, which resolves against \
+                the manifest's own URL; --base-url makes them absolute (base URL + '/' + path). \
+                Symbolic links leading outside DIR, *.haul-partial and *.haul-meta files and \
+                .haul-* entries are skipped.
 
-            With --zsync, a zsync control file (FILE.zsync) is written beside each file, as \
-            zsyncmake 0.6.2 writes it (with a SHA-256 header too, which zsync 0.6.2 reads as \
-            safe to ignore); the control files are not listed as files, but each entry names \
-            its own (zsync=…). 'haul sync' then updates a changed file from the blocks its old \
-            version holds, and 'haul get URL.zsync' (or zsync) builds a new version of a file \
-            from an old one, fetching only the blocks that changed.
-            """)
+                With --zsync, a zsync control file (FILE.zsync) is written beside each file, as \
+                zsyncmake 0.6.2 writes it (with a SHA-256 header too, which zsync 0.6.2 reads as \
+                safe to ignore); the control files are not listed as files, but each entry names \
+                its own (zsync=…). 'haul sync' then updates a changed file from the blocks its old \
+                version holds, and 'haul get URL.zsync' (or zsync) builds a new version of a file \
+                from an old one, fetching only the blocks that changed.
+                """))
 
     enum FormatOption: String, ExpressibleByArgument, CaseIterable {
         case xml

@@ -5,25 +5,26 @@ import HaulServer
 
 /// `haul serve`: the download manager as a service, with an HTTP API and a dashboard.
 struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "serve",
-        abstract: "Run a download manager service with an HTTP API and a web dashboard.",
-        discussion: """
-            One service runs per journal. It resumes the journal's unfinished downloads (those \
-            a person paused stay paused), serves the API under /api/v1 and the dashboard at /, \
-            and stops on SIGTERM or SIGINT, pausing every download so the next start resumes it.
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "serve",
+            abstract: "Run a download manager service with an HTTP API and a web dashboard.",
+            discussion: """
+                One service runs per journal. It resumes the journal's unfinished downloads (those \
+                a person paused stay paused), serves the API under /api/v1 and the dashboard at /, \
+                and stops on SIGTERM or SIGINT, pausing every download so the next start resumes it.
 
-            Clients authenticate with a token: $HAUL_TOKEN when set, else the file \
-            JOURNAL-serve.token (created on first start, mode 0600). It is never taken from the \
-            command line. Listening on an address other than loopback needs a token you set.
+                Clients authenticate with a token: $HAUL_TOKEN when set, else the file \
+                JOURNAL-serve.token (created on first start, mode 0600). It is never taken from the \
+                command line. Listening on an address other than loopback needs a token you set.
 
-            aria2's JSON-RPC interface is at /jsonrpc (POST and WebSocket), for aria2 front-ends \
-            such as AriaNg and browser extensions: their secret is the same token. Pages of other \
-            sites may call it only from an origin listed with --rpc-allow-origin.
+                aria2's JSON-RPC interface is at /jsonrpc (POST and WebSocket), for aria2 front-ends \
+                such as AriaNg and browser extensions: their secret is the same token. Pages of other \
+                sites may call it only from an origin listed with --rpc-allow-origin.
 
-            While a service runs, 'haul get', 'list', 'pause', 'cancel', 'retry' and 'resume' \
-            with the same journal go through it.
-            """)
+                While a service runs, 'haul get', 'list', 'pause', 'cancel', 'retry' and 'resume' \
+                with the same journal go through it.
+                """))
 
     @Option(help: ArgumentHelp("The address and port to listen on; port 0 picks a free one.", valueName: "host:port"))
     var listen = "127.0.0.1:6800"

@@ -4,20 +4,21 @@ import Haul
 
 /// `haul sync`: keeps a directory identical to a published manifest.
 struct SyncCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "sync",
-        abstract: "Make a directory match a published manifest.",
-        discussion: """
-            Fetches the manifest (XML or JSON, see 'haul manifest') with a conditional GET, \
-            compares every entry's size and SHA-256 with DIR (digests of local files are \
-            cached in the journal), downloads what is missing or changed, verifies it and \
-            puts it in place. Stages: fetch-manifest, plan, transfer, verify, commit.
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "sync",
+            abstract: "Make a directory match a published manifest.",
+            discussion: """
+                Fetches the manifest (XML or JSON, see 'haul manifest') with a conditional GET, \
+                compares every entry's size and SHA-256 with DIR (digests of local files are \
+                cached in the journal), downloads what is missing or changed, verifies it and \
+                puts it in place. Stages: fetch-manifest, plan, transfer, verify, commit.
 
-            Exit status: 0 when DIR matches the manifest (for --dry-run: when nothing would \
-            change), 1 when it does not (a file failed, an entry is blocked, or --dry-run \
-            found changes), 2 for bad arguments, 130/143 when interrupted (partial files are \
-            kept: run the same command again).
-            """)
+                Exit status: 0 when DIR matches the manifest (for --dry-run: when nothing would \
+                change), 1 when it does not (a file failed, an entry is blocked, or --dry-run \
+                found changes), 2 for bad arguments, 130/143 when interrupted (partial files are \
+                kept: run the same command again).
+                """))
 
     @Argument(help: "The manifest's http or https URL.")
     var manifestURL: String

@@ -9,16 +9,17 @@ import ServiceLifecycle
 
 /// `haul worker`: runs jobs of a shared queue on this machine until SIGTERM or SIGINT.
 struct Worker: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "worker",
-        abstract: "Run jobs of a shared queue on PostgreSQL, beside other workers on other machines.",
-        discussion: """
-            Workers lease jobs (FOR UPDATE SKIP LOCKED), renew their leases while they run, and \
-            stop a transfer whose lease another worker took. A job whose worker died is taken \
-            over once its lease expires, from its committed bytes when the partial file is on \
-            storage the workers share (the same -d), from zero otherwise. SIGTERM or SIGINT \
-            stops the transfers, keeping their partial files, and gives the jobs back.
-            """)
+    static let configuration = HaulCommand.subcommandConfiguration(
+        CommandConfiguration(
+            commandName: "worker",
+            abstract: "Run jobs of a shared queue on PostgreSQL, beside other workers on other machines.",
+            discussion: """
+                Workers lease jobs (FOR UPDATE SKIP LOCKED), renew their leases while they run, and \
+                stop a transfer whose lease another worker took. A job whose worker died is taken \
+                over once its lease expires, from its committed bytes when the partial file is on \
+                storage the workers share (the same -d), from zero otherwise. SIGTERM or SIGINT \
+                stops the transfers, keeping their partial files, and gives the jobs back.
+                """))
 
     @OptionGroup var queueOptions: QueueOptions
 

@@ -38,6 +38,30 @@ struct CLITests {
         }
     }
 
+    /// A subcommand parses its arguments on its own (``HaulCommand.directSubcommand(of:)``,
+    /// which skips the root's completion-script check), yet says everything as it would
+    /// under the root: its usage, the help to read, and the root's own flags after its name.
+    @Test(arguments: ["get", "list", "pause", "resume", "clean"])
+    func aSubcommandsUsageErrorNamesItAsTheRootDoes(command: String) async throws {
+        let run = try await Haul.run([command, "--no-such-option", "--journal", "/nonexistent/j"])
+        #expect(run.status == 2)
+        #expect(run.stderr.hasPrefix("Error: "), "\(run.stderr)")
+        #expect(run.stderr.contains("\nUsage: haul \(command) "), "\(run.stderr)")
+        #expect(run.stderr.contains("\n  See 'haul \(command) --help' for more information."), "\(run.stderr)")
+    }
+
+    @Test func theRootsFlagsStillWorkAfterASubcommand() async throws {
+        let version = try await Haul.run(["get", "--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.split(separator: "\n") == ["0.1.0"])
+        let help = try await Haul.run(["get", "http://127.0.0.1:1/a", "-h"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("USAGE: haul get [<options>] [<url> ...]"), "\(help.stdout)")
+        let script = try await Haul.run(["get", "--generate-completion-script", "bash"])
+        #expect(script.status == 0)
+        #expect(script.stdout.contains("\n_haul_get() {"), "\(script.stdout.prefix(300))")
+    }
+
     @Test func aRateLimitIsSpelledOutWhenItIsNotOne() async throws {
         let run = try await Haul.run(["get", "http://127.0.0.1:1/a", "--limit-rate", "fast", "--journal", "/nonexistent/j"])
         #expect(run.status == 2)
