@@ -18,6 +18,16 @@ let haulLinkerSettings: [LinkerSetting] = [
     .unsafeFlags(["-Xlinker", "--no-export-dynamic"], .when(platforms: [.linux], configuration: .release))
 ]
 
+/// How the `haul` executable's code reaches the metadata of generic types: through their
+/// accessors, with the conformances its generic arguments need passed in, instead of by
+/// mangled name. A mangled name makes the runtime look each of those conformances up the first
+/// time, and on Linux each lookup walks every conformance record in the program (about
+/// 11,000): an option's `Option<Value>` or a `Set<String>` each paid that at start-up, a
+/// tenth of a small download's CPU. The code is a little larger; what it does is the same.
+let haulStartupSettings: [SwiftSetting] = [
+    .unsafeFlags(["-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"])
+]
+
 let package = Package(
     name: "Haul",
     platforms: [.macOS(.v13), .iOS(.v16)],
@@ -83,7 +93,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings,
+            swiftSettings: swiftSettings + haulStartupSettings,
             linkerSettings: haulLinkerSettings
         ),
         // What a process that runs downloads adds around the library, for `haul get` and

@@ -16,14 +16,17 @@ haul_binary() {
     else
         printf 'building haul (release, static Swift runtime, .build-bench)\n' >&2
         build_log=$(mktemp)
-        if ! swift build -c release --static-swift-stdlib --product haul --scratch-path .build-bench >"$build_log" 2>&1; then
+        # As scripts/install.sh builds it (see there).
+        local flags=(-c release --static-swift-stdlib --scratch-path .build-bench
+            -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
+        if ! swift build "${flags[@]}" --product haul >"$build_log" 2>&1; then
             tail -n 40 "$build_log" >&2
             rm -f "$build_log"
             printf 'error: swift build failed (set HAUL_BIN to use an existing binary)\n' >&2
             return 1
         fi
         rm -f "$build_log"
-        haul=$(swift build -c release --static-swift-stdlib --scratch-path .build-bench --show-bin-path)/haul
+        haul=$(swift build "${flags[@]}" --show-bin-path)/haul
     fi
     if [[ ! -x $haul ]]; then
         printf 'error: no haul binary at %s\n' "$haul" >&2

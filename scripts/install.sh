@@ -121,7 +121,13 @@ build_path=${HAUL_BUILD_PATH:-$repo/.build-install}
 configuration=${HAUL_BUILD_CONFIGURATION:-release}
 build_args=(-c "$configuration" --scratch-path "$build_path" --static-swift-stdlib)
 case $configuration in
-release) ;;
+release)
+    # Every module, the dependencies too, reaches generic types' metadata through their
+    # accessors rather than by mangled name, as Package.swift has the haul target do
+    # (haulStartupSettings): each mangled name's conformances were looked up at run time,
+    # each lookup walking every conformance record, about a tenth of a short run's CPU.
+    build_args+=(-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
+    ;;
 debug)
     # A debug build is not dead-stripped, so the linker (gold, which reads each archive
     # once, in order) pulls in parts of Foundation's static archives that need archives it
