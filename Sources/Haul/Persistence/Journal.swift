@@ -197,12 +197,12 @@ public final class Journal: Sendable {
 
     /// The job with `id`, if any.
     public func job(_ id: DownloadID) throws(DownloadError) -> JobSnapshot? {
-        try read { db in try JobRecord.fetchOne(db, key: id.rawValue).map(JobSnapshot.init) }
+        try read { db in try JobRecord.fetchOne(db, id: id.rawValue).map(JobSnapshot.init) }
     }
 
     /// The row of the job with `id`, if any.
     package func record(_ id: DownloadID) throws(DownloadError) -> JobRecord? {
-        try read { db in try JobRecord.fetchOne(db, key: id.rawValue) }
+        try read { db in try JobRecord.fetchOne(db, id: id.rawValue) }
     }
 
     /// The download `handle` names: the job with that ID, else the only one of that URL
@@ -281,7 +281,7 @@ public final class Journal: Sendable {
     @discardableResult
     public func retry(_ id: DownloadID) throws(DownloadError) -> ControlResult {
         try write { db -> ControlResult in
-            guard var record = try JobRecord.fetchOne(db, key: id.rawValue) else { return .notFound }
+            guard var record = try JobRecord.fetchOne(db, id: id.rawValue) else { return .notFound }
             guard record.state != .completed, record.state != .running, record.state != .queued else {
                 return .unchanged(record.state)
             }
@@ -376,7 +376,7 @@ public final class Journal: Sendable {
                     }
                 }
                 guard !held.isEmpty else { return submitted }
-                let rows = try held.compactMap { try JobRecord.fetchOne(db, key: $0) }
+                let rows = try held.compactMap { try JobRecord.fetchOne(db, id: $0) }
                 submitted.attachments += try Self.attach(rows, live: live, in: db)
                 return submitted
             }
@@ -540,7 +540,7 @@ public final class Journal: Sendable {
         _ id: DownloadID, command: String, direct: @escaping (inout JobRecord) -> Bool
     ) throws(DownloadError) -> ControlResult {
         try write { db -> ControlResult in
-            guard var record = try JobRecord.fetchOne(db, key: id.rawValue) else { return .notFound }
+            guard var record = try JobRecord.fetchOne(db, id: id.rawValue) else { return .notFound }
             guard record.state.isUnfinished else { return .unchanged(record.state) }
             if let owner = record.owner, owner != owners.token, owners.isAlive(owner) {
                 record.command = command

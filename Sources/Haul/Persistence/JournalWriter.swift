@@ -345,13 +345,13 @@ final class JournalWriter: Sendable {
         _ record: JobRecord, owner: Int64, force: Bool, live: [Int64: JournalOwner], in db: Database, isNew: Bool = false
     ) throws -> JobClaim {
         var record = record
-        var previous = isNew ? nil : try JobRecord.fetchOne(db, key: record.id)
+        var previous = isNew ? nil : try JobRecord.fetchOne(db, id: record.id)
         if let taken = previous {
             let id = JobIdentity.id(
                 record.id, url: record.url, destination: record.identityDestination, taken: taken.identityDestination)
             if id != record.id {
                 record.id = id
-                previous = try JobRecord.fetchOne(db, key: id)
+                previous = try JobRecord.fetchOne(db, id: id)
             }
         }
         if let previous, previous.isHeld(byOtherThan: owner, live: Set(live.keys)) {

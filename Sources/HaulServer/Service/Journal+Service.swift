@@ -235,7 +235,7 @@ extension Journal {
         var partials: [String] = []
         var files: [(path: String, size: Int64)] = []
         let removed = try update(ids, refreshingOwners: true) { db, id in
-            guard let record = try JobRecord.fetchOne(db, key: id.rawValue) else { return false }
+            guard let record = try JobRecord.fetchOne(db, id: id.rawValue) else { return false }
             try db.execute(
                 sql: "DELETE FROM job WHERE id = ? AND NOT \(Self.heldElsewhereSQL)", arguments: [id.rawValue, me, me])
             guard db.changesCount > 0 else { return false }
