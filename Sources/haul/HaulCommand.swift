@@ -34,8 +34,8 @@ struct HaulCommand: AsyncParsableCommand {
     /// errors exit with ``usageExitCode``.
     static func main() async {
         MemoryTuning.keepFreedMemory()
-        ProcessResources.startEarly(for: CommandLine.arguments)
         let arguments = Self.arguments(CommandLine.arguments.dropFirst())
+        ProcessResources.startEarly(for: arguments)
         let direct = directSubcommand(of: arguments)
         do {
             var command: any ParsableCommand

@@ -16,13 +16,15 @@ enum ProcessResources {
     /// The subcommands that use the loops and the threads.
     static let commandsThatUseThem: Set<String> = ["get", "resume", "sync", "serve", "worker"]
 
-    /// Starts the loops and the threads on a thread of its own when `arguments` name a
-    /// subcommand that uses them, so that they come up while the arguments are parsed and
-    /// the journal is opened: each of their threads is started and waited for in turn,
-    /// which the command would otherwise wait for after those steps. (Both are made once;
-    /// a command that asks for them first waits for the start under way.)
+    /// Starts the loops and the threads on a thread of its own when `arguments` (argv
+    /// without the program's name, as ``HaulCommand/arguments(_:)`` puts them: a bare URL
+    /// is a `get`) name a subcommand that uses them, so that they come up while the
+    /// arguments are parsed and the journal is opened: each of their threads is started and
+    /// waited for in turn, which the command would otherwise wait for after those steps.
+    /// (Both are made once; a command that asks for them first waits for the start under
+    /// way.)
     static func startEarly(for arguments: [String]) {
-        guard let subcommand = arguments.dropFirst().first, commandsThatUseThem.contains(subcommand) else { return }
+        guard let subcommand = arguments.first, commandsThatUseThem.contains(subcommand) else { return }
         Thread.detachNewThread {
             _ = eventLoopGroup
             _ = threadPool
