@@ -32,12 +32,13 @@ struct EntryScan {
         var check: (InputEntry) throws -> Void
     }
 
-    /// Reads `urls` and `input` (its first pass) by `rules`; throws the first problem as a
-    /// `ValidationError`.
+    /// Reads `urls` (the arguments as parsed, or what was wrong with one: see
+    /// ``GetArgument/download``) and `input` (its first pass) by `rules`; throws the first
+    /// problem as a `ValidationError`.
     /// `extra` are entries from Metalink files, read before the input file; `more` says
     /// entries are still to come (a Metalink document to fetch), so that having none yet
     /// is not an error.
-    init(urls: [String], extra: [InputEntry] = [], input: InputSource?, rules: Rules, more: Bool = false) throws {
+    init(urls: [Result<URL, InputError>], extra: [InputEntry] = [], input: InputSource?, rules: Rules, more: Bool = false) throws {
         var conflict: String?
         var refusal: (any Error)?
         func note(_ entry: InputEntry) {
@@ -64,7 +65,7 @@ struct EntryScan {
             _ = claim(entry)
         }
         do throws(InputError) {
-            for text in urls { note(InputEntry(url: try InputFile.httpURL(text))) }
+            for url in urls { note(InputEntry(url: try url.get())) }
             for entry in extra { note(entry) }
             if let input {
                 let reader = try input.firstPass()

@@ -204,17 +204,17 @@ struct Get: AsyncParsableCommand {
             }
         }
         let input = inputFile.map(InputSource.init)
-        let plainURLs = urls.filter {
-            !MetalinkEntries.isMetalinkFile($0) && !ZsyncEntries.isControlURL($0) && !HLSEntries.isPlaylistURL($0)
-        }
+        let arguments = urls.map(GetArgument.init)
+        let downloads = arguments.compactMap(\.download)
         let (streamURLs, streamSettings, streamEntries) = try streamPlan(
-            output: output, headers: headers, secretHeaders: secretHeaders, object: object, backend: backend)
+            arguments.compactMap(\.playlist), output: output, headers: headers, secretHeaders: secretHeaders,
+            object: object, backend: backend)
         let streams = (urls: streamURLs, settings: streamSettings)
-        let zsync = try zsyncPlan()
+        let zsync = try zsyncPlan(arguments)
         try backend.permit(.init(delta: !zsync.urls.isEmpty))
         // Streams for a service or the shared queue go there as entries.
         var metalinkEntries: [InputEntry] = streamEntries
-        for path in urls where MetalinkEntries.isMetalinkFile(path) {
+        for path in arguments.compactMap(\.metalinkFile) {
             metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
         }
         let metalinkURLs = try self.metalinkURLs.map { text in
@@ -227,10 +227,10 @@ struct Get: AsyncParsableCommand {
         let rules = backend.entryRules(output: output, checksum: checksum, mirrors: mirrors, headers: headers)
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
-            urls: plainURLs, extra: metalinkEntries, input: input, rules: rules,
+            urls: downloads, extra: metalinkEntries, input: input, rules: rules,
             more: !metalinkURLs.isEmpty || !zsync.urls.isEmpty || !streams.urls.isEmpty)
         var batch = GetBatch(
-            urls: plainURLs.compactMap { try? InputFile.httpURL($0) }, extra: metalinkEntries, input: input, scan: scan,
+            urls: downloads.compactMap { try? $0.get() }, extra: metalinkEntries, input: input, scan: scan,
             output: output, checksum: checksum, mirrors: mirrors,
             directory: object == nil ? try outputDirectory() : stagingDirectory(), headers: headers,
             secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
@@ -294,7 +294,7 @@ struct Get: AsyncParsableCommand {
             }
             do {
                 batch.scan = try EntryScan(
-                    urls: batch.urls.map(\.absoluteString), extra: batch.extra, input: batch.input, rules: rules)
+                    urls: batch.urls.map { .success($0) }, extra: batch.extra, input: batch.input, rules: rules)
             } catch {
                 Console.err("haul: \(error)\n")
                 throw ExitCode.validationFailure
@@ -308,14 +308,14 @@ struct Get: AsyncParsableCommand {
 
     // MARK: - Validation
 
-    /// The playlist URLs among the arguments (`URL.m3u8`) and the stream options, checked:
-    /// streams are downloaded by this process into a local directory (`urls`), or, through
-    /// a running service or onto the shared queue, given to it as entries (`entries`).
+    /// The playlist URLs among the arguments (`URL.m3u8`: `urls`) and the stream options,
+    /// checked: streams are downloaded by this process into a local directory (`urls`), or,
+    /// through a running service or onto the shared queue, given to it as entries
+    /// (`entries`).
     private func streamPlan(
-        output: String?, headers: [(name: String, value: String)], secretHeaders: [(name: String, value: String)],
+        _ urls: [URL], output: String?, headers: [(name: String, value: String)], secretHeaders: [(name: String, value: String)],
         object: S3Location?, backend: BackendChoice
     ) throws -> (urls: [URL], settings: HLSEntries.Settings, entries: [InputEntry]) {
-        let urls = self.urls.filter(HLSEntries.isPlaylistURL).compactMap { try? InputFile.httpURL($0) }
         var options = HLSOptions(renditions: hlsRenditions)
         let listsVariants = hlsVariant?.lowercased() == "list"
         if let hlsVariant, !listsVariants {
@@ -380,8 +380,8 @@ struct Get: AsyncParsableCommand {
 
     /// The control files (`URL.zsync` arguments and `--zsync`) and `--seed` files, checked:
     /// each seed must be a readable regular file.
-    private func zsyncPlan() throws -> ZsyncPlan {
-        let urls = try (self.urls.filter(ZsyncEntries.isControlURL) + zsyncURLs).map { text in
+    private func zsyncPlan(_ arguments: [GetArgument]) throws -> ZsyncPlan {
+        let urls = try arguments.compactMap(\.zsyncControl) + zsyncURLs.map { text in
             do throws(InputError) {
                 return try InputFile.httpURL(text)
             } catch {
@@ -389,7 +389,7 @@ struct Get: AsyncParsableCommand {
             }
         }
         // A URL given as an argument may turn out to be a control file by its content.
-        if !seeds.isEmpty, urls.isEmpty, self.urls.allSatisfy(MetalinkEntries.isMetalinkFile) {
+        if !seeds.isEmpty, urls.isEmpty, arguments.allSatisfy({ $0.metalinkFile != nil }) {
             throw ValidationError(
                 "--seed is for delta downloads: give the URL of a zsync control file (FILE.zsync), or --zsync URL.")
         }

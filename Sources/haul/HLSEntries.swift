@@ -6,10 +6,9 @@ import Haul
 /// by ``HLSDownloader`` with the command's network settings, by a manager of its own (the
 /// stream's staging directory, not the journal, is what a later run resumes from).
 enum HLSEntries {
-    /// Whether a command-line argument is the URL of a playlist (its path ends in `.m3u8`
-    /// or `.m3u`).
-    static func isPlaylistURL(_ argument: String) -> Bool {
-        guard let url = try? InputFile.httpURL(argument) else { return false }
+    /// Whether a command-line argument's URL is a playlist's (its path ends in `.m3u8` or
+    /// `.m3u`).
+    static func isPlaylist(_ url: URL) -> Bool {
         let path = url.path.lowercased()
         return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
     }

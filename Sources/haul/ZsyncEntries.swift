@@ -5,10 +5,9 @@ import Haul
 /// `haul get URL.zsync` and `--zsync URL`: the target of a zsync control file, as an input
 /// entry built from local seeds and what is missing from them (see ``DeltaSource``).
 enum ZsyncEntries {
-    /// Whether a command-line argument is the URL of a control file (its path ends in
+    /// Whether a command-line argument's URL is a control file's (its path ends in
     /// `.zsync`).
-    static func isControlURL(_ argument: String) -> Bool {
-        guard let url = try? InputFile.httpURL(argument) else { return false }
+    static func isControlFile(_ url: URL) -> Bool {
         return url.path.lowercased().hasSuffix(".zsync")
     }
 

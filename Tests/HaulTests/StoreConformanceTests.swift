@@ -362,6 +362,47 @@ enum StoreConformance {
         await a.close()
     }
 
+    /// A completion is confirmed only to the owner that holds the job: one another live
+    /// owner holds is refused as running elsewhere (its holder's row untouched), and a job
+    /// once completed is not confirmed again.
+    static func completionConfirmedOnlyToItsHolder(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let b = try await harness.makeOwner()
+        let mine = try harness.record("confirmed-mine")
+        let theirs = try harness.record("confirmed-theirs")
+        #expect(try await a.submit([mine], forcing: [], claimingUpTo: 1).claimed.map(\.id) == [mine.jobID])
+        guard case .claimed = try await b.claim(theirs, force: false) else {
+            Issue.record("a new job is claimed")
+            return
+        }
+        a.recordStarted(mine.jobID)
+        b.recordStarted(theirs.jobID)
+        await a.flush()
+        await b.flush()
+        do {
+            try await a.confirmCompletion(theirs.jobID, bytes: 4000)
+            Issue.record("a job another live owner holds was confirmed")
+        } catch {
+            #expect(error.code == .runningElsewhere)
+        }
+        try await a.confirmCompletion(mine.jobID, bytes: 4000)
+        a.recordCompleted(mine.jobID, bytes: 4000, transferred: 4000, unchanged: false,
+            finalURL: mine.url, path: nil, file: nil)
+        await a.flush()
+        let rows = try await b.watch([mine.jobID, theirs.jobID]).rows
+        #expect(rows[mine.jobID]?.state == .completed)
+        #expect(rows[theirs.jobID]?.state == .running)
+        #expect(rows[theirs.jobID]?.owner == (try b.ownerToken()))
+        do {
+            try await a.confirmCompletion(mine.jobID, bytes: 4000)
+            Issue.record("a completed job was confirmed again")
+        } catch {
+            #expect(error.code == .runningElsewhere)
+        }
+        await a.close()
+        await b.close()
+    }
+
     private static func claimed(_ claim: JobClaim) -> ClaimedJob? {
         guard case .claimed(let job) = claim else { return nil }
         return job
@@ -387,6 +428,7 @@ enum StoreConformance {
         Sequence(name: "crashedOwnerTakenOverAndFenced", run: crashedOwnerTakenOverAndFenced),
         Sequence(name: "phasesRetriesAndSources", run: phasesRetriesAndSources),
         Sequence(name: "aURLToTwoDestinationsIsTwoJobs", run: aURLToTwoDestinationsIsTwoJobs),
+        Sequence(name: "completionConfirmedOnlyToItsHolder", run: completionConfirmedOnlyToItsHolder),
     ]
 }
 
