@@ -47,9 +47,9 @@ if [[ -n ${BENCH_BIN:-} ]]; then
     [[ $BENCH == /* ]] || BENCH=$CALLER_DIR/$BENCH
 else
     printf 'building haul-cache-benchmark (release, .build-bench)\n' >&2
-    HAUL_BENCHMARKS=1 swift build -c release --product haul-cache-benchmark --scratch-path .build-bench >&2 \
+    HAUL_BENCHMARKS=1 swift build "${BENCH_BUILD_FLAGS[@]}" --product haul-cache-benchmark >&2 \
         || die "the build failed"
-    BENCH=$(HAUL_BENCHMARKS=1 swift build -c release --scratch-path .build-bench --show-bin-path)/haul-cache-benchmark
+    BENCH=$(HAUL_BENCHMARKS=1 swift build "${BENCH_BUILD_FLAGS[@]}" --show-bin-path)/haul-cache-benchmark
 fi
 [[ -x $BENCH ]] || die "no benchmark binary at $BENCH"
 

@@ -83,8 +83,8 @@
 #       # in memory ("ahc-memory": the client's own cost), and the same loop writing each
 #       # body with one thread-pool hop (open a temporary file, write, close, rename:
 #       # "ahc-1hop", the lightest file writing that never shows a partial file), from
-#       # Benchmarks/ClientBaseline (build it with HAUL_BENCHMARKS=1 swift build -c release --static-swift-stdlib
-#       # --scratch-path .build-bench --product haul-client-baseline), and a third,
+#       # Benchmarks/ClientBaseline (build it with HAUL_BENCHMARKS=1 swift build "${BENCH_BUILD_FLAGS[@]}"
+#       # --product haul-client-baseline, the flags of lib.sh, as haul is built), and a third,
 #       # "ahc-journal": the same writing with the least a journal that loses nothing
 #       # must do (each URL a row of an SQLite journal before it is fetched, each file
 #       # fsynced before its rename, one directory fsync and one transaction marking the

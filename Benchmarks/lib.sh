@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
 # Benchmarks/lib.sh: what the benchmark scripts share. Sourced, from the repository's root,
-# by compare.sh, serve.sh and rate-limit.sh.
+# by compare.sh, serve.sh, rate-limit.sh and the others.
+
+# The flags of every release build the benchmarks make: haul as scripts/install.sh builds it
+# (see there), and the benchmark programs (queue, sync-plan, workers, cache, the
+# client-baseline floors of compare.sh) the same way. One set, so that a floor is built as
+# the haul it is compared with, and building one program never rebuilds every module of
+# .build-bench for another.
+BENCH_BUILD_FLAGS=(-c release --static-swift-stdlib --scratch-path .build-bench
+    -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
 
 # The haul binary to measure: $HAUL_BIN (a relative path is taken from CALLER_DIR, else the
 # current directory), or haul built as scripts/install.sh builds it (release, the Swift
@@ -16,17 +24,14 @@ haul_binary() {
     else
         printf 'building haul (release, static Swift runtime, .build-bench)\n' >&2
         build_log=$(mktemp)
-        # As scripts/install.sh builds it (see there).
-        local flags=(-c release --static-swift-stdlib --scratch-path .build-bench
-            -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
-        if ! swift build "${flags[@]}" --product haul >"$build_log" 2>&1; then
+        if ! swift build "${BENCH_BUILD_FLAGS[@]}" --product haul >"$build_log" 2>&1; then
             tail -n 40 "$build_log" >&2
             rm -f "$build_log"
             printf 'error: swift build failed (set HAUL_BIN to use an existing binary)\n' >&2
             return 1
         fi
         rm -f "$build_log"
-        haul=$(swift build "${flags[@]}" --show-bin-path)/haul
+        haul=$(swift build "${BENCH_BUILD_FLAGS[@]}" --show-bin-path)/haul
     fi
     if [[ ! -x $haul ]]; then
         printf 'error: no haul binary at %s\n' "$haul" >&2

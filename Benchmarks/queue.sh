@@ -4,6 +4,7 @@
 # Goals (issue 3): peak RSS under 150 MB, first byte in under 5 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Benchmarks/lib.sh
 export HAUL_BENCHMARKS=1
-swift build -c release --static-swift-stdlib --product haul-queue-benchmark --scratch-path .build-bench
-.build-bench/release/haul-queue-benchmark "${1:-100000}" ${2:-}
+swift build "${BENCH_BUILD_FLAGS[@]}" --product haul-queue-benchmark
+"$(swift build "${BENCH_BUILD_FLAGS[@]}" --show-bin-path)"/haul-queue-benchmark "${1:-100000}" ${2:-}

@@ -3,6 +3,7 @@
 # See Benchmarks/SyncPlanBenchmark/main.swift for what is timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source Benchmarks/lib.sh
 export HAUL_BENCHMARKS=1
-swift build -c release --static-swift-stdlib --product haul-sync-benchmark --scratch-path .build-bench
-.build-bench/release/haul-sync-benchmark "${1:-100000}"
+swift build "${BENCH_BUILD_FLAGS[@]}" --product haul-sync-benchmark
+"$(swift build "${BENCH_BUILD_FLAGS[@]}" --show-bin-path)"/haul-sync-benchmark "${1:-100000}"

@@ -78,9 +78,9 @@ report=$work/report.md
 
 if want claims; then
     log "building haul-worker-benchmark"
-    HAUL_BENCHMARKS=1 swift build -c release --static-swift-stdlib --product haul-worker-benchmark --scratch-path .build-bench >"$work/build.log" 2>&1 ||
+    HAUL_BENCHMARKS=1 swift build "${BENCH_BUILD_FLAGS[@]}" --product haul-worker-benchmark >"$work/build.log" 2>&1 ||
         { tail -n 30 "$work/build.log" >&2; die "the benchmark did not build"; }
-    bench=$(HAUL_BENCHMARKS=1 swift build -c release --static-swift-stdlib --scratch-path .build-bench --show-bin-path)/haul-worker-benchmark
+    bench=$(HAUL_BENCHMARKS=1 swift build "${BENCH_BUILD_FLAGS[@]}" --show-bin-path)/haul-worker-benchmark
     log "claims: $CLAIM_COUNT jobs, 1, 2, 4, 8 workers"
     {
         echo "## Claim and complete, no transfer ($CLAIM_COUNT jobs, up to 16 claimed at a time per worker)"
