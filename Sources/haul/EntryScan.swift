@@ -38,7 +38,9 @@ struct EntryScan {
     /// `extra` are entries from Metalink files, read before the input file; `more` says
     /// entries are still to come (a Metalink document to fetch), so that having none yet
     /// is not an error.
-    init(urls: [Result<URL, InputError>], extra: [InputEntry] = [], input: InputSource?, rules: Rules, more: Bool = false) throws {
+    init(
+        urls: [Result<URL, InputError>], extra: [InputEntry] = [], input: InputSource?, rules: Rules, more: Bool = false
+    ) throws {
         var conflict: String?
         var refusal: (any Error)?
         func note(_ entry: InputEntry) {

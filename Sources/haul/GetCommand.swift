@@ -313,8 +313,8 @@ struct Get: AsyncParsableCommand {
     /// through a running service or onto the shared queue, given to it as entries
     /// (`entries`).
     private func streamPlan(
-        _ urls: [URL], output: String?, headers: [(name: String, value: String)], secretHeaders: [(name: String, value: String)],
-        object: S3Location?, backend: BackendChoice
+        _ urls: [URL], output: String?, headers: [(name: String, value: String)],
+        secretHeaders: [(name: String, value: String)], object: S3Location?, backend: BackendChoice
     ) throws -> (urls: [URL], settings: HLSEntries.Settings, entries: [InputEntry]) {
         var options = HLSOptions(renditions: hlsRenditions)
         let listsVariants = hlsVariant?.lowercased() == "list"
