@@ -72,9 +72,9 @@ extension HaulCommand {
     static func directSubcommand(of arguments: [String]) -> (any ParsableCommand.Type)? {
         // Without arguments, ArgumentParser words a subcommand's usage error differently as
         // the root: the root parses it.
-        guard arguments.count > 1, let first = arguments.first,
-            let subcommand = configuration.subcommands.first(where: { $0._commandName == first })
-        else { return nil }
+        guard arguments.count > 1, let first = arguments.first, let subcommand = subcommand(named: first) else {
+            return nil
+        }
         // Going through the root is always right, only slower: anything that may be help
         // (`-h` among other short flags too), the version, or a completion script or dump.
         let asksTheRoot = arguments.dropFirst().contains { argument in
@@ -85,6 +85,11 @@ extension HaulCommand {
             return argument.hasPrefix("-") && argument.contains("h")
         }
         return asksTheRoot ? nil : subcommand
+    }
+
+    /// The subcommand that `name` names, if any.
+    static func subcommand(named name: String) -> (any ParsableCommand.Type)? {
+        configuration.subcommands.first { $0._commandName == name }
     }
 
     /// The message for a usage error, as the root's parse words it: a subcommand parsed
@@ -114,9 +119,10 @@ extension HaulCommand {
     /// command build `get`'s sixty options as well: 1.5-2 ms more for each `haul` run.
     static func arguments(_ given: ArraySlice<String>) -> [String] {
         guard let first = given.first else { return [] }
-        let names = Set(configuration.subcommands.map { $0._commandName } + ["help"])
         let rootFlags: Set<String> = ["-h", "--help", "--version", "--generate-completion-script"]
-        if names.contains(first) || rootFlags.contains(first) || first.hasPrefix("--experimental") {
+        if first == "help" || subcommand(named: first) != nil || rootFlags.contains(first)
+            || first.hasPrefix("--experimental")
+        {
             return Array(given)
         }
         return ["get"] + given
