@@ -450,7 +450,14 @@ public final class Journal: Sendable {
     /// other processes run.
     func watch(_ ids: [DownloadID]) async throws(DownloadError) -> (rows: [DownloadID: JobRecord], live: [Int64: JournalOwner]) {
         do {
-            return try await writer.read { db in
+            // The live owners first, then the rows, each read in a statement of its own
+            // (not in one read transaction, whose snapshot begins before its first line).
+            // A holder that records its job's end and exits between a snapshot and the
+            // check of its lock looked dead mid-download: this process took over, and
+            // fetched again, a download that was complete. In this order, a holder found
+            // dead ended before the rows were read, and they show what it recorded.
+            return try await writer.unsafeRead { db in
+                let live = self.owners.liveOwners()
                 var rows: [DownloadID: JobRecord] = [:]
                 var start = 0
                 while start < ids.count {
@@ -458,7 +465,7 @@ public final class Journal: Sendable {
                     start += 500
                     for record in try JobRecord.fetchAll(db, keys: chunk) { rows[DownloadID(record.id)] = record }
                 }
-                return (rows, self.owners.liveOwners())
+                return (rows, live)
             }
         } catch {
             throw Self.failure(error)
