@@ -480,18 +480,23 @@ struct TransferMachineTests {
 struct TransferMachineSegmentTests {
     static let url = URL(string: "https://example.com/a.iso")!
 
-    static func response(requestEnd: Int64 = 2000) -> TransferMachine.SegmentResponse {
-        TransferMachine.SegmentResponse(url: url, start: 1000, requestEnd: requestEnd, claimEnd: 2000, total: 4000)
+    static func response(requestEnd: Int64 = 2000, sent: Validator? = nil) -> TransferMachine.SegmentResponse {
+        TransferMachine.SegmentResponse(url: url, start: 1000, requestEnd: requestEnd, claimEnd: 2000, total: 4000, sent: sent)
     }
 
     @Test func aSegmentAsksForItsRangeUnderTheValidatorItWasFetchedUnder() {
-        let response = Self.response(requestEnd: 1500)
-        let etag = Validator.etag("\"v1\"")
-        #expect(response.requestHeaders(validator: etag).map { "\($0.0): \($0.1)" } == [
-            "Range: bytes=1000-1499", "If-Range: \"v1\"",
-        ])
+        let response = Self.response(requestEnd: 1500, sent: .etag("\"v1\""))
+        #expect(response.requestHeaders.map { "\($0.0): \($0.1)" } == ["Range: bytes=1000-1499", "If-Range: \"v1\""])
         // A mirror's first request: its size is checked, nothing to validate against yet
-        #expect(response.requestHeaders(validator: nil).map { "\($0.0): \($0.1)" } == ["Range: bytes=1000-1499"])
+        #expect(Self.response(requestEnd: 1500).requestHeaders.map { "\($0.0): \($0.1)" } == ["Range: bytes=1000-1499"])
+        // A segment at the content's start is still a range request, never a revalidation.
+        let first = TransferMachine.SegmentResponse(url: Self.url, start: 0, requestEnd: 10, claimEnd: 10, total: 4000, sent: nil)
+        #expect(first.requestHeaders.map { "\($0.0): \($0.1)" } == ["Range: bytes=0-9"])
+        // Several ranges in one request (a delta download's), by the same rule.
+        let several = ResumePlan.rangeHeaders([0..<10, 20..<30], validator: .lastModified("Tue, 01 Dec 2026 10:00:00 GMT"))
+        #expect(several.map { "\($0.0): \($0.1)" } == [
+            "Range: bytes=0-9,20-29", "If-Range: Tue, 01 Dec 2026 10:00:00 GMT",
+        ])
     }
 
     @Test(arguments: [
@@ -500,12 +505,15 @@ struct TransferMachineSegmentTests {
         (206, "bytes 0-999/4000", false),  // not where the segment starts
         (206, "bytes 1000-1999/5000", false),  // another total
         (206, "", false),
+        (206, "bytes 1000-1999/*", false),  // no total to check
         (200, "", false),
+        (204, "", false),
         (416, "bytes */4000", false),
     ])
     func aSegmentIsWrittenOnlyFromItsOwn206(status: Int, contentRange: String, accepted: Bool) {
-        var response = Self.response()
-        let headers = contentRange.isEmpty ? HTTPHeaders() : HTTPHeaders([("Content-Range", contentRange)])
+        var response = Self.response(sent: .etag("\"v1\""))
+        var headers = contentRange.isEmpty ? HTTPHeaders() : HTTPHeaders([("Content-Range", contentRange)])
+        headers.add(name: "ETag", value: "\"v1\"")
         let action = response.receivedHead(status: status, headers: headers)
         #expect(action == (accepted ? TransferMachine.SegmentResponse.HeadAction.write : .stop))
         let ending = response.requestEnded(error: nil, finished: accepted, wroteSomething: accepted)
@@ -515,6 +523,34 @@ struct TransferMachineSegmentTests {
         } else {
             Issue.record("expected changed, got \(ending)")
         }
+    }
+
+    /// A 206 under another ETag than the one the range was asked under is another
+    /// content, though its range is right: the same rule as a resumed download's.
+    @Test func aSegmentOfAnotherETagIsAChangedContent() {
+        var response = Self.response(sent: .etag("\"v1\""))
+        let headers = HTTPHeaders([("Content-Range", "bytes 1000-1999/4000"), ("ETag", "\"v2\"")])
+        #expect(response.receivedHead(status: 206, headers: headers) == .stop)
+        #expect(response.requestEnded(error: nil, finished: false, wroteSomething: false)
+            == .changed("\(Self.url.absoluteString): ETag changed from \"v1\" to \"v2\""))
+        // A mirror's first request has no ETag to hold it to: its validator is learned.
+        var first = Self.response()
+        #expect(first.receivedHead(status: 206, headers: headers) == .write)
+        #expect(first.validator == .etag("\"v2\""))
+    }
+
+    /// A redirect answering a segment fails it (the download's URL was resolved before it
+    /// was split), as any status other than 206, 200 and 416 does.
+    @Test(arguments: [302, 404, 503])
+    func anotherStatusFailsTheSegment(status: Int) {
+        var response = Self.response()
+        let headers = HTTPHeaders([("Location", "https://example.com/b.iso")])
+        #expect(response.receivedHead(status: status, headers: headers) == .stop)
+        guard case .failed(let error) = response.requestEnded(error: nil, finished: false, wroteSomething: false) else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.statusCode == status)
     }
 
     @Test func anErrorStatusFailsTheSegment() {

@@ -86,11 +86,6 @@ final class MultiRangeDelegate: ResponseReceiver {
         return endings
     }
 
-    /// The `Range` header that asks for `claims`.
-    static func rangeHeader(_ claims: [SegmentTable.Claim]) -> String {
-        "bytes=" + claims.map { "\($0.start)-\($0.end - 1)" }.joined(separator: ",")
-    }
-
     func receivedHead(task: any ResponseTask, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         let status = Int(head.status.code)
         let headers = head.headers

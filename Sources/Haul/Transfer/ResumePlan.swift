@@ -3,6 +3,8 @@
 ///
 /// - A partial with a validator is resumed with `Range: bytes=N-` and `If-Range`.
 /// - A partial without one restarts from zero, unless blind resume is allowed.
+/// - A segment of a split download asks for its range alone (`Range: bytes=N-M`), under
+///   the validator the content was fetched under; its answer is judged by the same rules.
 /// - A 206 is accepted only when its `Content-Range` starts at the requested offset and
 ///   (with an ETag) the ETag is the one we hold.
 /// - A 200 means the content changed or the server ignores ranges: start from zero.
@@ -13,6 +15,8 @@
 struct ResumePlan: Hashable, Sendable {
     /// The byte the request asks to start at; 0 asks for everything.
     let offset: Int64
+    /// Where the range asked for ends (exclusive), for a segment; `nil`: the content's end.
+    let end: Int64?
     /// The validator sent in `If-Range`, if any.
     let validator: Validator?
     /// The full size recorded with the partial, if known.
@@ -29,8 +33,18 @@ struct ResumePlan: Hashable, Sendable {
 
     init(offset: Int64, validator: Validator?, knownTotal: Int64?) {
         self.offset = offset
+        self.end = nil
         self.validator = validator
         self.knownTotal = knownTotal
+    }
+
+    /// A plan that asks for `range` of a content of `total` bytes (a segment), under
+    /// `validator` (`nil`: a mirror's first request, whose size is checked).
+    init(range: Range<Int64>, validator: Validator?, total: Int64) {
+        self.offset = range.lowerBound
+        self.end = range.upperBound
+        self.validator = validator
+        self.knownTotal = total
     }
 
     /// Plans the next request for a partial file of `existingBytes` bytes.
@@ -50,6 +64,7 @@ struct ResumePlan: Hashable, Sendable {
 
     /// The headers that ask for the rest of the content.
     var requestHeaders: [(String, String)] {
+        if let end { return Self.rangeHeaders([offset..<end], validator: validator) }
         guard offset > 0 else {
             switch revalidating {
             case .etag(let etag): return [("If-None-Match", etag)]
@@ -58,6 +73,14 @@ struct ResumePlan: Hashable, Sendable {
             }
         }
         var headers = [("Range", "bytes=\(offset)-")]
+        if let validator { headers.append(("If-Range", validator.headerValue)) }
+        return headers
+    }
+
+    /// The headers that ask for `ranges` (ascending, each non-empty) in one request, under
+    /// `validator` when there is one: `Range: bytes=A-B,C-D` and `If-Range`.
+    static func rangeHeaders(_ ranges: [Range<Int64>], validator: Validator?) -> [(String, String)] {
+        var headers = [("Range", "bytes=" + ranges.map { "\($0.lowerBound)-\($0.upperBound - 1)" }.joined(separator: ","))]
         if let validator { headers.append(("If-Range", validator.headerValue)) }
         return headers
     }

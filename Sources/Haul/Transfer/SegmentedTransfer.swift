@@ -587,12 +587,13 @@ struct SegmentedTransfer: Sendable {
             ? TransferMachine.SegmentResponse.adopted(
                 url: url, claimEnd: claim.end, total: table.total, validator: validator)
             : TransferMachine.SegmentResponse(
-                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total)
+                url: url, start: claim.start, requestEnd: end, claimEnd: claim.end, total: table.total,
+                sent: source.validator)
         let request: HTTPClient.Request
         do throws(DownloadError) {
             request = try HTTPClients.get(
                 url, userAgent: configuration.userAgent, headers: policy.headers(for: url),
-                replacing: response.requestHeaders(validator: source.validator))
+                replacing: response.requestHeaders)
         } catch {
             return (.failed(error), nil)
         }
@@ -617,12 +618,12 @@ struct SegmentedTransfer: Sendable {
         let parts = claims.map { claim in
             segmentDelegate(
                 TransferMachine.SegmentResponse(
-                    url: url, start: claim.start, requestEnd: claim.end, claimEnd: claim.end, total: table.total),
+                    url: url, start: claim.start, requestEnd: claim.end, claimEnd: claim.end, total: table.total,
+                    sent: source.validator),
                 claim: claim, sourceIndex: source.index, measuring: nil)
         }
         let delegate = MultiRangeDelegate(claims: claims, parts: parts, total: table.total, sent: source.validator)
-        var headers = [("Range", MultiRangeDelegate.rangeHeader(claims))]
-        if let validator = source.validator { headers.append(("If-Range", validator.headerValue)) }
+        let headers = ResumePlan.rangeHeaders(claims.map { $0.start..<$0.end }, validator: source.validator)
         let request: HTTPClient.Request
         do throws(DownloadError) {
             request = try HTTPClients.get(

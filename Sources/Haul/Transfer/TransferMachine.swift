@@ -583,7 +583,8 @@ struct TransferMachine: Sendable {
 
 extension TransferMachine {
     /// One ranged response of a segmented download, as a plain value: whether its head
-    /// is the segment asked for, and what the request ended with.
+    /// is the segment asked for (judged by ``ResumePlan``, the rules of every response to a
+    /// range request), and what the request ended with.
     ///
     /// ```
     ///   awaitingHead ── 206 at the start, same total ──► writing ── stopped ──► reachedEnd
@@ -640,24 +641,30 @@ extension TransferMachine {
         let claimEnd: Int64
         /// The content's size.
         let total: Int64
+        /// The validator the range is asked for under (`If-Range`): the one the content was
+        /// fetched under; `nil` for a mirror's first request, whose size is checked and
+        /// whose validator is sent from then on.
+        let sent: Validator?
         private(set) var state: State = .awaitingHead
         /// The validator of a `206` accepted for writing (a mirror's, learned from its first
         /// response; see ``SourceSet``).
         private(set) var validator: Validator?
 
-        init(url: URL, start: Int64, requestEnd: Int64, claimEnd: Int64, total: Int64) {
+        init(url: URL, start: Int64, requestEnd: Int64, claimEnd: Int64, total: Int64, sent: Validator?) {
             self.url = url
             self.start = start
             self.requestEnd = requestEnd
             self.claimEnd = claimEnd
             self.total = total
+            self.sent = sent
         }
 
         /// The first response of the download (a `200` of the whole content, whose head
         /// qualified it for segments), kept as the first segment's, which ends at
         /// `claimEnd`: writing from its first byte (see ``ResponseHandover``).
         static func adopted(url: URL, claimEnd: Int64, total: Int64, validator: Validator?) -> SegmentResponse {
-            var response = SegmentResponse(url: url, start: 0, requestEnd: total, claimEnd: claimEnd, total: total)
+            var response = SegmentResponse(
+                url: url, start: 0, requestEnd: total, claimEnd: claimEnd, total: total, sent: validator)
             response.state = .writing
             response.validator = validator
             return response
@@ -666,39 +673,34 @@ extension TransferMachine {
         /// Whether the body is being written.
         var isWriting: Bool { state == .writing }
 
-        /// The headers that ask for the segment: its range, and `If-Range` with the
-        /// `validator` the content was fetched under (`nil`: a mirror's first request, whose
-        /// size is checked and whose validator is sent from then on).
-        func requestHeaders(validator: Validator?) -> [(String, String)] {
-            var headers = [("Range", "bytes=\(start)-\(requestEnd - 1)")]
-            if let validator { headers.append(("If-Range", validator.headerValue)) }
-            return headers
-        }
+        /// The rules its request and response follow: the range `[start, requestEnd)` of
+        /// a content of `total` bytes, under the validator ``sent``.
+        var plan: ResumePlan { ResumePlan(range: start..<requestEnd, validator: sent, total: total) }
 
-        /// The response's head came: a 206 must start where the segment does and give the
-        /// content's total; a 200 or 416 means the `If-Range` validator no longer matches
-        /// or ranges stopped working.
+        /// The headers that ask for the segment: its range, and `If-Range` with the
+        /// validator it is asked for under.
+        var requestHeaders: [(String, String)] { plan.requestHeaders }
+
+        /// The response's head came: by ``ResumePlan``'s rules, a 206 must start where the
+        /// segment does, give the content's total and (with an ETag sent) keep its ETag;
+        /// a 200 or 416, or a 206 that does not, means the content changed or ranges
+        /// stopped working; other statuses fail the request.
         mutating func receivedHead(status: Int, headers: HTTPHeaders) -> HeadAction {
             guard state == .awaitingHead else { return .stop }
-            switch status {
-            case 206:
-                let range = headers.first(name: "Content-Range").flatMap(ContentRange.init)
-                if let range, range.range?.lowerBound == start, range.total == total {
-                    state = .writing
-                    validator = Validator(
-                        etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"))
-                    return .write
-                }
-                if let sent = range?.total, sent != total {
-                    state = .refused(
-                        .changed("\(url.absoluteString): its content is \(sent) bytes, not \(total)"))
-                } else {
-                    state = .refused(
-                        .changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
-                }
-            case 200, 416:
+            switch plan.evaluate(status: status, header: { headers.first(name: $0) }) {
+            case .write(_, truncate: false, let given) where given == total:
+                state = .writing
+                validator = Validator(etag: headers.first(name: "ETag"), lastModified: headers.first(name: "Last-Modified"))
+                return .write
+            case .write(_, truncate: false, let given?):
+                state = .refused(.changed("\(url.absoluteString): its content is \(given) bytes, not \(total)"))
+            case .write(_, truncate: false, nil):
+                state = .refused(.changed("\(url.absoluteString): a segment's Content-Range does not match the request"))
+            case .write(_, truncate: true, _), .complete, .notModified:
                 state = .refused(.changed("\(url.absoluteString) changed or stopped honouring ranges (\(status))"))
-            default:
+            case .restart(let reason):
+                state = .refused(.changed("\(url.absoluteString): \(reason)"))
+            case .redirect, .fail:
                 state = .refused(
                     .failed(
                         TransportErrors.httpError(
