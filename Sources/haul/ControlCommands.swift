@@ -24,16 +24,9 @@ struct ControlCommand<Verb: ControlVerb>: AsyncParsableCommand {
 
     @OptionGroup var queueOptions: QueueOptions
 
-    /// The backend and the downloads named, once `validate()` has checked them.
-    @Derived var plan: (backend: BackendChoice, target: ControlTarget)?
-
-    mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-        plan = (backend, try backend.target(of: Verb.action, ids: ids, all: all, allFlag: "--\(Verb.allFlag)"))
-    }
-
     mutating func run() async throws {
-        let (backend, target) = $plan
+        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
+        let target = try backend.target(of: Verb.action, ids: ids, all: all, allFlag: "--\(Verb.allFlag)")
         try await backend.with { try await $0.control(Verb.action, target) }
     }
 }

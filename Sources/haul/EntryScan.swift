@@ -2,10 +2,10 @@ import ArgumentParser
 import Foundation
 import Haul
 
-/// The first pass over `haul get`'s entries (its URLs, then the input file's), made while
-/// the arguments are checked: every URL and input line is checked (a problem is a usage
-/// error, and nothing is downloaded or queued), the entries are counted, and the URL that
-/// first claims each partial file name is noted.
+/// The first pass over `haul get`'s entries (its URLs, then the input file's), made once
+/// the backend is chosen and before it is opened: every URL and input line is checked (a
+/// problem is a usage error, and nothing is downloaded or queued), the entries are
+/// counted, and the URL that first claims each partial file name is noted.
 ///
 /// What it keeps does not depend on the URLs' lengths, so a list of millions stays small.
 struct EntryScan {

@@ -165,12 +165,35 @@ struct Get: AsyncParsableCommand {
 
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
-    /// The backend and the checked downloads, once `validate()` has run.
-    @Derived var plan:
-        (
-            backend: BackendChoice, batch: GetBatch, metalinkURLs: [URL], zsync: ZsyncPlan, rules: EntryScan.Rules,
-            streams: (urls: [URL], settings: HLSEntries.Settings)
-        )?
+    /// The arguments, checked, once `validate()` has run.
+    @Derived var checked: Checked?
+
+    /// What `haul get`'s arguments ask for, checked by `validate()` without choosing a
+    /// backend or reading an entry; ``plan(_:)`` takes it from there in `run()`.
+    struct Checked {
+        var headers: [(name: String, value: String)]
+        var secretHeaders: [(name: String, value: String)]
+        var checksum: Checksum?
+        /// The object or prefix to store into (`-o`/`-d s3://…`).
+        var object: S3Location?
+        /// `-o`'s name (an object's last key component stands for it).
+        var output: String?
+        var mirrors: [URL]
+        var arguments: [GetArgument]
+        var streams: StreamArguments
+        var zsync: ZsyncPlan
+        var metalinkURLs: [URL]
+        /// Where the files go: the output directory, or the staging directory of objects.
+        var directory: URL
+    }
+
+    /// The HLS playlists among the arguments, and the stream options.
+    struct StreamArguments {
+        var urls: [URL]
+        var options: HLSOptions
+        /// `--hls-variant list`: list each playlist's variants instead.
+        var listsVariants: Bool
+    }
 
     /// The zsync control files to fetch, and the seeds their targets are built from.
     struct ZsyncPlan {
@@ -178,18 +201,22 @@ struct Get: AsyncParsableCommand {
         var seeds: [URL]
     }
 
+    /// What `run()` carries out: the backend, the checked downloads, and what is still to
+    /// be fetched before they start.
+    private struct Plan {
+        var backend: BackendChoice
+        var batch: GetBatch
+        var metalinkURLs: [URL]
+        var zsync: ZsyncPlan
+        var rules: EntryScan.Rules
+        var streams: (urls: [URL], settings: HLSEntries.Settings)
+    }
+
     mutating func validate() throws {
-        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-        try backend.permit(
-            .init(
-                detach: detach, credentials: !secretHeaders.isEmpty, networkOptions: options.network.given + options.cacheOptionsGiven,
-                overallRates: options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil,
-                hooks: hookOptions.given, cache: options.cache != nil))
         let headers = try Self.parsedHeaders(self.headers, option: "--header")
         let secretHeaders = try Self.parsedHeaders(self.secretHeaders, option: "--secret-header")
         let checksum = try parsedChecksum()
         let object = try objectDestination()
-        try backend.permit(.init(objects: object != nil))
         // An object's key (not a prefix) takes one URL, as -o does: its last component stands
         // for the name in that rule.
         let output = object.map { $0.isPrefix ? nil : $0.key.split(separator: "/").last.map(String.init) } ?? outputPath.name
@@ -203,20 +230,10 @@ struct Get: AsyncParsableCommand {
                 throw ValidationError("--mirror: \(error.description)")
             }
         }
-        let input = inputFile.map(InputSource.init)
         let arguments = urls.map(GetArgument.init)
-        let downloads = arguments.compactMap(\.download)
-        let (streamURLs, streamSettings, streamEntries) = try streamPlan(
-            arguments.compactMap(\.playlist), output: output, headers: headers, secretHeaders: secretHeaders,
-            object: object, backend: backend)
-        let streams = (urls: streamURLs, settings: streamSettings)
+        let streams = try streamArguments(
+            arguments.compactMap(\.playlist), output: output, headers: headers, secretHeaders: secretHeaders)
         let zsync = try zsyncPlan(arguments)
-        try backend.permit(.init(delta: !zsync.urls.isEmpty))
-        // Streams for a service or the shared queue go there as entries.
-        var metalinkEntries: [InputEntry] = streamEntries
-        for path in arguments.compactMap(\.metalinkFile) {
-            metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
-        }
         let metalinkURLs = try self.metalinkURLs.map { text in
             do throws(InputError) {
                 return try InputFile.httpURL(text)
@@ -224,27 +241,60 @@ struct Get: AsyncParsableCommand {
                 throw ValidationError("--metalink: \(error.description)")
             }
         }
-        let rules = backend.entryRules(output: output, checksum: checksum, mirrors: mirrors, headers: headers)
+        checked = Checked(
+            headers: headers, secretHeaders: secretHeaders, checksum: checksum, object: object, output: output,
+            mirrors: mirrors, arguments: arguments, streams: streams, zsync: zsync, metalinkURLs: metalinkURLs,
+            directory: object == nil ? try outputDirectory() : stagingDirectory())
+    }
+
+    /// Chooses the backend, checks what the arguments ask of it, and reads every entry
+    /// (Metalink files, then the input file's first pass): a problem is a usage error, and
+    /// nothing has started.
+    private func plan(_ checked: Checked) throws -> Plan {
+        let backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
+        try backend.permit(
+            .init(
+                detach: detach, credentials: !checked.secretHeaders.isEmpty,
+                networkOptions: options.network.given + options.cacheOptionsGiven,
+                overallRates: options.rates.maxOverallRate != nil || options.rates.maxHostRate != nil,
+                hooks: hookOptions.given, objects: checked.object != nil, delta: !checked.zsync.urls.isEmpty,
+                cache: options.cache != nil))
+        let (streamURLs, streamSettings, streamEntries) = try streamPlan(checked, backend: backend)
+        let streams = (urls: streamURLs, settings: streamSettings)
+        // Streams for a service or the shared queue go there as entries.
+        var metalinkEntries: [InputEntry] = streamEntries
+        for path in checked.arguments.compactMap(\.metalinkFile) {
+            metalinkEntries += try MetalinkEntries.entries(ofFile: path, location: metalinkLocation)
+        }
+        let rules = backend.entryRules(
+            output: checked.output, checksum: checked.checksum, mirrors: checked.mirrors, headers: checked.headers)
+        let input = inputFile.map(InputSource.init)
+        let downloads = checked.arguments.compactMap(\.download)
         // Entries of a Metalink document on a server are known once it is fetched.
         let scan = try EntryScan(
             urls: downloads, extra: metalinkEntries, input: input, rules: rules,
-            more: !metalinkURLs.isEmpty || !zsync.urls.isEmpty || !streams.urls.isEmpty)
+            more: !checked.metalinkURLs.isEmpty || !checked.zsync.urls.isEmpty || !streams.urls.isEmpty)
         var batch = GetBatch(
             urls: downloads.compactMap { try? $0.get() }, extra: metalinkEntries, input: input, scan: scan,
-            output: output, checksum: checksum, mirrors: mirrors,
-            directory: object == nil ? try outputDirectory() : stagingDirectory(), headers: headers,
-            secretHeaders: secretHeaders, force: force, storesCredentials: storeCredentials, detach: detach,
-            run: options.$settings)
-        batch.object = object
-        batch.seeds = zsync.seeds
+            output: checked.output, checksum: checked.checksum, mirrors: checked.mirrors, directory: checked.directory,
+            headers: checked.headers, secretHeaders: checked.secretHeaders, force: force,
+            storesCredentials: storeCredentials, detach: detach, run: options.$settings)
+        batch.object = checked.object
+        batch.seeds = checked.zsync.seeds
         batch.streamOptions = streams.settings.options
         batch.run.hooks = hookOptions.$hooks
-        if let storage = try backend.objectStorage(for: object) { batch.run.configuration.objectStorage = storage }
-        plan = (backend, batch, metalinkURLs, zsync, rules, streams)
+        if let storage = try backend.objectStorage(for: checked.object) { batch.run.configuration.objectStorage = storage }
+        return Plan(
+            backend: backend, batch: batch, metalinkURLs: checked.metalinkURLs, zsync: checked.zsync, rules: rules,
+            streams: streams)
     }
 
     mutating func run() async throws {
-        var (backend, batch, metalinkURLs, zsync, rules, streams) = $plan
+        let plan = try plan($checked)
+        let (backend, metalinkURLs, zsync, rules, streams) = (
+            plan.backend, plan.metalinkURLs, plan.zsync, plan.rules, plan.streams
+        )
+        var batch = plan.batch
         var streamCode: Int32 = 0
         if !streams.urls.isEmpty {
             streamCode = await HLSEntries.run(streams.urls, settings: streams.settings, run: batch.run)
@@ -308,14 +358,11 @@ struct Get: AsyncParsableCommand {
 
     // MARK: - Validation
 
-    /// The playlist URLs among the arguments (`URL.m3u8`: `urls`) and the stream options,
-    /// checked: streams are downloaded by this process into a local directory (`urls`), or,
-    /// through a running service or onto the shared queue, given to it as entries
-    /// (`entries`).
-    private func streamPlan(
+    /// The playlist URLs among the arguments (`URL.m3u8`) and the stream options, checked.
+    private func streamArguments(
         _ urls: [URL], output: String?, headers: [(name: String, value: String)],
-        secretHeaders: [(name: String, value: String)], object: S3Location?, backend: BackendChoice
-    ) throws -> (urls: [URL], settings: HLSEntries.Settings, entries: [InputEntry]) {
+        secretHeaders: [(name: String, value: String)]
+    ) throws -> StreamArguments {
         var options = HLSOptions(renditions: hlsRenditions)
         let listsVariants = hlsVariant?.lowercased() == "list"
         if let hlsVariant, !listsVariants {
@@ -334,12 +381,13 @@ struct Get: AsyncParsableCommand {
         let given = hlsVariant != nil || hlsRenditions || hlsDuration != nil
         options.headers = headers + secretHeaders
         options.sensitiveHeaderNames = Set(secretHeaders.map(\.name))
+        let streams = StreamArguments(urls: urls, options: options, listsVariants: listsVariants)
         if urls.isEmpty {
             // A URL whose download turns out to be a playlist is followed with them.
             if given, self.urls.isEmpty {
                 throw ValidationError("--hls-variant, --hls-renditions and --hls-duration are for HLS playlists: give the playlist's URL.")
             }
-            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")), [])
+            return streams
         }
         if output != nil, self.urls.count > 1 {
             throw ValidationError("-o can only be used with a single URL; give each playlist its own 'haul get URL -o NAME'.")
@@ -351,6 +399,20 @@ struct Get: AsyncParsableCommand {
                 throw ValidationError(
                     "\(other.absoluteString) and \(url.absoluteString) would both be saved as \(stem).ts or .mp4: give each its own 'haul get URL -o NAME'.")
             }
+        }
+        return streams
+    }
+
+    /// The streams of `checked`, by `backend`: downloaded by this process into a local
+    /// directory (`urls`), or, through a running service or onto the shared queue, given
+    /// to it as entries (`entries`).
+    private func streamPlan(
+        _ checked: Checked, backend: BackendChoice
+    ) throws -> (urls: [URL], settings: HLSEntries.Settings, entries: [InputEntry]) {
+        let (urls, options, listsVariants) = (checked.streams.urls, checked.streams.options, checked.streams.listsVariants)
+        let (output, object) = (checked.output, checked.object)
+        if urls.isEmpty {
+            return ([], HLSEntries.Settings(options: options, output: nil, directory: URL(fileURLWithPath: "/")), [])
         }
         guard case .journal(.here) = backend, object == nil else {
             // The service or a worker downloads it, or this process into an object, as a
@@ -373,7 +435,7 @@ struct Get: AsyncParsableCommand {
         if listsVariants, urls.count != self.urls.count {
             throw ValidationError("--hls-variant list shows the variants of playlists: give only playlist URLs (ending in .m3u8).")
         }
-        var settings = HLSEntries.Settings(options: options, output: output, directory: try outputDirectory())
+        var settings = HLSEntries.Settings(options: options, output: output, directory: checked.directory)
         settings.listsVariants = listsVariants
         return (urls, settings, [])
     }

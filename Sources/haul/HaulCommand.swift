@@ -4,10 +4,12 @@ import Haul
 
 /// The `haul` command: a download manager on the command line.
 ///
-/// Every subcommand checks its arguments in `validate()` (and its option groups'), so that
-/// every usage error is found while parsing, before anything is opened, and is reported by
-/// ArgumentParser with the subcommand's usage. Each subcommand then runs once against the
-/// backend its options choose (``BackendChoice``).
+/// Every subcommand checks its arguments in `validate()` (and its option groups'), without
+/// opening or reading anything but the files they name. Its `run()` then chooses the
+/// backend (``BackendChoice``: a running service, the shared queue or the journal), checks
+/// what the command asks of it, and reads the entries (input and Metalink files), before
+/// anything is downloaded or queued. A usage error found there is reported as one found
+/// while parsing: with the subcommand's usage, and exit status ``usageExitCode``.
 @main
 struct HaulCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -37,23 +39,35 @@ struct HaulCommand: AsyncParsableCommand {
         let arguments = Self.arguments(CommandLine.arguments.dropFirst())
         ProcessResources.startEarly(for: arguments)
         let direct = directSubcommand(of: arguments)
+        var command: any ParsableCommand
         do {
-            var command: any ParsableCommand
             if let direct {
                 command = try direct.parseAsRoot(Array(arguments.dropFirst()))
             } else {
                 command = try await asyncParseAsRoot(arguments)
             }
+        } catch {
+            exit(with: error, usage: direct)
+        }
+        do {
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
         } catch {
-            guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
-            Console.err(usageMessage(for: error, parsedBy: direct) + "\n")
-            Foundation.exit(usageExitCode)
+            // A usage error of run()'s (what the backend refuses, an entry of an input
+            // file) is the subcommand's, as one of validate()'s is.
+            exit(with: error, usage: type(of: command) == Self.self ? nil : type(of: command))
         }
+    }
+
+    /// Says `error` as ArgumentParser would and exits: a usage error with the usage of
+    /// `subcommand` (the root's when `nil`) and ``usageExitCode``.
+    private static func exit(with error: any Error, usage subcommand: (any ParsableCommand.Type)?) -> Never {
+        guard exitCode(for: error) == .validationFailure else { exit(withError: error) }
+        Console.err(usageMessage(for: error, of: subcommand) + "\n")
+        Foundation.exit(usageExitCode)
     }
 }
 
@@ -92,14 +106,14 @@ extension HaulCommand {
         configuration.subcommands.first { $0._commandName == name }
     }
 
-    /// The message for a usage error, as the root's parse words it: a subcommand parsed
-    /// as the root names itself without `haul` in the line that points to its help (the
-    /// usage line above it already says `haul get`).
-    static func usageMessage(for error: any Error, parsedBy direct: (any ParsableCommand.Type)?) -> String {
-        let message = fullMessage(for: error)
-        guard let direct, let root = configuration.commandName else { return message }
-        let name = direct._commandName
-        return message.replacingOccurrences(of: "See '\(name) ", with: "See '\(root) \(name) ")
+    /// The message for a usage error, as the root's parse words it, with the usage of
+    /// `subcommand` when it parsed its arguments as the root (``directSubcommand(of:)``)
+    /// or threw the error from its `run()`: ArgumentParser then names it without `haul` in
+    /// the line that points to its help (the usage line above it already says `haul get`).
+    static func usageMessage(for error: any Error, of subcommand: (any ParsableCommand.Type)?) -> String {
+        guard let subcommand, let root = configuration.commandName else { return fullMessage(for: error) }
+        let name = subcommand._commandName
+        return subcommand.fullMessage(for: error).replacingOccurrences(of: "See '\(name) ", with: "See '\(root) \(name) ")
     }
 
     /// A subcommand's configuration: `configuration`, with `haul` as its super-command,

@@ -57,16 +57,9 @@ struct List: AsyncParsableCommand {
 
     @OptionGroup var queueOptions: QueueOptions
 
-    /// The backend, once `validate()` has chosen it.
-    @Derived var backend: BackendChoice?
-
-    mutating func validate() throws {
-        backend = try BackendChoice.make(journal: journalOptions, queue: queueOptions)
-    }
-
     mutating func run() async throws {
         let request = ListRequest(all: all, json: json)
-        try await $backend.with { try await $0.list(request) }
+        try await BackendChoice.make(journal: journalOptions, queue: queueOptions).with { try await $0.list(request) }
     }
 }
 

@@ -30,22 +30,15 @@ struct Resume: AsyncParsableCommand {
 
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
-    /// The backend, once `validate()` has chosen it.
-    @Derived var backend: JournalChoice?
-
-    mutating func validate() throws {
+    mutating func run() async throws {
         let backend = JournalChoice.make(journal: journalOptions)
         try backend.permit(.init(networkOptions: options.network.given + options.cacheOptionsGiven, hooks: hookOptions.given))
-        self.backend = backend
-    }
-
-    mutating func run() async throws {
         var settings = options.$settings
         settings.hooks = hookOptions.$hooks
         // Downloads into object storage resume with the credentials the environment gives
         // now; without any, they fail saying so (and other downloads resume as usual).
         settings.configuration.objectStorage = try? .fromEnvironment()
-        let code = try await $backend.with { try await $0.resume(settings) }
+        let code = try await backend.with { try await $0.resume(settings) }
         if code != 0 { throw ExitCode(code) }
     }
 }

@@ -158,7 +158,6 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--root \(objectRoots[0]): \(error.message).")
             }
         }
-        options.queue = try queueOptions.address(fromEnvironment: true)
         options.hooks = hookOptions.$hooks
         try applyWebhooks(to: &options)
         self.options = options
@@ -167,6 +166,8 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         guard #available(macOS 14, iOS 17, tvOS 17, *) else { return }
         var options = $options
+        // The shared queue's address, with its password (PGPASSWORD, ~/.pgpass, $HAUL_QUEUE_URL).
+        options.queue = try queueOptions.address(fromEnvironment: true)
         options.eventLoopGroup = ProcessResources.eventLoopGroup
         options.threadPool = ProcessResources.threadPool
         try? FileManager.default.createDirectory(atPath: options.directory, withIntermediateDirectories: true)

@@ -66,8 +66,8 @@ struct Worker: AsyncParsableCommand {
 
     @OptionGroup(title: "Hooks") var hookOptions: HookOptions
 
-    /// The queue and the worker's settings, once `validate()` has checked them.
-    @Derived var plan: (backend: QueueBackend, settings: QueueWorker.Settings)?
+    /// The worker's settings, once `validate()` has checked them.
+    @Derived var settings: QueueWorker.Settings?
 
     mutating func validate() throws {
         guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
@@ -76,7 +76,6 @@ struct Worker: AsyncParsableCommand {
         if let metricsListen, Serve.parse(metricsListen) == nil {
             throw ValidationError("--metrics-listen takes host:port, such as 127.0.0.1:9464 or [::1]:9464.")
         }
-        guard let address = try queueOptions.address(required: true) else { return }
         var settings: QueueWorker.Settings
         if directory.hasPrefix("s3://") {
             let prefix: S3Location
@@ -104,11 +103,14 @@ struct Worker: AsyncParsableCommand {
         settings.perHost = perHost
         settings.lease = .seconds(lease)
         try network.apply(to: &settings.configuration)
-        plan = (QueueBackend(address: address), settings)
+        self.settings = settings
     }
 
     mutating func run() async throws {
-        let (backend, settings) = $plan
+        let settings = $settings
+        // The queue's address, with its password (PGPASSWORD, ~/.pgpass, $HAUL_QUEUE_URL).
+        guard let address = try queueOptions.address(required: true) else { return }
+        let backend = QueueBackend(address: address)
         try FileManager.default.createDirectory(at: settings.directory, withIntermediateDirectories: true)
         let logger = log.logger(label: "haul.worker", name: "haul worker")
         let target = settings.bucket.map { "s3://\($0)/\(settings.keyPrefix)" } ?? settings.directory.path

@@ -189,7 +189,9 @@ struct CLITests {
     }
 
     /// What the chosen backend refuses of the options (``BackendChoice/refusal(of:)``) is a
-    /// usage error that says why, found before anything is opened.
+    /// usage error that says why, found before anything is opened. The backend is chosen
+    /// as the command runs, not while its arguments are parsed: the message still comes
+    /// with the command's usage and help line, as a parse error's does.
     @Test(arguments: [
         (
             ["get", "--queue", "postgres://u@127.0.0.1:1/db", "-o", "s3://bucket/key", "http://127.0.0.1:1/a"],
@@ -203,14 +205,23 @@ struct CLITests {
             ["get", "--detach", "http://127.0.0.1:1/a"],
             "Error: --detach needs a running 'haul serve' for the journal.\n"
         ),
+        (["pause", "--queue", "postgres://u@127.0.0.1:1/db"], "Error: give the IDs of the jobs\n"),
+        (["cancel"], "Error: Give the IDs of the downloads, or --all.\n"),
+        (["retry", "some-id", "--all-failed"], "Error: Give either IDs or --all-failed, not both.\n"),
+        (
+            ["list", "--queue", "postgres://u:secret@127.0.0.1:1/db"],
+            "Error: the queue's password must not be given on the command line, where other users can see it: put it in PGPASSWORD or ~/.pgpass, or give the whole URL in HAUL_QUEUE_URL\n"
+        ),
     ])
     func aBackendsRefusalIsAUsageErrorThatSaysWhy(arguments: [String], message: String) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("haul-refusal-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let journal = directory.appendingPathComponent("journal.sqlite").path
+        let command = arguments[0]
         let run = try await Haul.run(arguments + ["--journal", journal])
         #expect(run.status == 2)
-        #expect(run.stderr.hasPrefix(message + "Usage: haul get "), "\(run.stderr)")
+        #expect(run.stderr.hasPrefix(message + "Usage: haul \(command) "), "\(run.stderr)")
+        #expect(run.stderr.hasSuffix("\n  See 'haul \(command) --help' for more information.\n"), "\(run.stderr)")
         #expect(!FileManager.default.fileExists(atPath: journal))
     }
 

@@ -4,8 +4,8 @@ import Haul
 import HaulPostgres
 import HaulServer
 
-/// The backend a command talks to, chosen once, while its arguments are checked, by the
-/// rules every command shares:
+/// The backend a command talks to, chosen once, as the command starts to run (its
+/// arguments are checked by then), by the rules every command shares:
 ///
 /// 1. `--queue URL` names the shared queue on PostgreSQL (``QueueBackend``);
 /// 2. else the journal's downloads (``JournalChoice``): a `haul serve` running for the
@@ -60,7 +60,8 @@ enum BackendChoice {
         }
     }
 
-    /// Throws the refusal of `needs` as a usage error, for `validate()`.
+    /// Throws the refusal of `needs` as a usage error (``HaulCommand`` reports it with the
+    /// command's usage).
     func permit(_ needs: Needs) throws {
         if let refusal = refusal(of: needs) { throw ValidationError(refusal.description) }
     }
@@ -150,7 +151,8 @@ enum JournalChoice {
         }
     }
 
-    /// Throws the refusal of `needs` as a usage error, for `validate()`.
+    /// Throws the refusal of `needs` as a usage error (``HaulCommand`` reports it with the
+    /// command's usage).
     func permit(_ needs: BackendChoice.Needs) throws {
         if let refusal = refusal(of: needs) { throw ValidationError(refusal.description) }
     }

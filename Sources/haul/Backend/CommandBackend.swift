@@ -12,7 +12,7 @@ import HaulCommandSupport
 /// has (a line per job from the journal, a count from the service or the queue), and
 /// returns the exit status. Every backend does all of it: what only some do is a protocol
 /// of their own (``ResumingBackend``, and `clean`, which only ``JournalBackend`` has), and
-/// what a backend refuses of the options is found while the arguments are checked
+/// what a backend refuses of the options is found when it is chosen, before it is opened
 /// (``BackendChoice/refusal(of:)``).
 protocol CommandBackend {
     /// Downloads (or queues) the entries of `batch`; returns the exit status.

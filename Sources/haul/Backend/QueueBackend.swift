@@ -12,7 +12,7 @@ struct QueueBackend: CommandBackend {
     func close() async {}
 
     /// The queue's request for `entry` (with `-o` and `--checksum` applied), or the usage
-    /// error that refuses it; `validate()` asks this of every entry before any is queued.
+    /// error that refuses it; `haul get` asks this of every entry before any is queued.
     static func request(for entry: InputEntry, headers: [(name: String, value: String)]) throws -> QueueRequest {
         do {
             var request = try QueueRequest(
