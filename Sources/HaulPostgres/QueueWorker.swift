@@ -166,11 +166,18 @@ public final class QueueWorker: Service, Sendable {
         currentStore.withLockedValue { $0 = nil }
         let received = await manager.receivedBytes
         finishedBytes.withLockedValue { $0 += received }
-        // In a task of its own: this one may be cancelled, which would cancel the query.
+        // In a task of its own: this one may be cancelled, which would cancel the query. A
+        // row left behind (the database gone) shows as a worker whose heartbeat stopped.
         let queue = self.queue
         let logger = self.logger
         await Task {
-            _ = try? await queue.client.query("DELETE FROM haul_workers WHERE id = \(owner)", logger: logger)
+            do {
+                _ = try await queue.client.query("DELETE FROM haul_workers WHERE id = \(owner)", logger: logger)
+            } catch {
+                logger.warning(
+                    "could not remove this worker from haul_workers; it stays listed, its heartbeat stopped",
+                    metadata: ["worker": "\(owner)", "error": "\(String(reflecting: error))"])
+            }
         }.value
     }
 
