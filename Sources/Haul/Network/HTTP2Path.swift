@@ -183,17 +183,61 @@ final class HTTP2Path: Sendable {
         _ request: HTTPClient.Request, address: String?, receiver: some ResponseReceiver, deadline: NIODeadline?,
         logger: Logger
     ) async -> Outcome {
+        switch await start(request, address: address, receiver: receiver, deadline: deadline, logger: logger) {
+        case .speaksHTTP1:
+            return .speaksHTTP1
+        case .started(let started):
+            do {
+                try await withTaskCancellationHandler {
+                    try await started.end.get()
+                } onCancel: {
+                    started.cancel()
+                }
+                return .finished(nil)
+            } catch {
+                return .finished(error)
+            }
+        }
+    }
+
+    /// How ``start(_:address:receiver:deadline:logger:)`` placed a request.
+    enum Placement {
+        /// It is under way here.
+        case started(HTTPClients.Started)
+        /// The origin speaks HTTP/1.1 only: send the request the HTTP/1.1 way.
+        case speaksHTTP1
+    }
+
+    /// Sends `request` as ``execute(_:address:receiver:deadline:logger:)`` does, and returns
+    /// once it is under way (a stream on a connection with room for it): its end completes
+    /// on the connection's event loop, which also gives its stream back.
+    func start(
+        _ request: HTTPClient.Request, address: String?, receiver: some ResponseReceiver, deadline: NIODeadline?,
+        logger: Logger
+    ) async -> Placement {
         let url = request.url
         let origin = Origin(host: url.host ?? "", port: url.port ?? 443, address: address)
         let connection: HTTP2Connection
         do {
             switch try await acquire(origin) {
-            case .http1(nil): return .speaksHTTP1
-            case .http1(let channel?): return await exchange(request, on: channel, receiver: receiver, deadline: deadline)
-            case .connection(let acquired): connection = acquired
+            case .http1(nil):
+                return .speaksHTTP1
+            case .http1(let channel?):
+                // The one HTTP/1.1 exchange of the connection that learned it: in a task.
+                let promise = channel.eventLoop.makePromise(of: Void.self)
+                let task = Task {
+                    if case .finished(let error?) = await exchange(request, on: channel, receiver: receiver, deadline: deadline) {
+                        promise.fail(error)
+                    } else {
+                        promise.succeed()
+                    }
+                }
+                return .started(HTTPClients.Started(end: promise.futureResult, cancel: { task.cancel() }))
+            case .connection(let acquired):
+                connection = acquired
             }
         } catch {
-            return .finished(error)
+            return .started(HTTPClients.Started(end: group.next().makeFailedFuture(error), cancel: {}))
         }
         let headers = Self.requestHeaders(request)
         let channel = connection.channel
@@ -213,18 +257,13 @@ final class HTTP2Path: Sendable {
                 promise.fail(HTTP2StreamsHandler.notSent)
             }
         }
-        defer { release(connection, of: origin) }
-        do {
-            try await withTaskCancellationHandler {
-                try await promise.futureResult.get()
-            } onCancel: {
-                task.cancel()
+        promise.futureResult.whenComplete { result in
+            self.release(connection, of: origin)
+            if case .failure(let error) = result {
+                logger.debug("HTTP/2 request failed", metadata: ["error": "\(error)"])
             }
-            return .finished(nil)
-        } catch {
-            logger.debug("HTTP/2 request failed", metadata: ["error": "\(error)"])
-            return .finished(error)
         }
+        return .started(HTTPClients.Started(end: promise.futureResult, cancel: { task.cancel() }))
     }
 
     /// Closes every connection and fails every waiting request; nothing is opened after

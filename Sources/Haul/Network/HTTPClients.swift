@@ -127,24 +127,88 @@ final class HTTPClients: Sendable {
     func execute(
         _ request: HTTPClient.Request, receiver: some ResponseReceiver, deadline: NIODeadline? = nil, logger: Logger
     ) async -> (any Error)? {
-        let url = request.url
-        if url.scheme?.lowercased() == "http", let proxy = proxies.proxy(for: url), proxy.kind == .http {
-            let forward: ForwardProxy
-            do {
-                forward = try await forwardPath(for: url)
-            } catch {
-                return error
-            }
-            return await forward.execute(request, receiver: receiver, deadline: deadline, logger: logger)
-        }
-        let route: NetworkRoute
-        let client: HTTPClient
+        let way: Way
         do {
-            route = try await self.route(for: url)
-            client = try self.client(for: route)
+            way = try await self.way(for: request)
         } catch {
             return error
         }
+        return await execute(request, way: way, receiver: receiver, deadline: deadline, logger: logger)
+    }
+
+    /// A request under way (``start(_:receiver:deadline:logger:)``).
+    struct Started: Sendable {
+        /// Succeeds when the whole response has arrived; fails with the transport error, as
+        /// the client reports it.
+        let end: EventLoopFuture<Void>
+        /// Stops the request.
+        let cancel: @Sendable () -> Void
+    }
+
+    /// Sends `request` as ``execute(_:receiver:deadline:logger:)`` does, and returns once it
+    /// is under way, for a caller that waits for something else too (see
+    /// ``ResponseHandover``). A request through AsyncHTTPClient or on the HTTP/2 path takes
+    /// no task of its own: its end completes on its event loop. A forward proxy's exchange
+    /// (and the HTTP/2 path's one HTTP/1.1 exchange on a connection that learned the
+    /// origin speaks only that) runs in a task of its own.
+    func start(
+        _ request: HTTPClient.Request, receiver: some ResponseReceiver, deadline: NIODeadline? = nil, logger: Logger
+    ) async -> Started {
+        let way: Way
+        do {
+            way = try await self.way(for: request)
+        } catch {
+            return failed(error)
+        }
+        let client: HTTPClient
+        switch way {
+        case .client(let routed):
+            client = routed
+        case .http2(let http2, let address, let fallback):
+            let placement = await http2.start(
+                request, address: address, receiver: receiver, deadline: deadline, logger: logger)
+            if case .started(let started) = placement { return started }
+            client = fallback
+        case .forward:
+            // A forward proxy's exchange runs to its end in a task of its own.
+            let promise = eventLoopGroup.next().makePromise(of: Void.self)
+            let task = Task {
+                if let error = await self.execute(request, way: way, receiver: receiver, deadline: deadline, logger: logger) {
+                    promise.fail(error)
+                } else {
+                    promise.succeed()
+                }
+            }
+            return Started(end: promise.futureResult, cancel: { task.cancel() })
+        }
+        let task = client.execute(request: request, delegate: receiver, deadline: deadline, logger: logger)
+        return Started(end: task.futureResult, cancel: { task.cancel() })
+    }
+
+    /// A request that failed before it was sent, as ``start(_:receiver:deadline:logger:)`` returns it.
+    func failed(_ error: any Error) -> Started {
+        Started(end: eventLoopGroup.next().makeFailedFuture(error), cancel: {})
+    }
+
+    /// How a request goes, once its URL is routed.
+    private enum Way {
+        /// In absolute form through an HTTP proxy.
+        case forward(ForwardProxy)
+        /// On the HTTP/2 path, connecting to `address` when one is given; through `fallback`
+        /// when the origin speaks HTTP/1.1 only.
+        case http2(HTTP2Path, address: String?, fallback: HTTPClient)
+        /// Through the route's AsyncHTTPClient.
+        case client(HTTPClient)
+    }
+
+    /// How `request` goes (see ``execute(_:receiver:deadline:logger:)``).
+    private func way(for request: HTTPClient.Request) async throws -> Way {
+        let url = request.url
+        if url.scheme?.lowercased() == "http", let proxy = proxies.proxy(for: url), proxy.kind == .http {
+            return .forward(try await forwardPath(for: url))
+        }
+        let route = try await self.route(for: url)
+        let client = try self.client(for: route)
         // (A request with a body, an upload to object storage, goes the HTTP/1.1 way: the
         // HTTP/2 path sends none.)
         if let http2, url.scheme?.lowercased() == "https", request.body == nil {
@@ -154,11 +218,26 @@ final class HTTPClients: Sendable {
             case .pinned(_, let pinned): address = pinned
             case .proxy: address = nil
             }
-            if let address {
-                let outcome = await http2.execute(
-                    request, address: address, receiver: receiver, deadline: deadline, logger: logger)
-                if case .finished(let error) = outcome { return error }
-            }
+            if let address { return .http2(http2, address: address, fallback: client) }
+        }
+        return .client(client)
+    }
+
+    /// Sends `request` on `way` and waits for its end.
+    private func execute(
+        _ request: HTTPClient.Request, way: Way, receiver: some ResponseReceiver, deadline: NIODeadline?, logger: Logger
+    ) async -> (any Error)? {
+        let client: HTTPClient
+        switch way {
+        case .forward(let forward):
+            return await forward.execute(request, receiver: receiver, deadline: deadline, logger: logger)
+        case .http2(let http2, let address, let fallback):
+            let outcome = await http2.execute(
+                request, address: address, receiver: receiver, deadline: deadline, logger: logger)
+            if case .finished(let error) = outcome { return error }
+            client = fallback
+        case .client(let routed):
+            client = routed
         }
         let task = client.execute(request: request, delegate: receiver, deadline: deadline, logger: logger)
         do {

@@ -10,8 +10,9 @@ import NIOCore
 /// HTTPS at a 40 ms round trip took 0.72 s against curl's 0.32 s). Kept, the first segment
 /// starts at once on that connection, and the others join it.
 ///
-/// The request runs in a task of its own (``run(_:)``), since it outlives the exchange
-/// that sent it. Until a receiver is attached (``attach(_:)``, once the file is prepared)
+/// The request is started under way (``run(_:)``, ``HTTPClients/start(_:receiver:deadline:logger:)``),
+/// since it outlives the exchange that sent it; its end completes on its event loop, and
+/// takes no task of its own. Until a receiver is attached (``attach(_:)``, once the file is prepared)
 /// the one body part that arrived waits here, and holds the response back: nothing more is
 /// read until it is passed on. If nobody attaches (the transfer stopped first),
 /// ``abandon()`` stops the request.
@@ -33,7 +34,8 @@ final class ResponseHandover: Sendable {
         var handedOver = false
         /// The request's end, once it came: its transport error, if any.
         var ending: (any Error)??
-        var request: Task<Void, Never>?
+        /// Stops the request, once it is under way.
+        var stop: (@Sendable () -> Void)?
         var decision: CheckedContinuation<Decision, Never>?
         var end: CheckedContinuation<(any Error)?, Never>?
         var abandoned = false
@@ -46,16 +48,19 @@ final class ResponseHandover: Sendable {
     /// What the request cost before its head came: from ``run(_:)`` to the hand-over.
     var setup: Duration? { state.withLockedValue { $0.setup } }
 
-    /// Runs `send` (the request, returning its transport error) in a task of its own, and
-    /// waits until the response is handed over or the request ends. Cancelling the
-    /// calling task stops the request.
-    func run(_ send: @escaping @Sendable () async -> (any Error)?) async -> Decision {
+    /// Starts the request (`start`), and waits until the response is handed over or the
+    /// request ends, with the transport's error if any. Cancelling the calling task stops
+    /// the request.
+    func run(_ start: () async -> HTTPClients.Started) async -> Decision {
         state.withLockedValue { $0.sent = .now }
-        let request = Task {
-            let error = await send()
-            self.ended(error)
+        let request = await start()
+        state.withLockedValue { $0.stop = request.cancel }
+        request.end.whenComplete { result in
+            switch result {
+            case .success: self.ended(nil)
+            case .failure(let error): self.ended(error)
+            }
         }
-        state.withLockedValue { $0.request = request }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let now = state.withLockedValue { state -> Decision? in
@@ -123,7 +128,7 @@ final class ResponseHandover: Sendable {
                 promise.completeWith(receiver.receivedBodyPart(task: task, buffer))
             }
         }
-        let request = state.withLockedValue { $0.request }
+        let stop = state.withLockedValue { $0.stop }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let ending = state.withLockedValue { state -> (any Error)?? in
@@ -134,20 +139,20 @@ final class ResponseHandover: Sendable {
                 if let ending { continuation.resume(returning: ending) }
             }
         } onCancel: {
-            request?.cancel()
+            stop?()
         }
     }
 
     /// Stops the request if nobody attached: the segmented transfer ended before it
     /// needed the response (it was cancelled, or failed to start).
     func abandon() {
-        let (request, waiting) = state.withLockedValue { state -> (Task<Void, Never>?, EventLoopPromise<Void>?) in
+        let (stop, waiting) = state.withLockedValue { state -> ((@Sendable () -> Void)?, EventLoopPromise<Void>?) in
             guard state.receiver == nil else { return (nil, nil) }
             state.abandoned = true
             defer { state.waiting = nil }
-            return (state.request, state.waiting?.1)
+            return (state.stop, state.waiting?.1)
         }
-        request?.cancel()
+        stop?()
         waiting?.succeed()
     }
 

@@ -788,12 +788,14 @@ package final class TransferOperation: Sendable {
                 handover: adoptable)
             let transportError: (any Error)?
             if let adoptable {
-                switch await adoptable.run({ await self.send(next, delegate: delegate) }) {
+                switch await adoptable.run({ await self.start(next, delegate: delegate) }) {
                 case .handedOver:
                     handover = adoptable
                     transportError = nil
-                case .ended(let error):
-                    transportError = error
+                case .ended(nil):
+                    transportError = nil
+                case .ended(let error?):
+                    transportError = await clients.diagnosed(error, url: next.url)
                 }
             } else {
                 transportError = await send(next, delegate: delegate)
@@ -815,16 +817,29 @@ package final class TransferOperation: Sendable {
 
     /// Sends one request and waits for its end; returns the transport error, if any.
     private func send(_ next: TransferMachine.Request, delegate: TransferDelegate) async -> (any Error)? {
-        let url = next.url
         let httpRequest: HTTPClient.Request
         do throws(DownloadError) {
-            httpRequest = try HTTPClients.get(
-                url, userAgent: configuration.userAgent, headers: next.headers, replacing: next.resumeHeaders)
+            httpRequest = try request(next)
         } catch {
             return error
         }
         guard let error = await clients.execute(httpRequest, receiver: delegate, logger: logger) else { return nil }
-        return await clients.diagnosed(error, url: url)
+        return await clients.diagnosed(error, url: next.url)
+    }
+
+    /// Starts one request (for a response that may be handed over: ``ResponseHandover``);
+    /// its end carries the transport error as the client reports it.
+    private func start(_ next: TransferMachine.Request, delegate: TransferDelegate) async -> HTTPClients.Started {
+        do throws(DownloadError) {
+            return await clients.start(try request(next), receiver: delegate, logger: logger)
+        } catch {
+            return clients.failed(error)
+        }
+    }
+
+    /// The client's request for the machine's `next`.
+    private func request(_ next: TransferMachine.Request) throws(DownloadError) -> HTTPClient.Request {
+        try HTTPClients.get(next.url, userAgent: configuration.userAgent, headers: next.headers, replacing: next.resumeHeaders)
     }
 
     // MARK: - Cache
