@@ -291,22 +291,19 @@ struct Get: AsyncParsableCommand {
 
     mutating func run() async throws {
         let plan = try plan($checked)
-        let (backend, metalinkURLs, zsync, rules, streams) = (
-            plan.backend, plan.metalinkURLs, plan.zsync, plan.rules, plan.streams
-        )
         var batch = plan.batch
         var streamCode: Int32 = 0
-        if !streams.urls.isEmpty {
-            streamCode = await HLSEntries.run(streams.urls, settings: streams.settings, run: batch.run)
+        if !plan.streams.urls.isEmpty {
+            streamCode = await HLSEntries.run(plan.streams.urls, settings: plan.streams.settings, run: batch.run)
             // Any other URLs are downloaded as usual afterwards.
-            guard !batch.urls.isEmpty || !batch.extra.isEmpty || batch.input != nil || !metalinkURLs.isEmpty
-                || !zsync.urls.isEmpty
+            guard !batch.urls.isEmpty || !batch.extra.isEmpty || batch.input != nil || !plan.metalinkURLs.isEmpty
+                || !plan.zsync.urls.isEmpty
             else {
                 if streamCode != 0 { throw ExitCode(streamCode) }
                 return
             }
         }
-        for url in zsync.urls {
+        for url in plan.zsync.urls {
             // Fetched now, and checked with the others before anything starts.
             let fetched: (Data, URL)
             do {
@@ -318,15 +315,15 @@ struct Get: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             do {
-                batch.extra.append(try ZsyncEntries.entry(of: fetched.0, at: fetched.1, seeds: zsync.seeds))
+                batch.extra.append(try ZsyncEntries.entry(of: fetched.0, at: fetched.1, seeds: plan.zsync.seeds))
             } catch {
                 Console.err("haul: \(error)\n")
                 throw ExitCode.validationFailure
             }
         }
-        if !metalinkURLs.isEmpty || !zsync.urls.isEmpty {
+        if !plan.metalinkURLs.isEmpty || !plan.zsync.urls.isEmpty {
             // Fetched now, and checked as the others were before anything starts.
-            for url in metalinkURLs {
+            for url in plan.metalinkURLs {
                 let data: Data
                 do {
                     data = try await MetalinkEntries.fetch(url, configuration: batch.run.configuration)
@@ -344,14 +341,14 @@ struct Get: AsyncParsableCommand {
             }
             do {
                 batch.scan = try EntryScan(
-                    urls: batch.urls.map { .success($0) }, extra: batch.extra, input: batch.input, rules: rules)
+                    urls: batch.urls.map { .success($0) }, extra: batch.extra, input: batch.input, rules: plan.rules)
             } catch {
                 Console.err("haul: \(error)\n")
                 throw ExitCode.validationFailure
             }
         }
         let ready = batch
-        let code = try await backend.with { try await $0.get(ready) }
+        let code = try await plan.backend.with { try await $0.get(ready) }
         if code != 0 { throw ExitCode(code) }
         if streamCode != 0 { throw ExitCode(streamCode) }
     }
