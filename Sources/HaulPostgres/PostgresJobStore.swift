@@ -908,11 +908,6 @@ package final class PostgresJobStore: JobStore, Sendable {
     ) {
         let key = id.rawValue
         let owner = self.owner
-        guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else { return }
-        onRoom()
-        // The completion itself was recorded (fenced) before the rename; a redirect, the
-        // completed file (for a conditional request next time) and what the run moved are
-        // what is left to add.
         var completed: String?
         if let file {
             do {
@@ -921,8 +916,29 @@ package final class PostgresJobStore: JobStore, Sendable {
                 logger.warning("cannot keep the completed file of \(key): \(error)", metadata: ["id": "\(key)"])
             }
         }
-        let redirected: String? = finalURL != held.url ? finalURL : nil
         let kept = completed
+        guard let held = state.withLockedValue({ $0.completing.removeValue(forKey: key) }) else {
+            // Nothing was put into place, so nothing confirmed the completion first (a `304`:
+            // the completed file is unchanged): it is recorded here, in full, fenced on the
+            // lease as every write is.
+            guard let leased = lease(of: id) else { return }
+            let redirected: String? = finalURL != leased.url ? finalURL : nil
+            fenced(
+                id, forgetting: true,
+                """
+                UPDATE haul_jobs SET state = 'completed', phase = NULL, bytes_committed = \(bytes), total_bytes = \(bytes),
+                    lease_expires_at = NULL, last_error = NULL, last_error_code = NULL, updated_at = now(),
+                    finished_at = now(), final_url = coalesce(\(redirected), final_url),
+                    completed_file = coalesce(\(kept)::jsonb, completed_file), bytes_transferred = \(transferred),
+                    unchanged = \(unchanged)
+                """)
+            return
+        }
+        onRoom()
+        // The completion itself was recorded (fenced) before the rename; a redirect, the
+        // completed file (for a conditional request next time) and what the run moved are
+        // what is left to add.
+        let redirected: String? = finalURL != held.url ? finalURL : nil
         submit { [self] in
             await write(
                 "record how \(key) ended",

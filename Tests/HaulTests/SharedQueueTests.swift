@@ -181,6 +181,36 @@ struct SharedQueueTests {
         }
     }
 
+    @Test("A completed job queued again is revalidated: one conditional request, no body, and it completes again")
+    func completedJobQueuedAgainCompletesUnchanged() async throws {
+        try await Self.with { f in
+            // Given a job a worker completed
+            let bytes = FaultServer.randomBytes(count: 5_000, seed: 17)
+            f.server.setFile("r", bytes)
+            try await f.queue.enqueue([try QueueRequest(url: f.server.url("/files/r"), id: "r", name: "r.bin")])
+            let directory = try f.directory("r")
+            let (_, _, task) = try await f.startWorker(f.settings(directory: directory))
+            try await f.waitForRows("the job completed") { $0.first?.state == "completed" }
+            // When it is queued again as a submission queues a completed job (its completed
+            // file kept, to revalidate; PostgresJobStore.submit)
+            try await f.queue.client.query(
+                """
+                UPDATE haul_jobs SET state = 'available', scheduled_at = now(), max_attempts = attempt + 1,
+                    lease_owner = NULL, lease_expires_at = NULL, finished_at = NULL, bytes_committed = 0, validator = NULL
+                WHERE key = 'r'
+                """)
+            // Then the worker completes it again, with one conditional request and no body
+            try await f.waitForRows("the job completed again") { $0.first?.state == "completed" && $0.first?.attempt == 2 }
+            await f.stop(task)
+            let requests = f.server.requests(path: "/files/r")
+            #expect(requests.count == 2)
+            #expect(requests.last?.headers.contains { $0.name.lowercased() == "if-none-match" } == true)
+            let unchanged = try await f.queue.client.query("SELECT unchanged FROM haul_jobs WHERE key = 'r'")
+            for try await flag in unchanged.decode(Bool.self) { #expect(flag) }
+            #expect(try Array(Data(contentsOf: directory.appendingPathComponent("r.bin"))) == bytes)
+        }
+    }
+
     @Test("A worker whose lease was taken over cannot record its completion, and leaves its file where it is")
     func staleWorkerIsFenced() async throws {
         try await Self.with { f in

@@ -403,6 +403,31 @@ enum StoreConformance {
         await b.close()
     }
 
+    /// A completion that put nothing into place (a `304`: the completed file is unchanged,
+    /// so nothing confirmed it first) is recorded in full: completed, unchanged, with its
+    /// completed file, and claimed again with that file to revalidate. The shared queue
+    /// dropped it, and a worker left the job running under a lease it kept renewing.
+    static func unchangedCompletionRecordedWithoutConfirmation(_ harness: any StoreHarness) async throws {
+        let a = try await harness.makeOwner()
+        let job = try harness.record("unchanged")
+        let file = CompletedFile(
+            path: "/srv/unchanged", size: 4000, modified: 1_700_000_000_000_000_000, validator: .etag("\"v1\""))
+        #expect(try await a.submit([job], forcing: [], claimingUpTo: 1).claimed.map(\.id) == [job.jobID])
+        a.recordStarted(job.jobID)
+        a.recordCompleted(job.jobID, bytes: 4000, transferred: 0, unchanged: true,
+            finalURL: job.url, path: file.path, file: file)
+        await a.flush()
+        let row = try await a.watch([job.jobID]).rows[job.jobID]
+        #expect(row?.state == .completed)
+        #expect(row?.bytesCommitted == 4000)
+        guard case .claimed(let again) = try await a.claim(job, force: false) else {
+            Issue.record("a completed job is claimed again")
+            return
+        }
+        #expect(again.progress?.completedFile == file)
+        await a.close()
+    }
+
     private static func claimed(_ claim: JobClaim) -> ClaimedJob? {
         guard case .claimed(let job) = claim else { return nil }
         return job
@@ -429,6 +454,8 @@ enum StoreConformance {
         Sequence(name: "phasesRetriesAndSources", run: phasesRetriesAndSources),
         Sequence(name: "aURLToTwoDestinationsIsTwoJobs", run: aURLToTwoDestinationsIsTwoJobs),
         Sequence(name: "completionConfirmedOnlyToItsHolder", run: completionConfirmedOnlyToItsHolder),
+        Sequence(
+            name: "unchangedCompletionRecordedWithoutConfirmation", run: unchangedCompletionRecordedWithoutConfirmation),
     ]
 }
 
