@@ -41,15 +41,24 @@ final class SeaweedFS: Sendable {
     let port: Int
     let directory: URL
     private let process: ChildProcess
+    /// The gRPC sockets SeaweedFS makes for itself in `/tmp` (not under `-dir`: the path is
+    /// fixed in it), one per server, named by its gRPC port; a killed server leaves them.
+    private let sockets: [String]
 
     /// The S3 endpoint.
     var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    private init(port: Int, directory: URL, process: ChildProcess, secretKey: String) {
+    private init(port: Int, directory: URL, process: ChildProcess, secretKey: String, sockets: [String]) {
         self.port = port
         self.directory = directory
         self.process = process
         self.secretKey = secretKey
+        self.sockets = sockets
+    }
+
+    /// The gRPC sockets of a server started on `ports` (S3, master, volume, filer, admin).
+    private static func sockets(ports: [Int]) -> [String] {
+        zip(["s3", "master", "volume", "filer", "admin"], ports).map { "/tmp/seaweedfs-\($0)-grpc-\($1 + 10_000).sock" }
     }
 
     /// The environment `haul` reads this store from.
@@ -115,7 +124,8 @@ final class SeaweedFS: Sendable {
                     "-s3.localSocket=\(directory.path)/s3.sock", "-filer.localSocket=\(directory.path)/filer.sock",
                 ], environment: environment, standardOutput: .descriptor(handle.fileDescriptor),
                 standardError: .descriptor(handle.fileDescriptor))
-            let server = SeaweedFS(port: ports[0], directory: directory, process: process, secretKey: secret)
+            let server = SeaweedFS(
+                port: ports[0], directory: directory, process: process, secretKey: secret, sockets: Self.sockets(ports: ports))
             let deadline = ContinuousClock.now + .seconds(60)
             while true {
                 if process.hasExited {
@@ -133,6 +143,7 @@ final class SeaweedFS: Sendable {
                 await Task.yield()
             }
             lastFailure = .failedToStart("a port was taken")
+            for socket in Self.sockets(ports: ports) { unlink(socket) }
             try? FileManager.default.removeItem(at: directory)
         }
         throw lastFailure
@@ -168,6 +179,7 @@ final class SeaweedFS: Sendable {
     func stop() async {
         process.signal(SIGKILL)
         _ = await process.wait()
+        for socket in sockets { unlink(socket) }
         try? FileManager.default.removeItem(at: directory)
     }
 
