@@ -91,16 +91,21 @@ struct SharedQueueTests {
                 """)
         }
 
-        /// Waits until `condition` holds of the rows: checked once listening for changes has
-        /// begun, then again on each change (no polling; the suite's time limit ends a wait
-        /// that never comes true). `what` names it for a failure.
+        /// Waits until `condition` holds of the rows (see ``waitUntil(_:_:)``).
         func waitForRows(
             _ what: String, _ condition: ([(key: String, state: String, attempt: Int, owner: Int64?)]) -> Bool
         ) async throws {
+            try await waitUntil(what) { condition(try await self.rows()) }
+        }
+
+        /// Waits until `condition` holds: checked once listening for changes has
+        /// begun, then again on each change (no polling; the suite's time limit ends a wait
+        /// that never comes true). `what` names it for a failure.
+        func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
             let held = try await queue.client.withConnection { connection in
                 try await connection.listen(on: Self.rowsChannel) { notifications in
-                    if condition(try await self.rows()) { return true }
-                    for try await _ in notifications where condition(try await self.rows()) { return true }
+                    if try await condition() { return true }
+                    for try await _ in notifications where try await condition() { return true }
                     return false
                 }
             }
@@ -190,7 +195,13 @@ struct SharedQueueTests {
             try await f.queue.enqueue([try QueueRequest(url: f.server.url("/files/r"), id: "r", name: "r.bin")])
             let directory = try f.directory("r")
             let (_, _, task) = try await f.startWorker(f.settings(directory: directory))
-            try await f.waitForRows("the job completed") { $0.first?.state == "completed" }
+            // (and recorded how: the completed file, written after the rename, is what the
+            // next run revalidates)
+            try await f.waitUntil("the job completed, its file recorded") {
+                try await f.queue.client.query(
+                    "SELECT count(*)::int8 FROM haul_jobs WHERE key = 'r' AND state = 'completed' AND completed_file IS NOT NULL"
+                ).decode(Int64.self).reduce(0, +) == 1
+            }
             // When it is queued again as a submission queues a completed job (its completed
             // file kept, to revalidate; PostgresJobStore.submit)
             try await f.queue.client.query(
