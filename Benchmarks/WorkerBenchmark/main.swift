@@ -80,18 +80,18 @@ for workers in workerCounts {
                     settings.lease = .seconds(60)
                     let store: any JobStore = PostgresJobStore(
                         queue: queue, owner: owner, settings: settings,
-                        logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }),
-                        threadPool: NIOThreadPool.singleton, onLost: { _ in })
+                        logger: Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() }))
                     var done = 0
                     while true {
-                        let claimed = try await store.claimQueued(limit: slots, session: owner)
+                        let claimed = try await store.claimQueued(limit: slots)
                         if claimed.isEmpty { break }
                         try await withThrowingTaskGroup(of: Void.self) { jobs in
-                            for record in claimed {
+                            for job in claimed {
                                 jobs.addTask {
-                                    let id = DownloadID(record.id)
-                                    try await store.confirmCompletion(id, bytes: 0)
-                                    store.recordCompleted(id, bytes: 0, finalURL: record.url, file: nil)
+                                    try await store.confirmCompletion(job.id, bytes: 0).answer()
+                                    store.recordCompleted(
+                                        job.id, bytes: 0, transferred: 0, unchanged: false, finalURL: job.record.url,
+                                        path: nil, file: nil)
                                 }
                             }
                             try await jobs.waitForAll()

@@ -1023,15 +1023,26 @@ package final class PostgresJobStore: JobStore, Sendable {
 
     // MARK: - Fencing
 
-    package var fencesCompletion: Bool { true }
-
     /// Confirms that this worker still holds job `id` and marks it completed, fenced on its
-    /// lease, before its file is renamed into place.
+    /// lease, before its file is renamed into place: refused at once when the lease is known
+    /// to be gone, and otherwise answered by the statement (see ``fencedCompletion(_:bytes:)``),
+    /// awaited by the transfer off the I/O pool.
+    package func confirmCompletion(_ id: DownloadID, bytes: Int64) -> CompletionConfirmation {
+        guard lease(of: id) != nil else {
+            logger.warning(
+                "lost the lease of \(id.rawValue) (another worker took the job over): its completion is refused, its file stays where it is",
+                metadata: ["id": "\(id.rawValue)"])
+            return .refused(DownloadError.lostLease(id))
+        }
+        return .pending { () throws(DownloadError) in try await self.fencedCompletion(id, bytes: bytes) }
+    }
+
+    /// Marks job `id` completed, fenced on its lease.
     ///
     /// Completions are written in batches (group commit, see ``GroupCommit``): one that
     /// arrives while another's statement is in flight waits, and all that waited go in the
     /// next statement together; each caller learns whether its own row matched.
-    package func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
+    private func fencedCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
         // Everything this worker wrote for the job before comes first.
         await flush()
         let key = id.rawValue

@@ -80,9 +80,8 @@ struct MemoryDownloadJournalTests {
         }
         func clearCommand(_ command: JobLifecycle.Command, for id: DownloadID) { inner.clearCommand(command, for: id) }
         func release() { inner.release() }
-        var fencesCompletion: Bool { inner.fencesCompletion }
-        func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
-            try await inner.confirmCompletion(id, bytes: bytes)
+        func confirmCompletion(_ id: DownloadID, bytes: Int64) -> CompletionConfirmation {
+            inner.confirmCompletion(id, bytes: bytes)
         }
         func flush() async { await inner.flush() }
         func close() async { await inner.close() }

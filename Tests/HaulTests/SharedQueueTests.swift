@@ -387,13 +387,13 @@ struct SharedQueueTests {
                 }
             }
             for await _ in locked { break }
-            let first = Task { try await store.confirmCompletion(DownloadID("g0"), bytes: 10) }
+            let first = Task { try await store.confirmCompletion(DownloadID("g0"), bytes: 10).answer() }
             await store.waitForCompletionArrivals(1)
             // and nine more arrive meanwhile
             let rest = (1..<10).map { index in
                 Task { () -> Bool in
                     do {
-                        try await store.confirmCompletion(DownloadID("g\(index)"), bytes: 10)
+                        try await store.confirmCompletion(DownloadID("g\(index)"), bytes: 10).answer()
                         return true
                     } catch {
                         return false

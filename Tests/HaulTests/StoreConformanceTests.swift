@@ -31,7 +31,7 @@ enum StoreConformance {
         #expect(running?.state == .running)
         #expect(running?.bytesCommitted == 1000)
         #expect(running?.owner == (try a.ownerToken()))
-        try await a.confirmCompletion(job.jobID, bytes: 4000)
+        try await confirm(a, job.jobID, bytes: 4000)
         a.recordCompleted(job.jobID, bytes: 4000, transferred: 4000, unchanged: false,
             finalURL: job.url, path: nil, file: nil)
         await a.flush()
@@ -73,7 +73,7 @@ enum StoreConformance {
             path: "/srv/again", size: 4000, modified: 1_700_000_000_000_000_000, validator: .etag("\"v1\""))
         func complete() async throws {
             a.recordStarted(job.jobID)
-            try await a.confirmCompletion(job.jobID, bytes: 4000)
+            try await confirm(a, job.jobID, bytes: 4000)
             a.recordCompleted(job.jobID, bytes: 4000, transferred: 4000, unchanged: false,
                 finalURL: job.url, path: file.path, file: file)
             await a.flush()
@@ -239,9 +239,9 @@ enum StoreConformance {
             }
         }
         #expect(lost == [job.jobID])
-        await #expect(throws: DownloadError.self) { try await a.confirmCompletion(job.jobID, bytes: 9000) }
+        await #expect(throws: DownloadError.self) { try await confirm(a, job.jobID, bytes: 9000) }
         do {
-            try await a.confirmCompletion(job.jobID, bytes: 9000)
+            try await confirm(a, job.jobID, bytes: 9000)
         } catch {
             #expect(error.code == .runningElsewhere)
         }
@@ -298,7 +298,7 @@ enum StoreConformance {
         _ = try await a.submit([done, failing], forcing: [], claimingUpTo: 0)
         #expect(Set(try await a.claimQueued(limit: 10).map(\.id)) == [done.jobID, failing.jobID])
         a.recordStarted(done.jobID)
-        try await a.confirmCompletion(done.jobID, bytes: 4000)
+        try await confirm(a, done.jobID, bytes: 4000)
         a.recordCompleted(done.jobID, bytes: 4000, transferred: 4000, unchanged: false,
             finalURL: done.url, path: file.path, file: file)
         a.recordStarted(failing.jobID)
@@ -315,7 +315,7 @@ enum StoreConformance {
         #expect(claimed.first { $0.id == done.jobID }?.progress?.completedFile == file)
         #expect(claimed.first { $0.id == failing.jobID }?.progress?.completedFile == nil)
         // Completed again, then submitted again forced: nothing to revalidate
-        try await a.confirmCompletion(done.jobID, bytes: 4000)
+        try await confirm(a, done.jobID, bytes: 4000)
         a.recordCompleted(done.jobID, bytes: 4000, transferred: 4000, unchanged: false,
             finalURL: done.url, path: file.path, file: file)
         await a.flush()
@@ -344,7 +344,7 @@ enum StoreConformance {
             #expect(rows[one.id]?.destinationName == "one")
             #expect(rows[two.id]?.destinationName == "two")
             for id in [one.id, two.id] {
-                try await a.confirmCompletion(id, bytes: 10)
+                try await confirm(a, id, bytes: 10)
                 a.recordCompleted(id, bytes: 10, transferred: 10, unchanged: false,
                     finalURL: first.url, path: nil, file: nil)
             }
@@ -380,12 +380,12 @@ enum StoreConformance {
         await a.flush()
         await b.flush()
         do {
-            try await a.confirmCompletion(theirs.jobID, bytes: 4000)
+            try await confirm(a, theirs.jobID, bytes: 4000)
             Issue.record("a job another live owner holds was confirmed")
         } catch {
             #expect(error.code == .runningElsewhere)
         }
-        try await a.confirmCompletion(mine.jobID, bytes: 4000)
+        try await confirm(a, mine.jobID, bytes: 4000)
         a.recordCompleted(mine.jobID, bytes: 4000, transferred: 4000, unchanged: false,
             finalURL: mine.url, path: nil, file: nil)
         await a.flush()
@@ -394,7 +394,7 @@ enum StoreConformance {
         #expect(rows[theirs.jobID]?.state == .running)
         #expect(rows[theirs.jobID]?.owner == (try b.ownerToken()))
         do {
-            try await a.confirmCompletion(mine.jobID, bytes: 4000)
+            try await confirm(a, mine.jobID, bytes: 4000)
             Issue.record("a completed job was confirmed again")
         } catch {
             #expect(error.code == .runningElsewhere)
@@ -426,6 +426,12 @@ enum StoreConformance {
         }
         #expect(again.progress?.completedFile == file)
         await a.close()
+    }
+
+    /// `store`'s ``JobStore/confirmCompletion(_:bytes:)`` and its answer, waited for if it
+    /// is not known at once.
+    static func confirm(_ store: any JobStore, _ id: DownloadID, bytes: Int64) async throws(DownloadError) {
+        try await store.confirmCompletion(id, bytes: bytes).answer()
     }
 
     private static func claimed(_ claim: JobClaim) -> ClaimedJob? {

@@ -90,11 +90,11 @@ final class HLSJobTransfer: Sendable {
         var fetcher = HLSFetcher(
             fetch: { [self] request throws(DownloadError) in try await fetch(request) },
             threadPool: environment.threadPool, window: max(16, environment.configuration.maxConcurrentDownloads * 4))
-        if fenced, let fence = download.checkpointer, fence.fencesCompletion {
+        if fenced, let fence = download.checkpointer {
             // Another process may have taken the job over (a shared queue's lease that
             // expired): the files go into place only once the store says this run still
             // holds it, as a file download's do (`TransferOperation`).
-            fetcher.confirm = { bytes throws(DownloadError) in try await fence.confirmCompletion(bytes: bytes) }
+            fetcher.confirm = { bytes throws(DownloadError) in try await fence.confirmCompletion(bytes: bytes).answer() }
         }
         let core = download.core
         let counted = self.counted

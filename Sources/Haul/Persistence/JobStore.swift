@@ -130,21 +130,55 @@ package protocol JobStore: AnyObject, Sendable {
 
     // MARK: Completion
 
-    /// Whether a transfer must win ``confirmCompletion(_:bytes:)`` before it renames its file
-    /// into place: true for a store whose jobs another owner may take over while this one
-    /// still runs them (a lease that expired). The journal's owners lose a job only by
-    /// dying, so it needs no confirmation.
-    var fencesCompletion: Bool { get }
-    /// Records job `id` as completed with `bytes` bytes if this owner still holds it, and
-    /// throws ``DownloadError/Code/runningElsewhere`` if it does not: the transfer then
-    /// leaves its file where it is.
-    func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError)
+    /// Asks whether this owner still holds job `id`, whose file (or object) of `bytes`
+    /// bytes is durable and about to go into place. Refused, the transfer leaves its file
+    /// where it is (``DownloadError/Code/runningElsewhere``, most often).
+    ///
+    /// Every transfer that ends with a file or an object to put into place asks, after its
+    /// content is durable and before the rename (or the upload's completion), so that a
+    /// run that lost its job never puts its file over a newer run's. It asks on the I/O
+    /// pool, in the same hop as the `fsync`: the call never blocks, and answers at once
+    /// when the store knows (the file is then renamed in that hop), or with a wait for the
+    /// answer (``CompletionConfirmation/pending(_:)``, awaited off the pool, the rename a
+    /// hop of its own). How a store knows is its own:
+    /// - the shared queue, whose live workers can lose a job (a lease that expired),
+    ///   refuses at once a job whose lease it knows is gone, and otherwise records the
+    ///   completion, fenced on the lease, in one statement with the others that arrive
+    ///   meanwhile: its answer is that statement's;
+    /// - the journal, whose owners the kernel proves alive and who lose a job only by
+    ///   dying or giving it up, answers at once from the jobs this owner claimed and has
+    ///   not ended, given back or been refused a write about; its completion is written by
+    ///   ``recordCompleted(_:bytes:transferred:unchanged:finalURL:path:file:)``, fenced on
+    ///   the owner as every write is.
+    func confirmCompletion(_ id: DownloadID, bytes: Int64) -> CompletionConfirmation
 
     /// Waits until every write made before this call is durable.
     func flush() async
     /// Flushes, then stops whatever the store runs for this manager and ends ``signals``.
     /// Called once, at shutdown.
     func close() async
+}
+
+/// What ``JobStore/confirmCompletion(_:bytes:)`` answers: at once, or once a wait is over
+/// (as a future may be fulfilled already).
+package enum CompletionConfirmation: Sendable {
+    /// This owner holds the job: its file may go into place.
+    case confirmed
+    /// The store cannot confirm the job as this owner's (another owner took it over, most
+    /// often): the file stays where it is.
+    case refused(DownloadError)
+    /// The answer is the outcome of `answer`, awaited off the I/O pool: it returns when
+    /// the job is confirmed and throws when it is refused (the shared queue's statement).
+    case pending(@Sendable () async throws(DownloadError) -> Void)
+
+    /// Waits for the answer, if it is not known yet; throws a refusal.
+    package func answer() async throws(DownloadError) {
+        switch self {
+        case .confirmed: return
+        case .refused(let error): throw error
+        case .pending(let answer): try await answer()
+        }
+    }
 }
 
 /// The states ``JobStore/recordState(_:_:errorCode:error:)`` records: those that no write of

@@ -23,6 +23,10 @@ final class JournalStore: JobStore {
     let writer: JournalWriter
     let signals: AsyncStream<StoreSignal>
     private let lost: NIOLockedValueBox<[DownloadID]>
+    /// The jobs this owner holds through this store: claimed, and not yet ended, given
+    /// back or lost (a write about them refused). What ``confirmCompletion(_:bytes:)``
+    /// answers from.
+    private let held: NIOLockedValueBox<Set<DownloadID>>
     private let closed = NIOLockedValueBox(false)
     /// Where the blocking control statements of ``leave(_:for:)`` run: this store's own,
     /// not one the process shares (the library owns no globals).
@@ -32,7 +36,10 @@ final class JournalStore: JobStore {
         self.journal = journal
         let lost = NIOLockedValueBox<[DownloadID]>([])
         self.lost = lost
+        let held = NIOLockedValueBox<Set<DownloadID>>([])
+        self.held = held
         writer = JournalWriter(journal: journal, logger: logger) { ids in
+            held.withLockedValue { $0.subtract(ids) }
             lost.withLockedValue { $0.append(contentsOf: ids) }
         }
         let closed = self.closed
@@ -57,7 +64,19 @@ final class JournalStore: JobStore {
             (continuation: CheckedContinuation<Result<JobClaim, DownloadError>, Never>) in
             writer.submit(.claim(job, owner: owner, force: force) { continuation.resume(returning: $0) })
         }
-        return try result.get()
+        let claim = try result.get()
+        if case .claimed(let claimed) = claim { hold([claimed.id]) }
+        return claim
+    }
+
+    /// Notes that this owner holds `ids` now (claimed).
+    private func hold(_ ids: some Sequence<DownloadID>) {
+        held.withLockedValue { $0.formUnion(ids) }
+    }
+
+    /// Notes that this owner no longer holds `id` (ended).
+    private func letGo(_ id: DownloadID) {
+        _ = held.withLockedValue { $0.remove(id) }
     }
 
     func submit(_ jobs: [JobRecord], forcing: Set<String>, claimingUpTo limit: Int) async throws(DownloadError)
@@ -66,7 +85,9 @@ final class JournalStore: JobStore {
         let owner = try ownerToken()
         // Claims are ordered after this manager's earlier writes, as ``claim(_:force:)``'s are.
         if limit > 0 { await writer.flush() }
-        return try await journal.insert(jobs, session: owner, forcing: forcing, claimingUpTo: limit)
+        let submitted = try await journal.insert(jobs, session: owner, forcing: forcing, claimingUpTo: limit)
+        hold(submitted.claimed.map(\.id))
+        return submitted
     }
 
     func adoptUnfinished(keepingPaused: Bool) async throws(DownloadError) -> (count: Int, attachments: [JobAttachment]) {
@@ -78,9 +99,11 @@ final class JournalStore: JobStore {
 
     func claimQueued(limit: Int) async throws(DownloadError) -> [ClaimedJob] {
         // The journal's owners lose jobs only by dying: nobody else writes a claimed partial.
-        try await journal.claim(limit: limit, session: ownerToken()).map {
+        let claimed = try await journal.claim(limit: limit, session: ownerToken()).map {
             ClaimedJob(record: $0, progress: StoredProgress($0))
         }
+        hold(claimed.map(\.id))
+        return claimed
     }
 
     func commands() async throws(DownloadError) -> [(id: DownloadID, command: JobLifecycle.Command)] {
@@ -125,6 +148,7 @@ final class JournalStore: JobStore {
     }
 
     func recordState(_ id: DownloadID, _ change: StateChange, errorCode: String?, error: String?) {
+        if change == .cancelled || change == .failed { letGo(id) }
         writer.submit(.state(id: id.rawValue, change.state, errorCode: errorCode, error: error))
     }
 
@@ -136,6 +160,7 @@ final class JournalStore: JobStore {
         _ id: DownloadID, bytes: Int64, transferred: Int64, unchanged: Bool, finalURL: String, path: String?,
         file: CompletedFile?
     ) {
+        letGo(id)
         writer.submit(
             .completed(
                 id: id.rawValue, bytes: bytes, transferred: transferred, unchanged: unchanged, finalURL: finalURL,
@@ -165,34 +190,24 @@ final class JournalStore: JobStore {
     }
 
     func release() {
+        held.withLockedValue { $0.removeAll() }
         guard let owner = journal.owners.token else { return }
         writer.submit(.release(owner: owner))
     }
 
-    /// The journal's owners lose a job only by dying: a live transfer needs no confirmation.
-    var fencesCompletion: Bool { false }
-
-    func confirmCompletion(_ id: DownloadID, bytes: Int64) async throws(DownloadError) {
-        let owner = try ownerToken()
-        await writer.flush()
-        let matched: Bool
-        do {
-            matched = try await journal.writer.write { db in
-                let now = JournalDate.databaseValue(Date())
-                try db.execute(
-                    sql: """
-                        UPDATE job SET state = 'completed', bytesCommitted = ?, totalBytes = ?, errorCode = NULL,
-                            lastError = NULL, updatedAt = ?, finishedAt = ?, bytesPerSecond = 0, command = NULL
-                        WHERE id = ? AND owner = ? AND state IN ('queued', 'running', 'paused', 'waiting')
-                        """, arguments: [bytes, bytes, now, now, id.rawValue, owner])
-                return db.changesCount > 0
-            }
-        } catch {
-            throw Journal.failure(error)
+    /// The kernel proves this owner alive while it runs (``OwnerLocks``), so nobody takes
+    /// over a job it holds: what it claimed and has not ended, given back or been refused a
+    /// write about is still its own. Answered at once, from memory, without a write: the
+    /// completion is recorded by
+    /// ``recordCompleted(_:bytes:transferred:unchanged:finalURL:path:file:)``, fenced on the
+    /// owner as every write is.
+    func confirmCompletion(_ id: DownloadID, bytes: Int64) -> CompletionConfirmation {
+        do { _ = try ownerToken() } catch { return .refused(error) }
+        guard held.withLockedValue({ $0.contains(id) }) else {
+            return .refused(
+                .runningElsewhere("\(id): another process took the job over; its file is left where it is"))
         }
-        guard matched else {
-            throw DownloadError.runningElsewhere("\(id): another process took the job over; its file is left where it is")
-        }
+        return .confirmed
     }
 
     func flush() async { await writer.flush() }

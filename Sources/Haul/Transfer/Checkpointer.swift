@@ -54,14 +54,10 @@ final class Checkpointer: Sendable {
         }
     }
 
-    /// Whether the store must confirm the completion before the file is renamed into place
-    /// (see ``JobStore/fencesCompletion``).
-    var fencesCompletion: Bool { store.fencesCompletion }
-
-    /// Records the completion of `bytes` bytes if this process still holds the job; throws
-    /// if another one took it over (see ``JobStore/confirmCompletion(_:bytes:)``).
-    func confirmCompletion(bytes: Int64) async throws(DownloadError) {
-        try await store.confirmCompletion(id, bytes: bytes)
+    /// Asks whether this process still holds the job, its `bytes` bytes durable and about
+    /// to go into place (see ``JobStore/confirmCompletion(_:bytes:)``); never blocks.
+    func confirmCompletion(bytes: Int64) -> CompletionConfirmation {
+        store.confirmCompletion(id, bytes: bytes)
     }
 
     /// Records that retry number `retry` is about to start.

@@ -603,19 +603,27 @@ package final class TransferOperation: Sendable {
             }
             return attributes
         }
-        let attributes: (size: Int64, modified: Int64)?
-        if let fence = checkpointer, fence.fencesCompletion {
-            // Another process may have taken the job over (a shared queue's lease that
-            // expired): the file goes into place only once the store says this run still
-            // holds the job, so a stale run never renames its file over a newer one.
-            try await io(prepare)
-            try await fence.confirmCompletion(bytes: size)
-            attributes = try await io(commit)
-        } else {
-            attributes = try await io { () throws(DownloadError) in
-                try prepare()
-                return try commit()
+        let fence = checkpointer
+        // Another process may have taken the job over (a shared queue's lease that
+        // expired): the file goes into place only once the store says this run still holds
+        // the job, so a stale run never renames its file over a newer one. Asked in the
+        // hop that makes the file durable; an answer known at once (the journal's) renames
+        // it in that hop too, one to wait for (the queue's statement) is awaited here.
+        let placement = try await io { () throws(DownloadError) -> FilePlacement in
+            try prepare()
+            switch fence?.confirmCompletion(bytes: size) ?? .confirmed {
+            case .confirmed: return .placed(try commit())
+            case .refused(let error): throw error
+            case let pending: return .confirming(pending)
             }
+        }
+        let attributes: (size: Int64, modified: Int64)?
+        switch placement {
+        case .placed(let placed):
+            attributes = placed
+        case .confirming(let confirmation):
+            try await confirmation.answer()
+            attributes = try await io(commit)
         }
         let result = DownloadResult(
             id: request.id, fileURL: destination, data: nil, finalURL: finish.url, byteCount: size,
@@ -668,7 +676,7 @@ package final class TransferOperation: Sendable {
         let etag: String
         do {
             etag = try await upload.run { () throws(DownloadError) in
-                if let fence = checkpointer, fence.fencesCompletion { try await fence.confirmCompletion(bytes: size) }
+                if let fence = checkpointer { try await fence.confirmCompletion(bytes: size).answer() }
             }
         } catch where error.code == .network || error.code == .timeout {
             // The store, not the download's source, could not be reached: never a reason to
@@ -982,4 +990,11 @@ package final class TransferOperation: Sendable {
     {
         try await threadPool.perform(body)
     }
+}
+
+/// Where a finished file stands after the hop that made it durable: in place (with what
+/// its rename kept, for a ``CompletedFile``), or waiting for its store's confirmation.
+private enum FilePlacement: Sendable {
+    case placed((size: Int64, modified: Int64)?)
+    case confirming(CompletionConfirmation)
 }
