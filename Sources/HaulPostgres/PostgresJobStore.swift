@@ -1028,12 +1028,7 @@ package final class PostgresJobStore: JobStore, Sendable {
     /// to be gone, and otherwise answered by the statement (see ``fencedCompletion(_:bytes:)``),
     /// awaited by the transfer off the I/O pool.
     package func confirmCompletion(_ id: DownloadID, bytes: Int64) -> CompletionConfirmation {
-        guard lease(of: id) != nil else {
-            logger.warning(
-                "lost the lease of \(id.rawValue) (another worker took the job over): its completion is refused, its file stays where it is",
-                metadata: ["id": "\(id.rawValue)"])
-            return .refused(DownloadError.lostLease(id))
-        }
+        guard lease(of: id) != nil else { return .refused(completionRefused(id)) }
         return .pending { () throws(DownloadError) in try await self.fencedCompletion(id, bytes: bytes) }
     }
 
@@ -1046,12 +1041,7 @@ package final class PostgresJobStore: JobStore, Sendable {
         // Everything this worker wrote for the job before comes first.
         await flush()
         let key = id.rawValue
-        guard let held = lease(of: id) else {
-            logger.warning(
-                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is",
-                metadata: ["id": "\(key)"])
-            throw DownloadError.lostLease(id)
-        }
+        guard let held = lease(of: id) else { throw completionRefused(id) }
         let matched: Bool
         do {
             matched = try await withCheckedThrowingContinuation { continuation in
@@ -1082,11 +1072,16 @@ package final class PostgresJobStore: JobStore, Sendable {
         }
         guard matched else {
             onRoom()
-            logger.warning(
-                "lost the lease of \(key) (another worker took the job over): its completion is refused, its file stays where it is",
-                metadata: ["id": "\(key)"])
-            throw DownloadError.lostLease(id)
+            throw completionRefused(id)
         }
+    }
+
+    /// Logs that the completion of `id` is refused, its lease lost; the error to give for it.
+    private func completionRefused(_ id: DownloadID) -> DownloadError {
+        logger.warning(
+            "lost the lease of \(id.rawValue) (another worker took the job over): its completion is refused, its file stays where it is",
+            metadata: ["id": "\(id.rawValue)"])
+        return DownloadError.lostLease(id)
     }
 
     /// A completion waiting for its statement.
