@@ -3,12 +3,14 @@
 # by compare.sh, serve.sh, rate-limit.sh and the others.
 
 # The flags of every release build the benchmarks make: haul as scripts/install.sh builds it
-# (see there), and the benchmark programs (queue, sync-plan, workers, cache, the
-# client-baseline floors of compare.sh) the same way. One set, so that a floor is built as
-# the haul it is compared with, and building one program never rebuilds every module of
-# .build-bench for another.
-BENCH_BUILD_FLAGS=(-c release --static-swift-stdlib --scratch-path .build-bench
-    -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
+# (scripts/release-flags.sh says what they are), and the benchmark programs (queue,
+# sync-plan, workers, cache, the client-baseline floors of compare.sh) the same way. One
+# set, so that a floor is built as the haul it is compared with, and building one program
+# never rebuilds every module of .build-bench for another.
+# shellcheck source=scripts/release-flags.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/release-flags.sh"
+haul_release_flags "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_BUILD_FLAGS=("${HAUL_RELEASE_FLAGS[@]}" --scratch-path .build-bench)
 
 # The haul binary to measure: $HAUL_BIN (a relative path is taken from CALLER_DIR, else the
 # current directory), or haul built as scripts/install.sh builds it (release, the Swift

@@ -119,16 +119,16 @@ command -v "$swift" >/dev/null ||
     die "'$swift' not found: installing builds haul from source, which needs a Swift toolchain (https://swift.org/install)"
 build_path=${HAUL_BUILD_PATH:-$repo/.build-install}
 configuration=${HAUL_BUILD_CONFIGURATION:-release}
-build_args=(-c "$configuration" --scratch-path "$build_path" --static-swift-stdlib)
 case $configuration in
 release)
-    # Every module, the dependencies too, reaches generic types' metadata through their
-    # accessors rather than by mangled name, as Package.swift has the haul target do
-    # (haulStartupSettings): each mangled name's conformances were looked up at run time,
-    # each lookup walking every conformance record, about a tenth of a short run's CPU.
-    build_args+=(-Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors)
+    # scripts/release-flags.sh says what they are and why; the benchmarks build with the same.
+    # shellcheck source=scripts/release-flags.sh
+    source "$repo/scripts/release-flags.sh"
+    haul_release_flags "$repo"
+    build_args=("${HAUL_RELEASE_FLAGS[@]}" --scratch-path "$build_path")
     ;;
 debug)
+    build_args=(-c debug --scratch-path "$build_path" --static-swift-stdlib)
     # A debug build is not dead-stripped, so the linker (gold, which reads each archive
     # once, in order) pulls in parts of Foundation's static archives that need archives it
     # has already passed (their C halves, ICU, libxml2). Name the whole family again at the
