@@ -14,7 +14,7 @@
 #   the functions that one-file downloads, lists, split and HTTPS downloads run
 #   (scripts/update-order-file.sh writes it from those runs). The kernel maps a binary's
 #   pages 64 KiB around each one a run touches, and a one-file run executes about 3 MB of
-#   code scattered over 36 MB: it held 22 MB of code pages, ordered about 12 MB (the Swift
+#   code scattered over 36 MB: it held 22 MB of code pages, ordered about 10 MB (the Swift
 #   runtime's and Foundation's static libraries are not built with a section per
 #   function, so each comes whole). Peak memory 38 to 29 MiB, wall 0.91x. A function
 #   missing from the list (new since it was written) still links, after those listed; the
