@@ -31,6 +31,7 @@ haul_release_flags() {
     HAUL_RELEASE_FLAGS=(-c release --static-swift-stdlib
         -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors
         -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections)
+    [[ $(uname -s) == Linux ]] || return 0
     swift_bin=$(command -v "${SWIFT:-swift}" 2>/dev/null) || return 0
     lld=$(dirname "$(readlink -f "$swift_bin")")/ld.lld
     [[ -x $lld ]] || lld=$(command -v ld.lld 2>/dev/null) || return 0
