@@ -16,7 +16,7 @@
 #   pages 64 KiB around each one a run touches, and a one-file run executes about 3 MB of
 #   code scattered over 36 MB: it held 22 MB of code pages, ordered about 10 MB (the Swift
 #   runtime's and Foundation's static libraries are not built with a section per
-#   function, so each comes whole). Peak memory 38 to 29 MiB, wall 0.91x. A function
+#   function, so each comes whole). Peak memory 38 to 29 MiB, wall 0.92x. A function
 #   missing from the list (new since it was written) still links, after those listed; the
 #   list needs writing again when peak memory creeps up.
 # - Relative relocations packed (DT_RELR, -z pack-relative-relocs) where the C library
