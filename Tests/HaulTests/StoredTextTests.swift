@@ -47,6 +47,40 @@ import Testing
         #expect(abs(back.timeIntervalSince(now)) < 0.001)
     }
 
+    @Test func journalDatesAreReadAsGRDBReadsThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = [
+            "1970-01-01 00:00:00.000", "1969-12-31 23:59:59.999", "2000-02-29 12:00:00.500", "1900-01-01 00:00:00.000",
+            "9999-12-31 23:59:59.999", "2026-12-03 16:05:07.123", "2024-02-29 23:59:59.001",
+        ]
+        for _ in 0..<20_000 {
+            let milliseconds = Int64.random(in: -2_208_988_800_000..<253_402_300_800_000, using: &generator)
+            texts.append(
+                try #require(
+                    UTCDateText.text(
+                        millisecondsSince1970: milliseconds, separator: UInt8(ascii: " "), milliseconds: true, zulu: false)))
+        }
+        for text in texts {
+            let read = try #require(JournalDate.date(text.databaseValue), "\(text)")
+            let grdb = try #require(Date.fromDatabaseValue(text.databaseValue), "\(text)")
+            // The same instant to the bit, not merely the same millisecond.
+            #expect(read.timeIntervalSinceReferenceDate.bitPattern == grdb.timeIntervalSinceReferenceDate.bitPattern, "\(text)")
+        }
+        // Anything else is GRDB's to read: other formats, numbers, and what is no date.
+        let others: [DatabaseValue] = [
+            "2026-12-03".databaseValue, "2026-12-03 16:05".databaseValue, "2026-12-03T16:05:07.123".databaseValue,
+            "2026-12-03 16:05:07".databaseValue, "2026-02-30 16:05:07.123".databaseValue,
+            "2026-13-03 16:05:07.123".databaseValue, "2026-12-03 24:05:07.123".databaseValue,
+            "1899-12-31 23:59:59.999".databaseValue, "２026-12-03 16:05:07.123".databaseValue,
+            1_700_000_000.5.databaseValue, 1_700_000_000.databaseValue, "not a date".databaseValue,
+        ]
+        for value in others {
+            #expect(JournalDate.date(value) == Date.fromDatabaseValue(value), "\(value)")
+        }
+        #expect(JournalDate.optional(.null) == nil)
+        #expect(throws: DownloadError.self) { try JournalDate.required("not a date".databaseValue, column: "createdAt") }
+    }
+
     @Test func eventTimesAreFoundationsRFC3339WithMilliseconds() {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

@@ -41,9 +41,9 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         checksum = row["checksum"]
         headers = row["headers"]
         lastError = row["lastError"]
-        createdAt = row["createdAt"]
-        updatedAt = row["updatedAt"]
-        finishedAt = row["finishedAt"]
+        createdAt = try JournalDate.required(row["createdAt"], column: "createdAt")
+        updatedAt = try JournalDate.required(row["updatedAt"], column: "updatedAt")
+        finishedAt = JournalDate.optional(row["finishedAt"])
         owner = row["owner"]
         session = row["session"]
         bootID = row["bootID"]
@@ -109,9 +109,9 @@ extension JobRecord: FetchableRecord, PersistableRecord {
         checksum = row[14]
         headers = row[15]
         lastError = row[16]
-        createdAt = row[17]
-        updatedAt = row[18]
-        finishedAt = row[19]
+        createdAt = try JournalDate.required(row[17], column: "createdAt")
+        updatedAt = try JournalDate.required(row[18], column: "updatedAt")
+        finishedAt = JournalDate.optional(row[19])
         owner = row[20]
         session = row[21]
         bootID = row[22]

@@ -25,7 +25,7 @@ extension Journal {
     }
 
     /// One webhook owed: the end it tells of, as it was, and its delivery so far.
-    package struct OutboxEntry: Sendable, Equatable, FetchableRecord, Decodable {
+    package struct OutboxEntry: Sendable, Equatable, FetchableRecord {
         package var id: Int64
         package var eventID: String
         package var target: String
@@ -38,6 +38,22 @@ extension Journal {
         package var error: String?
         package var createdAt: Date
         package var attempts: Int
+
+        /// The entry in a row of ``Journal/dueWebhooks(at:limit:)``'s query.
+        init(row: Row) throws {
+            id = row["id"]
+            eventID = row["eventID"]
+            target = row["target"]
+            jobID = row["jobID"]
+            kind = row["kind"]
+            url = row["url"]
+            path = row["path"]
+            bytes = row["bytes"]
+            errorCode = row["errorCode"]
+            error = row["error"]
+            createdAt = try JournalDate.required(row["createdAt"], column: "createdAt")
+            attempts = row["attempts"]
+        }
     }
 
     /// The receivers and ends written from now on, by this process's writes (`nil`: none).
@@ -60,7 +76,9 @@ extension Journal {
 
     /// When the next webhook falls due, if any is owed. Blocking.
     package func nextWebhookDue() throws(DownloadError) -> Date? {
-        try read { db in try Date.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM outbox") }
+        try read { db in
+            try DatabaseValue.fetchOne(db, sql: "SELECT min(nextAttemptAt) FROM outbox").flatMap(JournalDate.optional)
+        }
     }
 
     /// How many webhooks are owed. Blocking.

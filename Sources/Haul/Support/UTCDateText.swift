@@ -54,6 +54,41 @@ package enum UTCDateText {
         }
     }
 
+    /// The instant that `text` names in the format ``text(millisecondsSince1970:separator:milliseconds:zulu:)``
+    /// writes with a space and milliseconds, `yyyy-MM-dd HH:mm:ss.SSS`, as seconds since
+    /// 2001 (`Date`'s reference date); `nil` for any other text, or a date outside the years
+    /// 1900 to 9999, which callers leave to Foundation. The seconds are those Foundation's
+    /// Gregorian calendar computes from the same fields, to the bit: the day's start, plus
+    /// the time of day with its fraction added last.
+    package static func secondsSinceReferenceDate(spacedMilliseconds text: String) -> Double? {
+        var text = text
+        return text.withUTF8 { bytes -> Double? in
+            guard bytes.count == 23, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+                bytes[10] == UInt8(ascii: " "), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+                bytes[19] == UInt8(ascii: ".")
+            else { return nil }
+            func number(_ start: Int, _ digits: Int) -> Int64? {
+                var value: Int64 = 0
+                for index in start..<(start + digits) {
+                    let digit = bytes[index] &- UInt8(ascii: "0")
+                    guard digit < 10 else { return nil }
+                    value = value * 10 + Int64(digit)
+                }
+                return value
+            }
+            guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+                let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
+                let millisecond = number(20, 3),
+                year >= 1900, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+                hour < 24, minute < 60, second < 60
+            else { return nil }
+            // 2001-01-01 is 11,323 days after 1970-01-01.
+            let dayStart = Double((days(fromCivil: year, month, day) - 11_323) * 86_400)
+            let timeOfDay = Double(hour * 3600 + minute * 60 + second) + Double(millisecond * 1_000_000) / 1_000_000_000
+            return dayStart + timeOfDay
+        }
+    }
+
     /// RFC 3339 in UTC with milliseconds, as events and log lines are stamped:
     /// `2026-11-27T14:05:00.123Z`.
     package static func rfc3339(_ date: Date) -> String {
@@ -73,6 +108,25 @@ package enum UTCDateText {
     private static func foundationRFC3339(_ date: Date) -> String {
         ISO8601DateFormatter.string(
             from: date, timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withInternetDateTime, .withFractionalSeconds])
+    }
+
+    /// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's
+    /// `days_from_civil`).
+    private static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
     }
 
     /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
