@@ -13,21 +13,6 @@ enum HLSEntries {
         return path.hasSuffix(".m3u8") || path.hasSuffix(".m3u")
     }
 
-    /// The downloads of `urls` (arguments of `haul get`) into `directory` that completed
-    /// with an HLS playlist although their URL did not end in `.m3u8`: a file that starts
-    /// with `#EXTM3U`: the URLs as given (the stream's download asks for the playlist again,
-    /// so that credentials still go to the argument's origin only). The files stay where
-    /// they were saved.
-    static func recognised(among urls: [URL], in directory: URL, journal: Journal) async -> [URL] {
-        await CompletedArguments.files(among: urls, in: directory, journal: journal) { path in
-            guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-            defer { try? handle.close() }
-            guard let head = try? handle.read(upToCount: HLSDownloader.magicLength), HLSDownloader.looksLikePlaylist(head)
-            else { return nil }
-            return head
-        }.map(\.argument)
-    }
-
     /// The stream options of `haul get`, checked.
     struct Settings {
         var options: HLSOptions

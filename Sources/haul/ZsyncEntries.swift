@@ -23,29 +23,6 @@ enum ZsyncEntries {
         return (result.data ?? Data(), result.finalURL)
     }
 
-    /// The downloads of `urls` (arguments of `haul get`) into `directory` that completed
-    /// with a zsync control file although their URL did not say so: a file whose first line
-    /// is `zsync: VERSION`, as aria2 follows a Metalink file it was given. Each comes with
-    /// its address after redirects (its `URL`s are resolved against it). The files stay
-    /// where they were saved.
-    static func recognised(among urls: [URL], in directory: URL, journal: Journal) async -> [(data: Data, url: URL)] {
-        await CompletedArguments.files(among: urls, in: directory, journal: journal, reading: controlFile(at:))
-            .map { ($0.data, $0.url) }
-    }
-
-    /// The file at `path` when it starts as a control file does and is no larger than one
-    /// may be; `nil` otherwise (after reading its first bytes only).
-    private static func controlFile(at path: String) -> Data? {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
-        defer { try? handle.close() }
-        let length = DeltaSource.magicLength
-        guard let head = try? handle.read(upToCount: length), head.count == length, DeltaSource.looksLikeControlFile(head),
-            let rest = try? handle.read(upToCount: DeltaSource.controlFileLimit - length + 1),
-            head.count + rest.count <= DeltaSource.controlFileLimit
-        else { return nil }
-        return head + rest
-    }
-
     /// The entry for the control file `data` fetched from `url`, whose target is built from
     /// `seeds` (and the destination's old file). It is named by the control file's
     /// `Filename` where that is a plain file name, else by its URL's last component.

@@ -46,14 +46,19 @@ struct JournalBackend: ResumingBackend {
             defer { unexamined = [] }
             // The journal is written in batches: what ended is read once it is there.
             await intake.manager.flushJournal()
-            playlists = await HLSEntries.recognised(among: unexamined, in: directory, journal: journal)
             var requests: [DownloadRequest] = []
-            for found in await ZsyncEntries.recognised(among: unexamined, in: directory, journal: journal) {
-                do {
-                    let entry = try ZsyncEntries.entry(of: found.data, at: found.url, seeds: batch.seeds)
-                    requests.append(try Self.request(for: entry, batch: batch, directory: directory))
-                } catch {
-                    Console.err("haul: \(found.url.absoluteString) looks like a zsync control file but is not followed: \(error)\n")
+            for found in await CompletedArguments.documents(among: unexamined, in: directory, journal: journal) {
+                switch found.document {
+                case .playlist:
+                    playlists.append(found.argument)
+                case .controlFile(let data):
+                    do {
+                        let entry = try ZsyncEntries.entry(of: data, at: found.url, seeds: batch.seeds)
+                        requests.append(try Self.request(for: entry, batch: batch, directory: directory))
+                    } catch {
+                        Console.err(
+                            "haul: \(found.url.absoluteString) looks like a zsync control file but is not followed: \(error)\n")
+                    }
                 }
             }
             return await intake.follow(requests)
