@@ -121,44 +121,15 @@ enum HTTPDateParser {
 
     /// The seconds since 1970 of a day and time, or `nil` when the day does not exist.
     static func seconds(year: Int, month: Int, day: Int, time: Int) -> Double? {
-        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year) else { return nil }
-        return Double(daysSince1970(year: year, month: month, day: day) * 86_400 + time)
+        guard (1...12).contains(month), day >= 1, day <= CivilDays.inMonth(month, of: year) else { return nil }
+        return Double(CivilDays.since1970(year: year, month: month, day: day) * 86_400 + time)
     }
 
-    static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: isLeap(year) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    static func isLeap(_ year: Int) -> Bool {
-        year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-    }
-
-    /// The days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard
-    /// Hinnant's `days_from_civil`).
-    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
-        let year = month <= 2 ? year - 1 : year
-        let era = (year >= 0 ? year : year - 399) / 400
-        let yearOfEra = year - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The year (UTC) of a time in seconds since 1970 (Hinnant's `civil_from_days`).
+    /// The year (UTC) of a time in seconds since 1970.
     static func year(of seconds: Double) -> Int {
         // Within ±10,000 years of 1970; a reference outside it is no time of a message.
         let bounded = seconds.isFinite ? min(max(seconds, -3e11), 3e11) : 0
-        let days = Int((bounded / 86_400).rounded(.down)) + 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let dayOfEra = days - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153  // 0 is March
-        return yearOfEra + era * 400 + (monthIndex >= 10 ? 1 : 0)
+        return CivilDays.date(daysSince1970: Int((bounded / 86_400).rounded(.down))).year
     }
 
     /// The year ending in `twoDigits` that is at most 50 years after `referenceYear` and

@@ -19,7 +19,8 @@ package enum UTCDateText {
             inDay += msPerDay
             days -= 1
         }
-        let (year, month, day) = civil(fromDays: days)
+        let civil = CivilDays.date(daysSince1970: Int(days))
+        let (year, month, day) = (Int64(civil.year), Int64(civil.month), Int64(civil.day))
         return String(unsafeUninitializedCapacity: 24) { buffer in
             var count = 0
             func put(_ value: Int64, digits: Int) {
@@ -67,23 +68,23 @@ package enum UTCDateText {
                 bytes[10] == UInt8(ascii: " "), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
                 bytes[19] == UInt8(ascii: ".")
             else { return nil }
-            func number(_ start: Int, _ digits: Int) -> Int64? {
-                var value: Int64 = 0
+            func number(_ start: Int, _ digits: Int) -> Int? {
+                var value = 0
                 for index in start..<(start + digits) {
                     let digit = bytes[index] &- UInt8(ascii: "0")
                     guard digit < 10 else { return nil }
-                    value = value * 10 + Int64(digit)
+                    value = value * 10 + Int(digit)
                 }
                 return value
             }
             guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
                 let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2),
                 let millisecond = number(20, 3),
-                year >= 1900, (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+                year >= 1900, (1...12).contains(month), day >= 1, day <= CivilDays.inMonth(month, of: year),
                 hour < 24, minute < 60, second < 60
             else { return nil }
             // 2001-01-01 is 11,323 days after 1970-01-01.
-            let dayStart = Double((days(fromCivil: year, month, day) - 11_323) * 86_400)
+            let dayStart = Double((CivilDays.since1970(year: year, month: month, day: day) - 11_323) * 86_400)
             let timeOfDay = Double(hour * 3600 + minute * 60 + second) + Double(millisecond * 1_000_000) / 1_000_000_000
             return dayStart + timeOfDay
         }
@@ -108,38 +109,5 @@ package enum UTCDateText {
     private static func foundationRFC3339(_ date: Date) -> String {
         ISO8601DateFormatter.string(
             from: date, timeZone: TimeZone(identifier: "UTC")!, formatOptions: [.withInternetDateTime, .withFractionalSeconds])
-    }
-
-    /// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's
-    /// `days_from_civil`).
-    private static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func daysIn(month: Int64, year: Int64) -> Int64 {
-        switch month {
-        case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
-        case 4, 6, 9, 11: return 30
-        default: return 31
-        }
-    }
-
-    /// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
-    /// `civil_from_days`).
-    private static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shifted = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
-        let month = shifted < 10 ? shifted + 3 : shifted - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
