@@ -64,7 +64,8 @@ import Testing
             let read = try #require(JournalDate.date(text.databaseValue), "\(text)")
             let grdb = try #require(Date.fromDatabaseValue(text.databaseValue), "\(text)")
             // The same instant to the bit, not merely the same millisecond.
-            #expect(read.timeIntervalSinceReferenceDate.bitPattern == grdb.timeIntervalSinceReferenceDate.bitPattern, "\(text)")
+            #expect(
+                read.timeIntervalSinceReferenceDate.bitPattern == grdb.timeIntervalSinceReferenceDate.bitPattern, "\(text)")
         }
         // Anything else is GRDB's to read: other formats, numbers, and what is no date.
         let others: [DatabaseValue] = [
@@ -78,7 +79,9 @@ import Testing
             #expect(JournalDate.date(value) == Date.fromDatabaseValue(value), "\(value)")
         }
         #expect(JournalDate.optional(.null) == nil)
-        #expect(throws: DownloadError.self) { try JournalDate.required("not a date".databaseValue, column: "createdAt") }
+        #expect(throws: DownloadError.self) {
+            try JournalDate.required("not a date".databaseValue, column: "createdAt")
+        }
     }
 
     @Test func eventTimesAreFoundationsRFC3339WithMilliseconds() {

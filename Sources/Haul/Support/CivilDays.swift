@@ -34,6 +34,7 @@ enum CivilDays {
         }
     }
 
+    /// Whether `year` is a leap year.
     static func isLeap(_ year: Int) -> Bool {
         year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
     }

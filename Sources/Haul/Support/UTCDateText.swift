@@ -55,12 +55,13 @@ package enum UTCDateText {
         }
     }
 
-    /// The instant that `text` names in the format ``text(millisecondsSince1970:separator:milliseconds:zulu:)``
-    /// writes with a space and milliseconds, `yyyy-MM-dd HH:mm:ss.SSS`, as seconds since
-    /// 2001 (`Date`'s reference date); `nil` for any other text, or a date outside the years
-    /// 1900 to 9999, which callers leave to Foundation. The seconds are those Foundation's
-    /// Gregorian calendar computes from the same fields, to the bit: the day's start, plus
-    /// the time of day with its fraction added last.
+    /// The instant that `text` names in the format that
+    /// ``text(millisecondsSince1970:separator:milliseconds:zulu:)`` writes with a space and
+    /// milliseconds, `yyyy-MM-dd HH:mm:ss.SSS`, as seconds since 2001 (`Date`'s reference
+    /// date); `nil` for any other text, or a date outside the years 1900 to 9999, which
+    /// callers leave to Foundation. The seconds are those Foundation's Gregorian calendar
+    /// computes from the same fields, to the bit: the day's start, plus the time of day with
+    /// its fraction added last.
     package static func secondsSinceReferenceDate(spacedMilliseconds text: String) -> Double? {
         var text = text
         return text.withUTF8 { bytes -> Double? in

@@ -56,8 +56,8 @@ struct JournalBackend: ResumingBackend {
                         let entry = try ZsyncEntries.entry(of: data, at: found.url, seeds: batch.seeds)
                         requests.append(try Self.request(for: entry, batch: batch, directory: directory))
                     } catch {
-                        Console.err(
-                            "haul: \(found.url.absoluteString) looks like a zsync control file but is not followed: \(error)\n")
+                        let url = found.url.absoluteString
+                        Console.err("haul: \(url) looks like a zsync control file but is not followed: \(error)\n")
                     }
                 }
             }
