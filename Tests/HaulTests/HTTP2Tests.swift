@@ -59,6 +59,68 @@ struct HTTP2Tests {
         }
     }
 
+    /// Nobody asks for a split, and the server holds each request to 4 MiB/s: the others
+    /// are streams, so one probes first (`SplitRule`); the two bring twice what the first
+    /// did alone, and the rest join. Before, a download over HTTP/2 was one stream unless
+    /// `-x` asked: 8 s here, where HTTP/1.1 split it.
+    ///
+    /// Only the server's limit decides: the rates measured are the server's pacing,
+    /// whatever the machine's load (4 MiB/s a stream is little to TLS on any machine).
+    @Test(arguments: HTTP2Server.allCases)
+    func aServerThatLimitsEachRequestIsFetchedOnSeveralStreams(server: HTTP2Server) async throws {
+        try await server.with(directives: server.limitRate(kibPerSecond: 4096)) { certificates, origin in
+            // Given a 32 MiB file over h2, each response sent at 4 MiB/s, and the
+            // manager's default split (4 connections, not asked for). (Large enough that
+            // each stream still has a range to share when the rest join, however long a
+            // loaded machine takes to get there.)
+            let bytes = FaultServer.randomBytes(count: 32 << 20, seed: 73)
+            try origin.write(bytes, at: "/h2/paced.bin", modified: Self.anHourAgo)
+            let manager = DownloadManager(
+                configuration: Self.defaultSplit(certificates), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When it is downloaded
+            let results = try await Self.downloadAll([origin.url("/h2/paced.bin")], to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then it arrives whole, its first response cut short and the rest fetched in
+            // ranges by the probe and the streams that joined after it, all over HTTP/2
+            #expect(results.failures.isEmpty, "\(results.failures)")
+            #expect(sha256(Self.contents(directory, "paced.bin")) == sha256(bytes))
+            let entries = try await Self.logEntries(of: origin, atLeast: 4) { $0.path == "/h2/paced.bin" }
+            #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(entries)")
+            #expect(entries.filter { $0.status == 200 }.count == 1, "\(entries)")
+            #expect(entries.filter { $0.status == 206 }.count >= 3, "\(entries)")
+        }
+    }
+
+    /// Nobody asks for a split and nothing limits the requests: the file is fetched on one
+    /// stream, since more streams of one connection would only share it (on 127.0.0.1 four
+    /// took 1.23x the time of one). The rest takes milliseconds at the rate measured, far
+    /// under `SplitRule.probeFloor`.
+    @Test func aFastServerIsFetchedOnOneStream() async throws {
+        try await HTTP2Server.nginx.with(directives: "") { certificates, origin in
+            // Given an 8 MiB file over h2, sent as fast as the machine goes
+            let bytes = FaultServer.randomBytes(count: 8 << 20, seed: 74)
+            try origin.write(bytes, at: "/h2/fast.bin", modified: Self.anHourAgo)
+            let manager = DownloadManager(
+                configuration: Self.defaultSplit(certificates), eventLoopGroup: TestResources.group,
+                threadPool: TestResources.pool)
+            let directory = certificates.directory.appendingPathComponent("out")
+
+            // When it is downloaded
+            let results = try await Self.downloadAll([origin.url("/h2/fast.bin")], to: directory, with: manager)
+            await manager.shutdown()
+
+            // Then one request fetched it whole
+            #expect(results.failures.isEmpty, "\(results.failures)")
+            #expect(sha256(Self.contents(directory, "fast.bin")) == sha256(bytes))
+            let entries = try await Self.logEntries(of: origin, atLeast: 1) { $0.path == "/h2/fast.bin" }
+            #expect(entries.map(\.status) == [200], "\(entries)")
+        }
+    }
+
     /// nginx answers GOAWAY on a connection's tenth request (`keepalive_requests 10`,
     /// which governs HTTP/2 since 1.19.7): the streams Haul opened after it, which nginx
     /// never processed, must go out again on a new connection, and no download may fail.
@@ -290,6 +352,19 @@ struct HTTP2Tests {
         return configuration
     }
 
+    /// ``configuration(_:concurrency:)`` with the manager's own split, as nobody asked for
+    /// one (no `segmentedConnections`: its default of 4), from files of 1 MiB.
+    static func defaultSplit(_ certificates: TestCertificates) -> DownloadManager.Configuration {
+        let tested = configuration(certificates)
+        var configuration = DownloadManager.Configuration()
+        configuration.retry = tested.retry
+        configuration.connectTimeout = tested.connectTimeout
+        configuration.idleTimeout = tested.idleTimeout
+        configuration.tls = tested.tls
+        configuration.segmentationThreshold = 1 << 20
+        return configuration
+    }
+
     struct Results {
         /// The downloads that failed, by URL.
         var failures: [URL: DownloadError] = [:]
@@ -366,9 +441,8 @@ enum HTTP2Server: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    /// The directive that sets `SETTINGS_MAX_CONCURRENT_STREAMS` to `streams`.
-    /// Sends each response at `kibPerSecond` KiB/s: a server that limits each connection,
-    /// where splitting a download pays at once (see `SplitRule`).
+    /// Sends each response at `kibPerSecond` KiB/s: a server that limits each request (over
+    /// HTTP/2, each stream), where splitting a download pays (see `SplitRule`).
     func limitRate(kibPerSecond: Int) -> String {
         switch self {
         case .nginx: "limit_rate \(kibPerSecond)k;"
@@ -382,6 +456,7 @@ enum HTTP2Server: String, CaseIterable, Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// The directive that sets `SETTINGS_MAX_CONCURRENT_STREAMS` to `streams`.
     func maxConcurrentStreams(_ streams: Int) -> String {
         switch self {
         case .nginx: "http2_max_concurrent_streams \(streams);"

@@ -58,6 +58,11 @@ struct TransferMachineTests {
         }
     }
 
+    static func segments(_ action: TransferMachine.EndAction) -> TransferMachine.Segments? {
+        if case .segment(let segments) = action { return segments }
+        return nil
+    }
+
     static func finish(_ action: TransferMachine.EndAction) -> TransferMachine.Finish? {
         if case .finish(let finish) = action { return finish }
         return nil
@@ -223,16 +228,16 @@ struct TransferMachineTests {
         #expect(finish.contentDisposition == "attachment; filename=b.iso")
     }
 
-    /// Over HTTP/2 a download is one stream unless splitting was asked for (`-x`, mirrors,
-    /// piece checksums): the first response is kept, not cut for segments.
-    @Test(arguments: [(false, false, true), (true, false, false), (true, true, true)])
-    func overHTTP2ItIsSplitOnlyWhenAsked(multiplexed: Bool, splitsHTTP2: Bool, segmented: Bool) {
-        var settings = Self.settings(threshold: 1000)
-        settings.splitsHTTP2 = splitsHTTP2
-        var (machine, _) = Self.file(settings)
+    /// A response over HTTP/2 is split as one over HTTP/1.1 is, and its segments say it
+    /// came over HTTP/2: whether the others join is the split rule's (over HTTP/2, one
+    /// stream probes first unless the split was asked for; `SplitRuleTests`).
+    @Test(arguments: [false, true])
+    func overHTTP2TheSegmentsSaySo(multiplexed: Bool) throws {
+        var (machine, _) = Self.file(Self.settings(threshold: 1000))
         let big = Self.headers([("Accept-Ranges", "bytes"), ("Content-Length", "2000"), ("ETag", Self.etag)])
-        let head = machine.receivedHead(status: 200, headers: big, multiplexed: multiplexed)
-        #expect((head == .split) == segmented)
+        #expect(machine.receivedHead(status: 200, headers: big, multiplexed: multiplexed) == .split)
+        let segments = try #require(Self.segments(machine.requestEnded(error: Self.cancelled)))
+        #expect(segments.multiplexed == multiplexed)
     }
 
     @Test func segmentsThatFindTheContentChangedStartOverOnOneConnection() throws {

@@ -144,11 +144,21 @@ struct SegmentedTransfer: Sendable {
                 ? TransferOperation.minimumSplitAcrossSources : TransferOperation.minimumSplit)
         self.table = table
         let core = download.core
+        // Over HTTP/2 the others would be streams: unless somebody asked for the split
+        // (`-x` or the request's own connections, mirrors, piece checksums, a delta
+        // download), one probes first.
+        let request = download.request
+        let asked =
+            environment.configuration.segmentCap != nil || request.connections != nil || request.pieces != nil
+            || !request.mirrors.isEmpty || request.delta != nil
         self.joining =
             if let adopting, connections > 1 {
-                SegmentJoining(rule: SplitRule(setup: adopting.setup ?? .zero), total: segments.total) {
-                    table.divide(0, into: connections)
-                    core.connections = connections
+                SegmentJoining(
+                    rule: SplitRule(setup: adopting.setup ?? .zero, probes: segments.multiplexed && !asked),
+                    total: segments.total, connections: connections
+                ) { running, dividing in
+                    if dividing { table.divide(0, into: running) }
+                    core.connections = running
                 }
             } else {
                 nil
@@ -577,10 +587,11 @@ struct SegmentedTransfer: Sendable {
         // small, even steps); the rest of the claim is the next request's.
         let end = core.pacedRequestSize.map { min(claim.end, claim.start + $0) } ?? claim.end
         // The adopted response's parts measure the link for the rule that says when the
-        // other connections join.
+        // other connections join; over HTTP/2, a probe's parts say whether the rest join.
         var measuring: (@Sendable (Int, ContinuousClock.Instant, any EventLoop) -> Void)?
-        if adopting != nil, let joining {
-            measuring = { count, now, loop in joining.received(count, at: now, on: loop) }
+        if let joining, adopting != nil || joining.probes {
+            let first = adopting != nil
+            measuring = { count, now, loop in joining.received(count, at: now, on: loop, first: first) }
         }
         let response =
             adopting != nil

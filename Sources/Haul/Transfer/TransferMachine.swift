@@ -69,9 +69,6 @@ struct TransferMachine: Sendable {
         /// Whether a segmented partial resumes from the location its sidecar stored (the
         /// URL after redirects); not once that URL expired.
         var usesStoredLocation = true
-        /// Whether a response over HTTP/2 is split too (the segments are streams of one
-        /// connection): only when asked, or for mirrors or piece checksums.
-        var splitsHTTP2 = true
         /// Whether the download is a delta download (``DownloadRequest/delta``), whose
         /// seeded partial's sidecar has no validator.
         var isDelta = false
@@ -137,6 +134,10 @@ struct TransferMachine: Sendable {
         /// response's, for a fresh download; the one its sidecar kept, for a resumed one
         /// (which sends no such request).
         var contentDisposition: String? = nil
+        /// Whether the first response came over HTTP/2: the other segments would be streams
+        /// of its connection (or of its one sibling, ``HTTP2Placement``), which bring more
+        /// only from a server that limits each request (see ``SplitRule/probes``).
+        var multiplexed = false
     }
 
     /// The content is all there: verify its checksum and commit it.
@@ -356,7 +357,8 @@ struct TransferMachine: Sendable {
         }
         switch action {
         case .write(let offset, let truncate, let total):
-            if !multiplexed || settings.splitsHTTP2, let segments = segments(status: status, action: action, headers: headers) {
+            if var segments = segments(status: status, action: action, headers: headers) {
+                segments.multiplexed = multiplexed
                 state = .segmenting(segments)
                 return .split
             }

@@ -461,8 +461,6 @@ package final class TransferOperation: Sendable {
             segmentationThreshold: threshold,
             allowsBlindResume: configuration.allowsBlindResume, recordedURL: request.url,
             usesStoredLocation: source.usesStoredLocation,
-            splitsHTTP2: configuration.segmentCap != nil || request.pieces != nil || !request.mirrors.isEmpty
-                || request.delta != nil,
             isDelta: request.delta != nil)
     }
 
