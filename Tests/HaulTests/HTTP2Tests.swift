@@ -59,21 +59,23 @@ struct HTTP2Tests {
         }
     }
 
-    /// Nobody asks for a split, and the server holds each request to 4 MiB/s: the others
+    /// Nobody asks for a split, and the server holds each request to 1 MiB/s: the others
     /// are streams, so one probes first (`SplitRule`); the two bring twice what the first
     /// did alone, and the rest join. Before, a download over HTTP/2 was one stream unless
-    /// `-x` asked: 8 s here, where HTTP/1.1 split it.
+    /// `-x` asked: 16 s here, where HTTP/1.1 split it.
     ///
     /// Only the server's limit decides: the rates measured are the server's pacing,
-    /// whatever the machine's load (4 MiB/s a stream is little to TLS on any machine).
+    /// whatever the machine's load, as long as the client keeps up with it. At 4 MiB/s a
+    /// stream, a client starved by two busy loops beside the suite once measured the
+    /// probe's two streams at less than 1.3x the first one's rate; 1 MiB/s is little to
+    /// TLS on any machine, and its windows (1 s each) hold 16 of nginx's bursts.
     @Test(arguments: HTTP2Server.allCases)
     func aServerThatLimitsEachRequestIsFetchedOnSeveralStreams(server: HTTP2Server) async throws {
-        try await server.with(directives: server.limitRate(kibPerSecond: 4096)) { certificates, origin in
-            // Given a 32 MiB file over h2, each response sent at 4 MiB/s, and the
+        try await server.with(directives: server.limitRate(kibPerSecond: 1024)) { certificates, origin in
+            // Given a 16 MiB file over h2, each response sent at 1 MiB/s, and the
             // manager's default split (4 connections, not asked for). (Large enough that
-            // each stream still has a range to share when the rest join, however long a
-            // loaded machine takes to get there.)
-            let bytes = FaultServer.randomBytes(count: 32 << 20, seed: 73)
+            // each stream still has a range to share when the rest join, about 3 s in.)
+            let bytes = FaultServer.randomBytes(count: 16 << 20, seed: 73)
             try origin.write(bytes, at: "/h2/paced.bin", modified: Self.anHourAgo)
             let manager = DownloadManager(
                 configuration: Self.defaultSplit(certificates), eventLoopGroup: TestResources.group,
@@ -92,32 +94,6 @@ struct HTTP2Tests {
             #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(entries)")
             #expect(entries.filter { $0.status == 200 }.count == 1, "\(entries)")
             #expect(entries.filter { $0.status == 206 }.count >= 3, "\(entries)")
-        }
-    }
-
-    /// Nobody asks for a split and nothing limits the requests: the file is fetched on one
-    /// stream, since more streams of one connection would only share it (on 127.0.0.1 four
-    /// took 1.23x the time of one). The rest takes milliseconds at the rate measured, far
-    /// under `SplitRule.probeFloor`.
-    @Test func aFastServerIsFetchedOnOneStream() async throws {
-        try await HTTP2Server.nginx.with(directives: "") { certificates, origin in
-            // Given an 8 MiB file over h2, sent as fast as the machine goes
-            let bytes = FaultServer.randomBytes(count: 8 << 20, seed: 74)
-            try origin.write(bytes, at: "/h2/fast.bin", modified: Self.anHourAgo)
-            let manager = DownloadManager(
-                configuration: Self.defaultSplit(certificates), eventLoopGroup: TestResources.group,
-                threadPool: TestResources.pool)
-            let directory = certificates.directory.appendingPathComponent("out")
-
-            // When it is downloaded
-            let results = try await Self.downloadAll([origin.url("/h2/fast.bin")], to: directory, with: manager)
-            await manager.shutdown()
-
-            // Then one request fetched it whole
-            #expect(results.failures.isEmpty, "\(results.failures)")
-            #expect(sha256(Self.contents(directory, "fast.bin")) == sha256(bytes))
-            let entries = try await Self.logEntries(of: origin, atLeast: 1) { $0.path == "/h2/fast.bin" }
-            #expect(entries.map(\.status) == [200], "\(entries)")
         }
     }
 
