@@ -60,15 +60,15 @@ struct HTTP2Tests {
     }
 
     /// Nobody asks for a split, and the server holds each request to 1 MiB/s: the others
-    /// would be streams, so one probes first (`SplitRule`). Before, a download over HTTP/2
-    /// was one stream unless `-x` asked: 16 s here, where HTTP/1.1 split it.
+    /// would be streams, and at that rate they join as over HTTP/1.1, without a probe
+    /// (`SplitRule.probeAbove`). Before, a download over HTTP/2 was one stream unless `-x`
+    /// asked: 16 s here, where HTTP/1.1 split it.
     ///
-    /// The probe goes whatever the machine's load: the rest takes more than a second at any
-    /// rate the server allows. How many join after it is the probe's verdict on the rates
-    /// it measured, which a starved client can misread, and the streams that are running
-    /// also take over each other's ranges as they finish theirs: so the verdict is checked
-    /// in `SplitRuleTests`, and the others joining in the benchmark (`compare.sh`
-    /// workload 6 over HTTP/2: 3.4 s before, 1.1-1.2 s after).
+    /// Every one of the 3 others joins whatever the machine's load: the rate since the
+    /// first byte stays under the rule's 64 MB/s at any rate the server allows (its opening
+    /// burst is a few MiB), so no probe is taken and no verdict read from rates. The streams
+    /// that are running also take over each other's ranges as they finish theirs, so there
+    /// may be more ranged requests, never fewer.
     @Test(arguments: HTTP2Server.allCases)
     func aServerThatLimitsEachRequestIsFetchedOnSeveralStreams(server: HTTP2Server) async throws {
         try await server.with(directives: server.limitRate(kibPerSecond: 1024)) { certificates, origin in
@@ -87,14 +87,14 @@ struct HTTP2Tests {
             await manager.shutdown()
 
             // Then it arrives whole, its first response cut short and the rest fetched in
-            // ranges, all over HTTP/2
+            // ranges by the 3 other streams, all over HTTP/2
             #expect(results.failures.isEmpty, "\(results.failures)")
             #expect(sha256(Self.contents(directory, "paced.bin")) == sha256(bytes))
-            let entries = try await Self.logEntries(of: origin, atLeast: 2) { $0.path == "/h2/paced.bin" }
+            let entries = try await Self.logEntries(of: origin, atLeast: 4) { $0.path == "/h2/paced.bin" }
             #expect(entries.allSatisfy { $0.protocol == "HTTP/2.0" }, "\(entries)")
             #expect(entries.filter { $0.status == 200 }.count == 1, "\(entries)")
             #expect(entries.contains { $0.status == 200 && !$0.completed }, "\(entries)")
-            #expect(entries.filter { $0.status == 206 }.count >= 1, "\(entries)")
+            #expect(entries.filter { $0.status == 206 }.count >= 3, "\(entries)")
         }
     }
 

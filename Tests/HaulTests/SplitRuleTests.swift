@@ -53,9 +53,11 @@ struct SplitRuleTests {
         #expect(decision == (row.join ? .join : .notYet))
     }
 
-    /// Over HTTP/2, when nobody asked for the split: one stream probes first, and only
-    /// where the rest would take a while at the first stream's rate over its second window
-    /// (the first holds the server's opening burst).
+    /// Over HTTP/2, when nobody asked for the split: a download slower than
+    /// ``SplitRule/probeAbove`` since its first byte is joined as over HTTP/1.1; a faster one
+    /// is probed by one stream first, and only where the rest would take a while at the
+    /// first stream's rate over its second window (the first holds the server's opening
+    /// burst).
     struct ProbeCase: Sendable, CustomTestStringConvertible {
         var name: String
         var setup: Duration = .milliseconds(2)
@@ -78,31 +80,45 @@ struct SplitRuleTests {
             remaining: 10_000 << 20, delivered: 4 << 20, elapsed: .milliseconds(10), windows: 2, latest: 400e6,
             decision: .probe),
         ProbeCase(
-            name: "a server sending each request 20 MB/s: the rest takes 3 s, a probe", remaining: 60 << 20,
-            delivered: 4 << 20, elapsed: .milliseconds(200), windows: 2, latest: 20e6, decision: .probe),
+            name: "a server sending each request 100 MB/s, 1 GB left: the rest takes 10 s, a probe",
+            remaining: 1_000 << 20, delivered: 30 << 20, elapsed: .milliseconds(300), windows: 2, latest: 100e6,
+            decision: .probe),
         ProbeCase(
-            name: "the same with only its first window (the opening burst) measured: not yet", remaining: 60 << 20,
-            delivered: 2 << 20, elapsed: .milliseconds(60), windows: 1, latest: 35e6, decision: .notYet),
+            name: "the same with only its first window (the opening burst) measured: not yet",
+            remaining: 1_000 << 20, delivered: 2 << 20, elapsed: .milliseconds(15), windows: 1, latest: 140e6,
+            decision: .notYet),
         ProbeCase(
-            name: "a server sending 256 KiB/s in bursts, two windows of 1 s: a probe", remaining: 3 << 20,
-            delivered: 512 << 10, elapsed: .seconds(2), windows: 2, latest: 262_144, decision: .probe),
+            name: "a server sending each request 20 MB/s, during its burst (2 MiB in 30 ms, 70 MB/s): not yet",
+            remaining: 62 << 20, delivered: 2 << 20, elapsed: .milliseconds(30), windows: 1, latest: 70e6,
+            decision: .notYet),
         ProbeCase(
-            name: "a far server during its ramp (setup 165 ms, 60 MB/s): the rest takes 0.8 s, not yet",
+            name: "the same at 50 ms (2.5 MiB, 52 MB/s since the first byte): joined as over HTTP/1.1",
+            remaining: 61 << 20 + 512 << 10, delivered: 2 << 20 + 512 << 10, elapsed: .milliseconds(50),
+            windows: 1, latest: 70e6, decision: .join),
+        ProbeCase(
+            name: "a server sending 256 KiB/s in bursts: joined as over HTTP/1.1", remaining: 3 << 20,
+            delivered: 512 << 10, elapsed: .seconds(2), windows: 2, latest: 262_144, decision: .join),
+        ProbeCase(
+            name: "a far server during its ramp (setup 165 ms, 31 MB/s since the first byte): joined as over HTTP/1.1",
             setup: .milliseconds(165), remaining: 48 << 20, delivered: 12 << 20, elapsed: .milliseconds(400),
-            windows: 2, latest: 60e6, decision: .notYet),
+            windows: 2, latest: 60e6, decision: .join),
         ProbeCase(
-            name: "a window without a byte (a stream that stalled mid-way): a probe", remaining: 8 << 20,
-            delivered: 1 << 20, elapsed: .seconds(2), windows: 2, latest: 0, decision: .probe),
+            name: "a far server past its ramp (setup 165 ms, 150 MB/s): the rest takes 0.5 s, not yet",
+            setup: .milliseconds(165), remaining: 48 << 20, delivered: 60 << 20, elapsed: .milliseconds(420),
+            windows: 2, latest: 100e6, decision: .notYet),
         ProbeCase(
-            name: "a stream that stalled after its head: a probe", remaining: 8 << 20, delivered: 0,
-            elapsed: .milliseconds(20), windows: 0, decision: .probe),
+            name: "a fast stream, then a window without a byte (it stalled mid-way): a probe", remaining: 800 << 20,
+            delivered: 200 << 20, elapsed: .seconds(2), windows: 2, latest: 0, decision: .probe),
+        ProbeCase(
+            name: "a stream that stalled after its head: joined", remaining: 8 << 20, delivered: 0,
+            elapsed: .milliseconds(20), windows: 0, decision: .join),
         ProbeCase(
             name: "not measured for one setup yet: not yet", setup: .milliseconds(120), remaining: 60 << 20,
             delivered: 1 << 20, elapsed: .milliseconds(100), windows: 0, decision: .notYet),
     ]
 
     @Test(arguments: probeCases)
-    func overHTTP2OneStreamProbesWhereTheRestTakesAWhile(_ row: ProbeCase) {
+    func overHTTP2ASlowDownloadJoinsAFastOneProbesWhereTheRestTakesAWhile(_ row: ProbeCase) {
         let rule = SplitRule(setup: row.setup, probes: true)
         var windows = SplitRule.Windows(start: .now)
         windows.completed = row.windows

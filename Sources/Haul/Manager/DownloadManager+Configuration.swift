@@ -58,10 +58,12 @@ extension DownloadManager {
         /// ``maxConnectionsPerHost`` only when that was set: the default per-host cap (6)
         /// lets a download have 8.
         ///
-        /// Left at its default, a download whose server answers over HTTP/2 is not split
-        /// (one stream fills the link, and a server sends the streams of a connection one
-        /// after another), unless it has mirrors or piece checksums; once set, it is split
-        /// over HTTP/2 too, for servers that limit each request's rate.
+        /// Left at its default, a download whose server answers over HTTP/2 is split as over
+        /// HTTP/1.1 when it comes slower than 64 MB/s (the server or the link limits it, and
+        /// a server that limits each request gives each stream its own rate); a faster one
+        /// stays one stream (more would share what it carries) unless one more, as a probe,
+        /// then brings 1.3 times as much, or it has mirrors or piece checksums. Once set, a
+        /// download is split over HTTP/2 as over HTTP/1.1.
         public var segmentedConnections: Int {
             get { segmentCap ?? 4 }
             set { segmentCap = newValue }

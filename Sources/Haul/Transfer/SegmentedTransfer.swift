@@ -146,7 +146,7 @@ struct SegmentedTransfer: Sendable {
         let core = download.core
         // Over HTTP/2 the others would be streams: unless somebody asked for the split
         // (`-x` or the request's own connections, mirrors, piece checksums, a delta
-        // download), one probes first.
+        // download), a fast download is probed by one first (`SplitRule.probeAbove`).
         let request = download.request
         let asked =
             environment.configuration.segmentCap != nil || request.connections != nil || request.pieces != nil

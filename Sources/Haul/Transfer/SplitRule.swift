@@ -23,17 +23,31 @@ import NIOCore
 /// of the first one's connection or of its one sibling (``HTTP2Placement``). They bring
 /// more only from a server that limits each request (nginx's `limit_rate`, Apache's
 /// `mod_ratelimit`): where the connection, the link or the CPU is what limits, streams
-/// share it, and splitting costs (measured on 127.0.0.1: four streams took 1.23x the
-/// time of one). So one stream joins first, as a probe, once the rest would take at least
-/// ``probeFloor`` at the first one's rate, measured over its second window (``Windows``:
-/// the first holds the burst a server sends before its limit bites); the rest join only if
-/// the two streams together then bring at least ``probeGain`` times that rate
-/// (``probePays(before:during:)``), else the two share what is left.
+/// share it, and splitting a fast download costs (measured on 127.0.0.1: four streams took
+/// 1.23x the time of one, the CPU being what limited).
+///
+/// - A download slower than ``probeAbove`` since its first byte is joined as over
+///   HTTP/1.1: at that rate the streams' CPU costs nothing that shows, and a server
+///   that limits each request gives every stream its own rate (nginx at 20 MB/s a
+///   request: joined within 50 ms, where a probe took 0.3 s to decide).
+/// - A faster one, where splitting may cost, is probed: one stream joins first, once the
+///   rest would take at least ``probeFloor`` at the first one's rate, measured over its
+///   second window (``Windows``: the first holds the burst a server sends before its limit
+///   bites); the rest join only if the two streams together then bring at least
+///   ``probeGain`` times that rate (``probePays(before:during:)``), else the two share
+///   what is left.
 struct SplitRule: Hashable, Sendable {
     /// How many times its setup the rest must take before a connection is worth opening.
     static let payback = 2.0
     /// The shortest time the rate is measured over.
     static let minimumWindow: Duration = .milliseconds(10)
+    /// Over HTTP/2: the rate (bytes per second since the first byte) below which the others
+    /// join without a probe, as over HTTP/1.1. 64 MB/s: where the CPU limits one HTTPS
+    /// stream, it receives several times that (one core on 127.0.0.1: 500 MB/s and more), so
+    /// a download measured slower is held back by the server or the link, and streams cost
+    /// nothing that shows. A server's opening burst keeps the measure above it for the first
+    /// tens of milliseconds: one sending each request 20 MB/s is joined after about 50 ms.
+    static let probeAbove = 64e6
     /// Over HTTP/2: the least time the rest must take, at the first stream's rate, for a
     /// probe. A near server sending hundreds of MB/s ends sooner on one stream.
     static let probeFloor: Duration = .seconds(1)
@@ -92,15 +106,15 @@ struct SplitRule: Hashable, Sendable {
     }
 
     /// What the other connections do, given the bytes still `remaining` and the bytes
-    /// `delivered` over `elapsed` since the first one; a probe also needs the first
-    /// stream's second window measured (`windows`).
+    /// `delivered` over `elapsed` since the first one; over HTTP/2, at ``probeAbove`` or
+    /// faster, a probe also needs the first stream's second window measured (`windows`).
     func decide(remaining: Int64, delivered: Int64, elapsed: Duration, windows: Windows? = nil) -> Decision {
         guard remaining > 0, elapsed >= max(setup, Self.minimumWindow) else { return .notYet }
         let seconds = elapsed.inSeconds
-        guard delivered > 0, seconds > 0 else { return probes ? .probe : .join }
+        guard delivered > 0, seconds > 0 else { return .join }
         let rest = Double(remaining) / (Double(delivered) / seconds)
         guard rest > Self.payback * setup.inSeconds else { return .notYet }
-        guard probes else { return .join }
+        guard probes, Double(delivered) / seconds >= Self.probeAbove else { return .join }
         guard let windows, windows.completed >= 2, let rate = windows.latest else { return .notYet }
         return rate == 0 || Double(remaining) / rate >= Self.probeFloor.inSeconds ? .probe : .notYet
     }
