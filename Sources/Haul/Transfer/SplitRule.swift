@@ -112,11 +112,11 @@ struct SplitRule: Hashable, Sendable {
         guard remaining > 0, elapsed >= max(setup, Self.minimumWindow) else { return .notYet }
         let seconds = elapsed.inSeconds
         guard delivered > 0, seconds > 0 else { return .join }
-        let rest = Double(remaining) / (Double(delivered) / seconds)
-        guard rest > Self.payback * setup.inSeconds else { return .notYet }
-        guard probes, Double(delivered) / seconds >= Self.probeAbove else { return .join }
-        guard let windows, windows.completed >= 2, let rate = windows.latest else { return .notYet }
-        return rate == 0 || Double(remaining) / rate >= Self.probeFloor.inSeconds ? .probe : .notYet
+        let rate = Double(delivered) / seconds
+        guard Double(remaining) / rate > Self.payback * setup.inSeconds else { return .notYet }
+        guard probes, rate >= Self.probeAbove else { return .join }
+        guard let windows, windows.completed >= 2, let latest = windows.latest else { return .notYet }
+        return latest == 0 || Double(remaining) / latest >= Self.probeFloor.inSeconds ? .probe : .notYet
     }
 
     /// After a probe joined: whether the rest join (`true`), stay out (`false`), or it is
